@@ -1,0 +1,80 @@
+"""The `clusterforge` command: parse arguments, call one library function, map errors to codes.
+
+Exit codes:
+  0  success (compile wrote or found generated/ up to date; validate found no problem)
+  1  a check failed: `compile --check` found generated/ stale
+  2  bad input: problems in cluster/, each printed as path:line:col: rule: message
+  3  internal error (a bug: please report it with the message)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from compiler import output, pipeline
+from compiler.errors import ClusterforgeError, SourceError
+
+EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
+
+
+def _compile(args: argparse.Namespace) -> int:
+    compiled = pipeline.compile_repo(args.repo)
+    generated = args.repo / "generated"
+    if args.check:
+        difference = output.compare(generated, compiled.files)
+        if difference:
+            print("generated/ is stale; run `clusterforge compile`:", file=sys.stderr)
+            for line in difference.lines():
+                print(f"  {line}", file=sys.stderr)
+            return EXIT_CHECK
+        print(f"generated/ is up to date ({len(compiled.files)} files)")
+        return EXIT_OK
+    wrote = output.write(generated, compiled.files)
+    state = "written" if wrote else "already up to date"
+    print(f"generated/: {len(compiled.files)} files {state}")
+    return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    compiled = pipeline.compile_repo(args.repo)
+    p = compiled.plan
+    print(f"cluster/ is valid: {len(p.hosts)} hosts, {len(p.switches)} switches, {len(p.cables)} cables")
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="clusterforge", description=__doc__.split("\n")[0])
+    top.add_argument(
+        "-C", dest="repo", type=Path, default=Path.cwd(), metavar="DIR",
+        help="the repository to work on (its cluster/ and generated/); default: here",
+    )
+    sub = top.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="compile cluster/ into generated/")
+    c.add_argument("--check", action="store_true", help="write nothing; exit 1 if generated/ is stale")
+    c.set_defaults(run=_compile)
+    v = sub.add_parser("validate", help="run every check on cluster/; write nothing")
+    v.set_defaults(run=_validate)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    args.repo = args.repo.resolve()
+    try:
+        code: int = args.run(args)
+    except SourceError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        print(f"{len(exc.diagnostics)} problem(s) in cluster/; generated/ untouched", file=sys.stderr)
+        return EXIT_INPUT
+    except ClusterforgeError as exc:
+        print(f"clusterforge: internal error: {exc}", file=sys.stderr)
+        return EXIT_BUG
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""Stage 3, checks: rules that relate values across files, every problem reported at once.
+
+Each rule is a function `(cluster, report)` that never stops at the first problem; a rule
+may assume the model's per-field rules held, nothing more (a model name may be undefined).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import netaddr
+
+from compiler.errors import Diagnostic
+from compiler.load import Path_, Source
+from compiler.model import Cluster, Medium, Role, SwitchRole
+from compiler.plan import (
+    IB_LANE_GBPS,
+    nic_networks,
+    node_address,
+    rack_subnet,
+    wires,
+)
+
+# Baseline keys a model must have, by what the model carries.
+SERVER_KEYS = ("bios", "bmc")
+IB_KEYS = ("nic_firmware", "nic_psid")
+GPU_KEYS = ("vbios", "gpu_driver", "cuda")
+FLEET_KEYS = ("ofed", "kernel")
+
+
+@dataclass
+class Report:
+    """Collects diagnostics; `first_seen` finds duplicates across the whole cluster."""
+
+    source: Source
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def add(self, path: Path_, rule: str, message: str) -> None:
+        self.diagnostics.append(Diagnostic(self.source.where(path), rule, message))
+
+    def unique(self, rule: str, what: str, items: Iterable[tuple[object, Path_]]) -> None:
+        """Report every item whose key was already seen, naming where it was first."""
+        seen: dict[object, Path_] = {}
+        for key, path in items:
+            if key in seen:
+                self.add(path, rule, f"{what} {key!r} already used at {self.source.where(seen[key])}")
+            else:
+                seen[key] = path
+
+
+Rule = Callable[[Cluster, Report], None]
+
+
+def _nodes(c: Cluster) -> Iterable[tuple[Path_, int, int]]:
+    for r, rack in enumerate(c.racks):
+        for n, _ in enumerate(rack.nodes):
+            yield ("racks", r, "nodes", n), r, n
+
+
+def _switches(c: Cluster) -> Iterable[tuple[Path_, int, int]]:
+    for r, rack in enumerate(c.racks):
+        for s, _ in enumerate(rack.switches):
+            yield ("racks", r, "switches", s), r, s
+
+
+def names(c: Cluster, rep: Report) -> None:
+    rep.unique(
+        "duplicate-name",
+        "rack",
+        ((rack.name, ("racks", r, "name")) for r, rack in enumerate(c.racks)),
+    )
+    rep.unique("duplicate-name", "rack id", ((rack.id, ("racks", r, "id")) for r, rack in enumerate(c.racks)))
+    hosts = [(c.racks[r].nodes[n].name, (*p, "name")) for p, r, n in _nodes(c)]
+    hosts += [(c.racks[r].switches[s].name, (*p, "name")) for p, r, s in _switches(c)]
+    rep.unique("duplicate-name", "host or switch name", hosts)
+    models = [(m, ("hardware", "servers", m)) for m in c.hardware.servers]
+    models += [(m, ("hardware", "switches", m)) for m in c.hardware.switches]
+    rep.unique("duplicate-name", "model name", models)
+
+
+def identities(c: Cluster, rep: Report) -> None:
+    serials, macs, guids = [], [], []
+    for p, r, n in _nodes(c):
+        node = c.racks[r].nodes[n]
+        serials.append((node.serial, (*p, "serial")))
+        macs += [(mac, (*p, "mac", nic)) for nic, mac in node.mac.items()]
+        if node.guid:
+            guids.append((node.guid, (*p, "guid")))
+    for p, r, s in _switches(c):
+        sw = c.racks[r].switches[s]
+        serials.append((sw.serial, (*p, "serial")))
+        macs.append((sw.mac, (*p, "mac")))
+        if sw.guid:
+            guids.append((sw.guid, (*p, "guid")))
+    rep.unique("duplicate-serial", "serial", serials)
+    rep.unique("duplicate-mac", "MAC", macs)
+    rep.unique("duplicate-guid", "GUID", guids)
+
+
+def references(c: Cluster, rep: Report) -> None:
+    hosts = {node.name for rack in c.racks for node in rack.nodes}
+    switches = {sw.name: sw for rack in c.racks for sw in rack.switches}
+
+    def need(known: Iterable[str], name: str, what: str, path: Path_) -> bool:
+        known = set(known)
+        if name in known:
+            return True
+        hint = ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
+        rep.add(path, "unknown-reference", f"{what} {name!r} is not defined (known: {hint})")
+        return False
+
+    services = c.site.services
+    for key, value in services.model_dump().items():
+        for i, host in enumerate(value if isinstance(value, list | tuple) else [value]):
+            at: Path_ = ("site", "services", key, i) if isinstance(value, list | tuple) else ("site", "services", key)
+            need(hosts, host, "host", at)
+    for model_name, model in c.hardware.servers.items():
+        need(c.networks, model.bmc, "network", ("hardware", "servers", model_name, "bmc"))
+        for i, nic in enumerate(model.nics):
+            need(c.networks, nic.network, "network", ("hardware", "servers", model_name, "nics", i, "network"))
+    for p, r, n in _nodes(c):
+        node = c.racks[r].nodes[n]
+        if not need(c.hardware.servers, node.model, "server model", (*p, "model")):
+            continue
+        ports = dict(nic_networks(c, node))
+        for nic in ports:
+            if nic not in node.mac and (nic == "bmc" or not _is_ib(c, node.model, nic)):
+                rep.add((*p, "mac"), "missing-field", f"{node.name!r} has no MAC for its {nic!r} port")
+        for nic in node.mac:
+            need(ports, nic, f"port of model {node.model!r}", (*p, "mac", nic))
+        for net in node.addresses:
+            need(ports.values(), net, f"network of {node.name!r}", (*p, "addresses", net))
+        for net, link in node.links.items():
+            need(ports.values(), net, f"network of {node.name!r}", (*p, "links", net))
+            need(switches, link.switch, "switch", (*p, "links", net, "switch"))
+        has_ib = any(_is_ib(c, node.model, nic) for nic in ports)
+        if has_ib and not node.guid:
+            rep.add(p, "missing-field", f"{node.name!r} has an InfiniBand HCA but no guid")
+        for key in node.pins:
+            need((*SERVER_KEYS, *IB_KEYS, *GPU_KEYS, *FLEET_KEYS), key, "version key", (*p, "pins", key))
+        need(c.provisioning.role_profiles, node.role.value, "role in role_profiles", (*p, "role"))
+    for p, r, s in _switches(c):
+        need(c.hardware.switches, c.racks[r].switches[s].model, "switch model", (*p, "model"))
+    for i, sm in enumerate(c.fabric.subnet_managers):
+        need(hosts, sm.host, "host", ("fabric", "subnet_managers", i, "host"))
+    for i, part in enumerate(c.fabric.partitions):
+        for j, host in enumerate(part.hosts):
+            need(hosts, host, "host", ("fabric", "partitions", i, "hosts", j))
+    for i, cable in enumerate(c.fabric.cables):
+        need(switches, cable.device, "switch", ("fabric", "cables", i, "device"))
+    for i, ring in enumerate(c.firmware.rings):
+        for j, host in enumerate(ring.nodes):
+            need(hosts, host, "host", ("firmware", "rings", i, "nodes", j))
+    for model_name in c.firmware.baselines:
+        need([*c.hardware.servers, *c.hardware.switches], model_name, "model", ("firmware", "baselines", model_name))
+    for role, profile in c.provisioning.role_profiles.items():
+        need([r.value for r in Role], role, "role", ("provisioning", "role_profiles", role))
+        need(c.provisioning.profiles, profile, "profile", ("provisioning", "role_profiles", role))
+
+
+def _is_ib(c: Cluster, model: str, nic_name: str) -> bool:
+    nics = c.hardware.servers[model].nics
+    return any(n.name == nic_name and n.device for n in nics)
+
+
+def baselines(c: Cluster, rep: Report) -> None:
+    for key in FLEET_KEYS:
+        if key not in c.firmware.software:
+            rep.add(("firmware", "software"), "missing-baseline", f"no fleet-wide {key!r} version")
+    used = {node.model for rack in c.racks for node in rack.nodes}
+    used |= {sw.model for rack in c.racks for sw in rack.switches}
+    first_use: dict[str, Path_] = {}
+    for p, r, n in _nodes(c):
+        first_use.setdefault(c.racks[r].nodes[n].model, (*p, "model"))
+    for p, r, s in _switches(c):
+        first_use.setdefault(c.racks[r].switches[s].model, (*p, "model"))
+    for model in sorted(used):
+        baseline = c.firmware.baselines.get(model)
+        if baseline is None:
+            if model in c.hardware.servers or model in c.hardware.switches:
+                rep.add(first_use[model], "missing-baseline", f"model {model!r} is in use but has no firmware baseline")
+            continue
+        if model in c.hardware.servers:
+            server = c.hardware.servers[model]
+            keys = list(SERVER_KEYS)
+            keys += IB_KEYS if any(nic.device for nic in server.nics) else ()
+            keys += GPU_KEYS if server.gpus else ()
+        else:
+            keys = ["firmware"]
+        missing = [k for k in keys if getattr(baseline, k) is None]
+        if missing:
+            rep.add(("firmware", "baselines", model), "missing-baseline", f"baseline of {model!r} lacks {', '.join(missing)}")
+    defaults = [i for i, ring in enumerate(c.firmware.rings) if not ring.nodes]
+    if defaults != [len(c.firmware.rings) - 1]:
+        rep.add(("firmware", "rings"), "rings", "exactly one ring, the last, must list no nodes: it takes every other node")
+    rep.unique("duplicate-name", "ring", ((ring.name, ("firmware", "rings", i, "name")) for i, ring in enumerate(c.firmware.rings)))
+    rep.unique("duplicate-ring-member", "node", ((n, ("firmware", "rings", i, "nodes", j)) for i, ring in enumerate(c.firmware.rings) for j, n in enumerate(ring.nodes)))
+
+
+def addresses(c: Cluster, rep: Report) -> None:
+    used: list[tuple[object, Path_]] = []
+    for p, r, n in _nodes(c):
+        rack, node = c.racks[r], c.racks[r].nodes[n]
+        if node.model not in c.hardware.servers:
+            continue
+        for _, net_name in nic_networks(c, node):
+            net = c.networks.get(net_name)
+            if net is None:
+                continue
+            at: Path_ = (*p, "addresses", net_name) if net_name in node.addresses else (*p, "slot")
+            subnet = rack_subnet(net, rack)
+            if subnet is None:
+                rep.add(("racks", r, "id"), "rack-subnet-too-small", f"network {net_name!r} ({net.cidr}) has no subnet for rack id {rack.id}")
+                continue
+            address = node_address(net, rack, node, net_name)
+            if address is None:
+                rep.add(at, "rack-subnet-too-small", f"slot {node.slot} needs host part {net.host_base + node.slot}, beyond {net_name!r} subnet {subnet} of rack {rack.name!r}")
+                continue
+            used.append((str(address), at))
+            block = netaddr.IPNetwork(net.cidr) if net.interface_prefix else subnet
+            if address not in block:
+                rep.add(at, "address-outside-subnet", f"{address} is outside {net_name!r} subnet {block} of rack {rack.name!r}")
+                continue
+            host_part = int(address) - subnet.first if address in subnet else None
+            if host_part is not None and any(lo <= host_part <= hi for lo, hi in net.reserved):
+                rep.add(at, "address-reserved", f"{address} is in a reserved range of {net_name!r} {net.reserved}")
+    for p, r, s in _switches(c):
+        rack, sw = c.racks[r], c.racks[r].switches[s]
+        for net_name, net in c.networks.items():
+            if net.switch_base is None or rack_subnet(net, rack) is None:
+                continue
+            subnet = rack_subnet(net, rack)
+            assert subnet is not None
+            part = net.switch_base + sw.u
+            if not 0 < part < subnet.size - 1:
+                rep.add((*p, "u"), "rack-subnet-too-small", f"switch at U{sw.u} needs host part {part}, beyond {subnet}")
+            else:
+                used.append((str(netaddr.IPAddress(subnet.first + part)), (*p, "u")))
+    rep.unique("duplicate-ip", "address", used)
+
+
+def subnets(c: Cluster, rep: Report) -> None:
+    """Networks may share one block (bmc and mgmt split 10.60/16 by stride); they may not
+    partly overlap, and no two rack subnets of any networks may overlap."""
+    nets = sorted(c.networks.items())
+    for i, (a_name, a) in enumerate(nets):
+        for b_name, b in nets[i + 1 :]:
+            na, nb = netaddr.IPNetwork(a.cidr), netaddr.IPNetwork(b.cidr)
+            if na != nb and (na in nb or nb in na):
+                rep.add(("networks", b_name, "cidr"), "subnet-overlap", f"{b_name!r} {b.cidr} overlaps {a_name!r} {a.cidr}")
+    seen: list[tuple[netaddr.IPNetwork, str, str]] = []
+    for rack in c.racks:
+        for name, net in nets:
+            subnet = rack_subnet(net, rack)
+            if subnet is None:
+                continue
+            for other, o_name, o_rack in seen:
+                if other in subnet or subnet in other:
+                    rep.add(("networks", name), "subnet-overlap", f"rack {rack.name!r} subnet {subnet} of {name!r} overlaps {other} ({o_name!r}, rack {o_rack!r})")
+            seen.append((subnet, name, rack.name))
+
+
+def positions(c: Cluster, rep: Report) -> None:
+    for r, rack in enumerate(c.racks):
+        taken: dict[int, str] = {}
+        items = [(("racks", r, "nodes", n), node.name, node.u, c.hardware.servers[node.model].height_u if node.model in c.hardware.servers else 1) for n, node in enumerate(rack.nodes)]
+        items += [(("racks", r, "switches", s), sw.name, sw.u, c.hardware.switches[sw.model].height_u if sw.model in c.hardware.switches else 1) for s, sw in enumerate(rack.switches)]
+        for path, name, u, height in items:
+            top = u + height - 1
+            if top > rack.height_u:
+                rep.add((*path, "u"), "rack-position", f"{name!r} at U{u}-U{top} does not fit a {rack.height_u}U rack")
+            clash = sorted({taken[x] for x in range(u, top + 1) if x in taken})
+            if clash:
+                rep.add((*path, "u"), "rack-position", f"{name!r} at U{u}-U{top} overlaps {', '.join(map(repr, clash))} in rack {rack.name!r}")
+            taken.update({x: name for x in range(u, top + 1)})
+        rep.unique("duplicate-slot", f"slot in rack {rack.name!r}", ((node.slot, ("racks", r, "nodes", n, "slot")) for n, node in enumerate(rack.nodes)))
+        roles = [(sw.role.value, ("racks", r, "switches", s, "role")) for s, sw in enumerate(rack.switches) if sw.role != SwitchRole.SPINE]
+        rep.unique("duplicate-switch-role", f"switch role in rack {rack.name!r}", roles)
+
+
+def ports(c: Cluster, rep: Report) -> None:
+    switch = {sw.name: sw for rack in c.racks for sw in rack.switches}
+    all_wires = [w for w in wires(c) if w.switch in switch]
+    overrides = {(o.device, o.port): o for o in c.fabric.cables}
+    used: list[tuple[object, Path_]] = []
+    for w in all_wires:
+        o = overrides.get((w.switch, w.switch_port))
+        port = o.use_port if o and o.use_port else w.switch_port
+        model = c.hardware.switches.get(switch[w.switch].model)
+        if model and not 1 <= port <= model.ports:
+            rep.add(w.path, "port-out-of-range", f"{w.device!r} needs port {port} of {w.switch!r}, which has {model.ports} ports")
+        used.append(((w.switch, port), w.path))
+        if w.device in switch:  # a leaf-spine link: the spine end is a port too
+            used.append(((w.device, int(w.device_port)), w.path))
+            spine = c.hardware.switches.get(switch[w.device].model)
+            if spine and not 1 <= int(w.device_port) <= spine.ports:
+                rep.add(w.path, "port-out-of-range", f"{w.switch!r} needs port {w.device_port} of {w.device!r}, which has {spine.ports} ports")
+    rep.unique("port-reused", "switch port", used)
+    for i, o in enumerate(c.fabric.cables):
+        if not any((w.switch, w.switch_port) == (o.device, o.port) for w in all_wires):
+            rep.add(("fabric", "cables", i), "unknown-reference", f"no planned cable uses port {o.port} of {o.device!r}")
+
+
+def fabric(c: Cluster, rep: Report) -> None:
+    """A server cabled once, and every leaf: equal paths to every spine, within oversubscription."""
+    ib_nets = {name for name, net in c.networks.items() if net.medium == Medium.INFINIBAND}
+    all_wires = wires(c)
+    for p, r, n in _nodes(c):
+        rack, node = c.racks[r], c.racks[r].nodes[n]
+        if node.model not in c.hardware.servers or node.role == Role.SPARE:
+            continue
+        for _, net in nic_networks(c, node):
+            if net in ib_nets and not any(w.device == node.name and w.network == net for w in all_wires):
+                rep.add(p, "server-not-connected", f"{node.name!r} has an HCA but no leaf in rack {rack.name!r} and no links: entry")
+    rate = IB_LANE_GBPS[c.fabric.rate] * int(c.fabric.width.rstrip("x"))
+    spines = [sw.name for rack in c.racks for sw in rack.switches if sw.role == SwitchRole.SPINE]
+    for p, r, s in _switches(c):
+        sw = c.racks[r].switches[s]
+        if sw.role != SwitchRole.LEAF:
+            continue
+        down = [w for w in all_wires if w.switch == sw.name and w.device not in spines]
+        up = defaultdict(int)
+        for w in all_wires:
+            if w.switch == sw.name and w.device in spines:
+                up[w.device] += 1
+        if len(set(up.values())) > 1 or set(up) != set(spines):
+            rep.add(p, "unequal-uplinks", f"leaf {sw.name!r} links to spines unevenly: {dict(sorted(up.items()))}")
+        up_bw = sum(up.values()) * rate
+        down_bw = sum(_nic_gbps(c, w.device, w.device_port) for w in down)
+        if up_bw == 0 or down_bw / up_bw > c.fabric.max_oversubscription:
+            rep.add(p, "oversubscription", f"leaf {sw.name!r}: {down_bw:g} Gb/s to servers vs {up_bw:g} Gb/s to spines exceeds {c.fabric.max_oversubscription:g}:1")
+
+
+def _nic_gbps(c: Cluster, host: str, port: str) -> float:
+    node = next(n for rack in c.racks for n in rack.nodes if n.name == host)
+    nic = next(x for x in c.hardware.servers[node.model].nics if f"{x.device}/{x.port or 1}" == port)
+    return nic.speed_gbps
+
+
+RULES: tuple[Rule, ...] = (names, identities, references, baselines, subnets, addresses, positions, ports, fabric)
+
+
+def run(cluster: Cluster, source: Source) -> list[Diagnostic]:
+    """Every diagnostic of every rule. Rules after `references` run only when it found no
+    dangling name: they look names up and would trip over the same one again."""
+    report = Report(source)
+    for rule in RULES:
+        before = len(report.diagnostics)
+        rule(cluster, report)
+        if rule is references and len(report.diagnostics) > before:
+            break
+    return sorted(report.diagnostics)

@@ -1,0 +1,327 @@
+"""Stage 2, model: the shape and type of every field of `cluster/`, strict and frozen.
+
+Field names are the YAML keys, so a validation error's `loc` is a path `Source.where` knows.
+Only single-value rules live here (a MAC's format, a CIDR being a network address); rules that
+relate values to each other are checks (`compiler/checks.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any
+
+import netaddr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
+
+
+class Strict_(BaseModel):
+    """Base of every model: unknown keys are errors, no coercion, immutable."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+def _pattern(regex: str, what: str) -> AfterValidator:
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _ipv4(value: str) -> str:
+    try:
+        return str(netaddr.IPAddress(value, version=4, flags=netaddr.INET_PTON))
+    except (netaddr.AddrFormatError, ValueError):
+        raise ValueError(f"{value!r} is not an IPv4 address") from None
+
+
+def _cidr(value: str) -> str:
+    try:
+        net = netaddr.IPNetwork(value, version=4)
+    except (netaddr.AddrFormatError, ValueError):
+        raise ValueError(f"{value!r} is not an IPv4 network (a.b.c.d/len)") from None
+    if "/" not in value or net.ip != net.network:
+        raise ValueError(f"{value!r} is not a network address; did you mean {net.cidr}?")
+    return str(net.cidr)
+
+
+Name = Annotated[str, _pattern(r"[a-z][a-z0-9-]{0,62}", "a name (a-z, 0-9, '-')")]
+Mac = Annotated[str, _pattern(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", "a MAC (lower-case aa:bb:..)")]
+Guid = Annotated[str, _pattern(r"0x[0-9a-f]{16}", "a GUID (quoted '0x' + 16 hex digits)")]
+Serial = Annotated[str, _pattern(r"[A-Z0-9][A-Z0-9-]{3,31}", "a serial number (A-Z, 0-9, '-')")]
+Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z._-]*", "a version (quote it)")]
+IPv4 = Annotated[str, AfterValidator(_ipv4)]
+Cidr = Annotated[str, AfterValidator(_cidr)]
+Lax = Strict(False)  # closed vocabularies: a YAML string becomes the StrEnum member
+
+
+class Role(StrEnum):
+    GPU = "gpu"
+    LOGIN = "login"
+    SUBNET_MANAGER = "subnet-manager"
+    PROVISIONING = "provisioning"
+    MONITORING = "monitoring"
+    SPARE = "spare"
+
+
+class SwitchRole(StrEnum):
+    LEAF = "leaf"
+    SPINE = "spine"
+    MANAGEMENT = "management"
+    STORAGE = "storage"
+
+
+class Medium(StrEnum):
+    ETHERNET = "ethernet"
+    INFINIBAND = "infiniband"
+
+
+# --- site.yaml ------------------------------------------------------------------------------
+
+
+class Services(Strict_):
+    """Which host runs each site service; addresses follow from the host."""
+
+    provisioning: Name
+    dns: tuple[Name, ...]
+    ntp: tuple[Name, ...]
+    monitoring: Name
+
+
+class Site(Strict_):
+    name: Name
+    room: Annotated[str, _pattern(r"[A-Z0-9]{1,6}", "a room code (A-Z, 0-9)")]
+    domain: Annotated[str, _pattern(r"[a-z0-9-]+(\.[a-z0-9-]+)+", "a DNS domain")]
+    timezone: str
+    services: Services
+    rack_pitch_m: float = Field(0.6, gt=0)
+    row_pitch_m: float = Field(2.4, gt=0)
+
+
+# --- networks.yaml --------------------------------------------------------------------------
+
+
+class Network(Strict_):
+    """A logical IPv4 network; each rack gets subnet number `stride * rack.id + offset`."""
+
+    medium: Annotated[Medium, Lax]
+    cidr: Cidr
+    rack_prefix: int = Field(ge=8, le=30)
+    stride: int = Field(1, ge=1)
+    offset: int = 0
+    interface_prefix: int | None = Field(None, ge=8, le=30)  # default: rack_prefix
+    host_base: int = Field(ge=1)  # host part of a node = host_base + slot
+    switch_base: int | None = Field(None, ge=1)  # host part of a switch = switch_base + its U
+    gateway: int | None = Field(None, ge=1)  # host part of the rack router
+    reserved: tuple[tuple[int, int], ...] = ()  # host-part ranges never given to a node
+    default_route: bool = False
+    routes: tuple[Cidr, ...] = ()  # destinations reached through this network's gateway
+    mtu: int = Field(1500, ge=576, le=65520)
+    switch: Annotated[SwitchRole, Lax] | None = None  # the rack switch its NICs are cabled to
+    first_port: int = Field(1, ge=1)  # that switch's port for slot 1; slot n uses first+n-1
+
+
+# --- hardware.yaml --------------------------------------------------------------------------
+
+
+class Nic(Strict_):
+    name: Annotated[str, _pattern(r"[a-z][a-z0-9_.]{0,14}", "an interface name")]
+    network: Name
+    speed_gbps: int = Field(gt=0)
+    device: str | None = None  # RDMA device of an InfiniBand port, e.g. mlx5_0
+    port: int | None = Field(None, ge=1)
+
+
+class Gpus(Strict_):
+    count: int = Field(ge=1)
+    model: str
+    nvlinks_per_gpu: int = Field(ge=0)
+    max_corrected_ecc: int = Field(0, ge=0)  # per GPU, since boot, before it is flagged
+
+
+class ServerModel(Strict_):
+    vendor: str
+    height_u: int = Field(ge=1, le=12)
+    cpu_sockets: int = Field(ge=1)
+    memory_gib: int = Field(ge=1)
+    gpus: Gpus | None = None
+    os_disks: tuple[str, ...] = Field(min_length=1)
+    scratch_disk: str | None = None
+    bmc: Name  # the network of the BMC port
+    nics: tuple[Nic, ...] = Field(min_length=1)
+
+
+class SwitchModel(Strict_):
+    vendor: str
+    medium: Annotated[Medium, Lax]
+    ports: int = Field(ge=1, le=128)
+    speed_gbps: int = Field(gt=0)
+    height_u: int = Field(1, ge=1, le=4)
+
+
+class Hardware(Strict_):
+    servers: dict[Name, ServerModel]
+    switches: dict[Name, SwitchModel]
+
+
+# --- racks/*.yaml ---------------------------------------------------------------------------
+
+
+class Pin(Strict_):
+    """A node held at a version other than its model's baseline, and why."""
+
+    version: Version
+    reason: str = Field(min_length=10)
+
+
+class Link(Strict_):
+    """A NIC cabled to a named switch port instead of its rack switch (service hosts)."""
+
+    switch: Name
+    port: int = Field(ge=1)
+
+
+class Node(Strict_):
+    name: Name
+    model: Name
+    role: Annotated[Role, Lax]
+    slot: int = Field(ge=1)
+    u: int = Field(ge=1)
+    serial: Serial
+    mac: dict[str, Mac]  # NIC name (and "bmc") -> MAC
+    guid: Guid | None = None  # port GUID of the InfiniBand HCA
+    addresses: dict[Name, IPv4] = {}  # per-network override of the derived address
+    links: dict[Name, Link] = {}  # per-network override of the derived switch port
+    pins: dict[str, Pin] = {}
+
+
+class Switch(Strict_):
+    name: Name
+    model: Name
+    role: Annotated[SwitchRole, Lax]
+    u: int = Field(ge=1)
+    serial: Serial
+    mac: Mac  # management port
+    guid: Guid | None = None  # node GUID (InfiniBand switches)
+
+
+class Rack(Strict_):
+    name: Name
+    id: int = Field(ge=1, le=250)
+    row: Annotated[str, _pattern(r"[A-Z]{1,2}", "a row letter")]
+    col: int = Field(ge=1)
+    height_u: int = Field(42, ge=1, le=60)
+    nodes: tuple[Node, ...] = ()
+    switches: tuple[Switch, ...] = ()
+
+
+# --- fabric.yaml ----------------------------------------------------------------------------
+
+
+class CableOverride(Strict_):
+    """One cable that departs from the rule: a port skipped as bad, or not yet installed."""
+
+    device: Name
+    port: int = Field(ge=1)
+    use_port: int | None = Field(None, ge=1)  # the far-end port used instead of the rule's
+    installed: bool = True
+    note: str = ""
+
+
+class Partition(Strict_):
+    name: Annotated[str, _pattern(r"[A-Za-z][A-Za-z0-9_]{0,31}", "a partition name")]
+    pkey: Annotated[str, _pattern(r"0x[0-7][0-9a-f]{3}", "a 15-bit P_Key like 0x0002")]
+    ipoib: bool = False
+    roles: tuple[Annotated[Role, Lax], ...] = ()  # every host of these roles
+    hosts: tuple[Name, ...] = ()
+
+
+class SubnetManager(Strict_):
+    host: Name
+    priority: int = Field(ge=0, le=15)
+
+
+class Fabric(Strict_):
+    rate: Annotated[str, _pattern(r"(SDR|DDR|QDR|FDR|EDR|HDR|NDR)", "an InfiniBand rate")]
+    width: Annotated[str, _pattern(r"(1x|4x|8x|12x)", "a link width")]
+    max_oversubscription: float = Field(1.0, gt=0)
+    uplink_port: int = Field(ge=1)  # first leaf port facing spines, in spine order
+    links_per_spine: int = Field(1, ge=1)
+    subnet_managers: tuple[SubnetManager, ...] = Field(min_length=1)
+    partitions: tuple[Partition, ...] = ()
+    cables: tuple[CableOverride, ...] = ()
+
+
+# --- firmware.yaml --------------------------------------------------------------------------
+
+
+class Baseline(Strict_):
+    """What every box of one model must run; GPU fields only for models with GPUs."""
+
+    bios: Version | None = None
+    bmc: Version | None = None
+    nic_firmware: Version | None = None
+    nic_psid: Annotated[str, _pattern(r"[A-Z]{2}_[0-9]{10}", "a PSID like MT_0000000223")] | None = (
+        None
+    )
+    vbios: Version | None = None
+    gpu_driver: Version | None = None
+    cuda: Version | None = None
+    firmware: Version | None = None  # switches: the one firmware image
+
+
+class Ring(Strict_):
+    name: Name
+    nodes: tuple[Name, ...] = ()  # empty: every node not in an earlier ring
+
+
+class Firmware(Strict_):
+    software: dict[str, Version]  # fleet-wide: ofed, kernel
+    baselines: dict[Name, Baseline]
+    rings: tuple[Ring, ...] = Field(min_length=1)
+
+
+# --- provisioning.yaml ----------------------------------------------------------------------
+
+
+class Repo(Strict_):
+    name: Name
+    path: str  # below the provisioning server's HTTP root
+
+
+class Profile(Strict_):
+    packages: tuple[str, ...]
+    post: tuple[str, ...] = ()  # extra %post steps, shell, one per line
+
+
+class Provisioning(Strict_):
+    os: str
+    os_version: Version
+    install_path: str
+    repos: tuple[Repo, ...]
+    boot_files: dict[str, str]  # "bios" / "uefi" -> file name on the TFTP server
+    root_password_hash: dict[str, str]  # "env" and/or "file": where the hash comes from
+    profiles: dict[Name, Profile]
+    role_profiles: dict[str, Name]
+
+
+# --- the whole ------------------------------------------------------------------------------
+
+
+class Cluster(Strict_):
+    site: Site
+    networks: dict[Name, Network]
+    hardware: Hardware
+    fabric: Fabric
+    firmware: Firmware
+    provisioning: Provisioning
+    racks: tuple[Rack, ...]
+
+
+def validate(data: dict[str, Any]) -> Cluster:
+    """Build the model from loaded data; raises pydantic.ValidationError."""
+    return Cluster.model_validate(data)

@@ -1,0 +1,515 @@
+"""Stage 4, plan: every derived fact, computed once from a checked model, shared by all targets.
+
+Addresses come from rules (rack id -> subnet, slot -> host part) so that adding a node or a
+rack never renumbers anything; cables come from port rules plus per-cable overrides. The
+helpers at the top are pure and also used by the checks, which run on models that may be wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import netaddr
+
+from compiler.model import (
+    Cluster,
+    Fabric,
+    Medium,
+    Network,
+    Node,
+    Partition,
+    Rack,
+    Role,
+    Site,
+    Switch,
+    SwitchRole,
+)
+
+U_HEIGHT_M = 0.04445
+TRAY_DROP_M = 0.6  # from a rack's top into the overhead tray, each end
+SLACK_M = 0.5
+# Lengths cables are sold in; a run is rounded up to the next one.
+STOCK_LENGTHS_M = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 50.0)
+DAC_MAX_M = 3.0  # passive copper beyond this loses signal at 25G and up
+IB_LANE_GBPS = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50, "NDR": 100}
+
+
+# --- pure helpers, shared with the checks ---------------------------------------------------
+
+
+def rack_subnet(network: Network, rack: Rack) -> netaddr.IPNetwork | None:
+    """The rack's subnet of `network`, or None when the rule points outside the network."""
+    index = network.stride * rack.id + network.offset
+    block = netaddr.IPNetwork(network.cidr)
+    count = 2 ** (network.rack_prefix - block.prefixlen)
+    if network.rack_prefix < block.prefixlen or not 0 <= index < count:
+        return None
+    size = 2 ** (32 - network.rack_prefix)
+    return netaddr.IPNetwork(f"{netaddr.IPAddress(block.first + index * size)}/{network.rack_prefix}")
+
+
+def host_address(network: Network, rack: Rack, host_part: int) -> netaddr.IPAddress | None:
+    """Address `host_part` of the rack's subnet, or None when it does not fit."""
+    subnet = rack_subnet(network, rack)
+    if subnet is None or not 0 < host_part < subnet.size - 1:
+        return None
+    return netaddr.IPAddress(subnet.first + host_part)
+
+
+def node_address(network: Network, rack: Rack, node: Node, name: str) -> netaddr.IPAddress | None:
+    """The node's address on network `name`: its override, else host_base + slot."""
+    if name in node.addresses:
+        return netaddr.IPAddress(node.addresses[name])
+    return host_address(network, rack, network.host_base + node.slot)
+
+
+def interface_prefix(network: Network) -> int:
+    return network.interface_prefix or network.rack_prefix
+
+
+def nic_networks(cluster: Cluster, node: Node) -> list[tuple[str, str]]:
+    """(NIC name, network name) of every port the node has, BMC included as NIC "bmc"."""
+    model = cluster.hardware.servers.get(node.model)
+    if model is None:
+        return []
+    return [(nic.name, nic.network) for nic in model.nics] + [("bmc", model.bmc)]
+
+
+def standard_length(metres: float) -> float:
+    return next((s for s in STOCK_LENGTHS_M if s >= metres - 1e-9), math.ceil(metres / 10) * 10)
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    network: str
+    mac: str | None
+    address: str
+    prefix: int
+    gateway: str | None
+    mtu: int
+
+    @property
+    def cidr(self) -> str:
+        return f"{self.address}/{self.prefix}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route in the normalised form the audit compares: `ip -j route` minus what varies."""
+
+    dst: str
+    dev: str
+    gateway: str | None = None
+
+    def as_json(self) -> dict[str, str]:
+        out = {"dst": self.dst, "dev": self.dev}
+        if self.gateway:
+            out["gateway"] = self.gateway
+        return out
+
+
+@dataclass(frozen=True)
+class IbPort:
+    device: str
+    port: int
+    guid: str
+    rate_gbps: int
+    width: str
+    speed: str  # HDR, NDR, ...
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    role: Role
+    rack: str
+    slot: int
+    u: int
+    height_u: int
+    model: str
+    serial: str
+    ring: str
+    profile: str
+    interfaces: tuple[Interface, ...]
+    bmc: Interface
+    routes: tuple[Route, ...]
+    ib_ports: tuple[IbPort, ...]
+    versions: dict[str, str]
+    pinned: dict[str, str]  # version key -> reason, for keys held off the baseline
+    gpus: dict[str, Any] | None
+    os_disks: tuple[str, ...]
+    scratch_disk: str | None
+
+    def interface(self, network: str) -> Interface | None:
+        return next((i for i in self.interfaces if i.network == network), None)
+
+
+@dataclass(frozen=True)
+class SwitchPlan:
+    name: str
+    role: SwitchRole
+    rack: str
+    u: int
+    model: str
+    medium: Medium
+    ports: int
+    serial: str
+    mac: str
+    guid: str | None
+    address: str | None
+    firmware: str | None
+
+
+@dataclass(frozen=True, order=True)
+class CableEnd:
+    device: str
+    port: str  # "5" on a switch, "eno1"/"bmc"/"mlx5_0/1" on a host
+    rack: str
+    u: int
+    location: str  # TIA-606 style: room.rackgrid-Uxx:port, e.g. H1.A01-U42:P05
+
+
+@dataclass(frozen=True)
+class Cable:
+    id: str
+    network: str  # ipoib (InfiniBand), mgmt, bmc, storage
+    a: CableEnd  # the switch end: the ID and the label's first line come from it
+    b: CableEnd
+    medium: str  # DAC, AOC, Cat6A
+    length_m: float
+    rate: str  # 4xHDR, 25G, 1G
+    installed: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    site: Site
+    fabric: Fabric
+    cluster: Cluster  # for targets that need a declared fact no stage derives
+    hosts: tuple[Host, ...]
+    switches: tuple[SwitchPlan, ...]
+    cables: tuple[Cable, ...]
+    subnets: dict[str, tuple[tuple[str, str], ...]]  # network -> ((rack, subnet), ...)
+    gateways: dict[tuple[str, str], str] = field(default_factory=dict)  # (network, rack) -> ip
+
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+    def address(self, name: str, network: str) -> str:
+        """A host's address on `network`; the site services are named by host."""
+        iface = self.host(name).interface(network)
+        if iface is None:
+            raise KeyError(f"{name!r} has no interface on {network!r}")
+        return iface.address
+
+
+def build(cluster: Cluster) -> Plan:
+    """Derive everything from a model the checks passed."""
+    racks = sorted(cluster.racks, key=lambda r: r.name)
+    ring_of = _rings(cluster)
+    hosts = tuple(
+        sorted(
+            (_host(cluster, rack, node, ring_of) for rack in racks for node in rack.nodes),
+            key=lambda h: h.name,
+        )
+    )
+    switches = tuple(
+        sorted(
+            (_switch(cluster, rack, sw) for rack in racks for sw in rack.switches),
+            key=lambda s: s.name,
+        )
+    )
+    subnets: dict[str, tuple[tuple[str, str], ...]] = {}
+    gateways: dict[tuple[str, str], str] = {}
+    for name, net in sorted(cluster.networks.items()):
+        rows = []
+        for rack in racks:
+            subnet = rack_subnet(net, rack)
+            if subnet is None or not any(_uses(cluster, rack, name)):
+                continue
+            rows.append((rack.name, str(subnet)))
+            if net.gateway:
+                gateways[(name, rack.name)] = str(netaddr.IPAddress(subnet.first + net.gateway))
+        subnets[name] = tuple(rows)
+    return Plan(
+        site=cluster.site,
+        fabric=cluster.fabric,
+        cluster=cluster,
+        hosts=hosts,
+        switches=switches,
+        cables=tuple(sorted(cables(cluster), key=lambda c: c.id)),
+        subnets=subnets,
+        gateways=gateways,
+    )
+
+
+def _uses(cluster: Cluster, rack: Rack, network: str) -> list[bool]:
+    """Whether any host or switch of the rack has an address on `network`."""
+    used = [any(n == network for _, n in nic_networks(cluster, node)) for node in rack.nodes]
+    if cluster.networks[network].switch_base is not None:
+        used += [True for _ in rack.switches]
+    return used
+
+
+def _rings(cluster: Cluster) -> dict[str, str]:
+    ring_of: dict[str, str] = {}
+    default = ""
+    for ring in cluster.firmware.rings:
+        if not ring.nodes:
+            default = default or ring.name
+        for node in ring.nodes:
+            ring_of.setdefault(node, ring.name)
+    for rack in cluster.racks:
+        for node in rack.nodes:
+            ring_of.setdefault(node.name, default)
+    return ring_of
+
+
+def versions(cluster: Cluster, model: str) -> dict[str, str]:
+    """The baseline of `model`: the fleet's software plus the model's own firmware."""
+    baseline = cluster.firmware.baselines[model].model_dump(exclude_none=True)
+    return {**cluster.firmware.software, **baseline}
+
+
+def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> Host:
+    model = cluster.hardware.servers[node.model]
+    ifaces: list[Interface] = []
+    routes: list[Route] = []
+    ib_ports: list[IbPort] = []
+    bmc: Interface | None = None
+    for nic_name, net_name in nic_networks(cluster, node):
+        net = cluster.networks[net_name]
+        address = node_address(net, rack, node, net_name)
+        subnet = rack_subnet(net, rack)
+        assert address is not None and subnet is not None, "checks guarantee both"
+        prefix = interface_prefix(net)
+        gateway = str(netaddr.IPAddress(subnet.first + net.gateway)) if net.gateway else None
+        iface = Interface(
+            nic_name, net_name, node.mac.get(nic_name), str(address), prefix, gateway, net.mtu
+        )
+        if nic_name == "bmc":
+            bmc = iface
+            continue
+        ifaces.append(iface)
+        routes.append(Route(str(netaddr.IPNetwork(f"{address}/{prefix}").cidr), nic_name))
+        if gateway and net.default_route:
+            routes.append(Route("default", nic_name, gateway))
+        routes += [Route(dst, nic_name, gateway) for dst in net.routes if gateway]
+    for nic in model.nics:
+        if nic.device and node.guid:
+            rate = cluster.fabric
+            lanes = int(rate.width.rstrip("x"))
+            ib_ports.append(
+                IbPort(
+                    nic.device,
+                    nic.port or 1,
+                    node.guid,
+                    int(IB_LANE_GBPS[rate.rate] * lanes),
+                    rate.width,
+                    rate.rate,
+                )
+            )
+    assert bmc is not None
+    expected = versions(cluster, node.model)
+    expected.update({key: pin.version for key, pin in node.pins.items()})
+    return Host(
+        name=node.name,
+        role=node.role,
+        rack=rack.name,
+        slot=node.slot,
+        u=node.u,
+        height_u=model.height_u,
+        model=node.model,
+        serial=node.serial,
+        ring=ring_of[node.name],
+        profile=cluster.provisioning.role_profiles[node.role.value],
+        interfaces=tuple(ifaces),
+        bmc=bmc,
+        routes=tuple(sorted(routes, key=lambda r: (r.dst != "default", r.dst, r.dev))),
+        ib_ports=tuple(ib_ports),
+        versions=dict(sorted(expected.items())),
+        pinned={key: pin.reason for key, pin in sorted(node.pins.items())},
+        gpus=model.gpus.model_dump() if model.gpus else None,
+        os_disks=model.os_disks,
+        scratch_disk=model.scratch_disk,
+    )
+
+
+def _switch(cluster: Cluster, rack: Rack, sw: Switch) -> SwitchPlan:
+    model = cluster.hardware.switches[sw.model]
+    address = next(
+        (
+            host_address(net, rack, net.switch_base + sw.u)
+            for _, net in sorted(cluster.networks.items())
+            if net.switch_base is not None
+        ),
+        None,
+    )
+    baseline = cluster.firmware.baselines.get(sw.model)
+    return SwitchPlan(
+        name=sw.name,
+        role=sw.role,
+        rack=rack.name,
+        u=sw.u,
+        model=sw.model,
+        medium=model.medium,
+        ports=model.ports,
+        serial=sw.serial,
+        mac=sw.mac,
+        guid=sw.guid,
+        address=str(address) if address else None,
+        firmware=baseline.firmware if baseline else None,
+    )
+
+
+# --- the cable plan -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A cable as the rules give it, before overrides, lengths and IDs; used by the checks."""
+
+    network: str
+    switch: str
+    switch_port: int
+    device: str
+    device_port: str
+    path: tuple[str | int, ...]  # where in cluster/ the rule that made it comes from
+
+
+def wires(cluster: Cluster) -> list[Wire]:
+    """Every cable the rules call for, switch end first; unconnectable ports are left out."""
+    out: list[Wire] = []
+    by_role = {(rack.name, sw.role): sw.name for rack in cluster.racks for sw in rack.switches}
+    for r, rack in enumerate(cluster.racks):
+        for n, node in enumerate(rack.nodes):
+            for nic_name, net_name in nic_networks(cluster, node):
+                net = cluster.networks.get(net_name)
+                path: tuple[str | int, ...] = ("racks", r, "nodes", n)
+                if net_name in node.links:
+                    link = node.links[net_name]
+                    switch, port = link.switch, link.port
+                    path = (*path, "links", net_name)
+                elif net is not None and net.switch is not None:
+                    found = by_role.get((rack.name, net.switch))
+                    if found is None:
+                        continue  # a spare waiting in a rack without that switch
+                    switch, port = found, net.first_port + node.slot - 1
+                    path = (*path, "slot")
+                else:
+                    continue
+                nic = next(
+                    (x for x in cluster.hardware.servers[node.model].nics if x.name == nic_name),
+                    None,
+                )
+                end = f"{nic.device}/{nic.port or 1}" if nic and nic.device else nic_name
+                out.append(Wire(net_name, switch, port, node.name, end, path))
+    spines = sorted(
+        (sw.name for rack in cluster.racks for sw in rack.switches if sw.role == SwitchRole.SPINE)
+    )
+    fabric = cluster.fabric
+    ib = next((name for name, net in cluster.networks.items() if net.switch == "leaf"), "ib")
+    for r, rack in enumerate(cluster.racks):
+        for s, sw in enumerate(rack.switches):
+            if sw.role != SwitchRole.LEAF:
+                continue
+            for k, spine in enumerate(spines):
+                for j in range(fabric.links_per_spine):
+                    out.append(
+                        Wire(
+                            ib,
+                            sw.name,
+                            fabric.uplink_port + k * fabric.links_per_spine + j,
+                            spine,
+                            str((rack.id - 1) * fabric.links_per_spine + j + 1),
+                            ("racks", r, "switches", s),
+                        )
+                    )
+    return out
+
+
+def cables(cluster: Cluster) -> list[Cable]:
+    """The cable plan: rules plus overrides, with IDs, both ends, medium and length."""
+    site = cluster.site
+    place: dict[str, tuple[Rack, int]] = {}  # device -> (rack, U)
+    speed: dict[tuple[str, str], int] = {}  # (device, port or NIC) -> Gbps; switches under ""
+    role: dict[str, str] = {}
+    for rack in cluster.racks:
+        for node in rack.nodes:
+            place[node.name] = (rack, node.u)
+            for nic in cluster.hardware.servers[node.model].nics:
+                speed[(node.name, nic.device and f"{nic.device}/{nic.port or 1}" or nic.name)] = (
+                    nic.speed_gbps
+                )
+        for sw in rack.switches:
+            place[sw.name] = (rack, sw.u)
+            speed[(sw.name, "")] = cluster.hardware.switches[sw.model].speed_gbps
+            role[sw.name] = sw.role.value
+    overrides = {(o.device, o.port): o for o in cluster.fabric.cables}
+    ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
+
+    def end(device: str, port: str) -> CableEnd:
+        rack, u = place[device]
+        label = f"P{int(port):02d}" if port.isdigit() else port
+        return CableEnd(device, port, rack.name, u, f"{site.room}.{grid(rack)}-U{u:02d}:{label}")
+
+    out = []
+    for wire in wires(cluster):
+        override = overrides.get((wire.switch, wire.switch_port))
+        port = override.use_port if override and override.use_port else wire.switch_port
+        a, b = end(wire.switch, str(port)), end(wire.device, wire.device_port)
+        (ra, _), (rb, _) = place[a.device], place[b.device]
+        run = abs(a.u - b.u) * U_HEIGHT_M + SLACK_M
+        if ra.name != rb.name:
+            # Up out of each rack into the overhead tray, along the rows, and down again.
+            run = (
+                (ra.height_u - a.u + rb.height_u - b.u) * U_HEIGHT_M
+                + 2 * TRAY_DROP_M
+                + abs(ra.col - rb.col) * site.rack_pitch_m
+                + abs(ord(ra.row[-1]) - ord(rb.row[-1])) * site.row_pitch_m
+                + SLACK_M
+            )
+        length = standard_length(run)
+        if cluster.networks[wire.network].medium == Medium.INFINIBAND:
+            medium, rate = ("DAC" if length <= DAC_MAX_M else "AOC"), ib_rate
+        else:
+            gbps = min(speed[(a.device, "")], speed.get((b.device, b.port), 1))
+            medium = "Cat6A" if gbps <= 10 else ("DAC" if length <= DAC_MAX_M else "AOC")
+            rate = f"{gbps}G"
+        code = {"leaf": "IB", "management": "MG", "storage": "ST"}.get(role[a.device], "XX")
+        out.append(
+            Cable(
+                id=f"{ra.name.upper()}-{code}{port:02d}",
+                network=wire.network,
+                a=a,
+                b=b,
+                medium=medium,
+                length_m=length,
+                rate=rate,
+                installed=override.installed if override else True,
+                note=override.note if override else "",
+            )
+        )
+    return out
+
+
+def grid(rack: Rack) -> str:
+    """The rack's floor-grid name (TIA-606 style): row letter(s) and position, e.g. A01."""
+    return f"{rack.row}{rack.col:02d}"
+
+
+def partition_members(plan: Plan, partition: Partition) -> list[str]:
+    """Port GUIDs of a partition's members: its hosts and every host of its roles."""
+    return sorted(
+        p.guid
+        for h in plan.hosts
+        if h.name in partition.hosts or h.role in partition.roles
+        for p in h.ib_ports
+    )

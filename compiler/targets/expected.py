@@ -1,0 +1,90 @@
+"""`generated/expected/`: the audit's contract, one JSON file per host plus the fabric.
+
+The audit reads these and nothing else; every fact in them comes from the plan.
+
+Per host (`expected/hosts/<host>.json`), schema 1:
+  host, role, rack, ring, model;
+  versions: {bios, bmc, nic_firmware, nic_psid, vbios, gpu_driver, cuda, ofed, kernel}
+            (only the keys that apply to the model), and pinned: {key: reason};
+  interfaces: [{name, network, address: "a.b.c.d/len", mac, mtu}] (mac null on IPoIB);
+  bmc: {address, mac};
+  routes: [{dst, dev, gateway?}] as `ip -j route show` reports them, normalised to those
+          three fields ("default" for the default route, connected routes without gateway);
+  ib_ports: [{device, port, port_guid, rate, width, state}];
+  gpus: {count, model, nvlinks_per_gpu, max_corrected_ecc} or null.
+Fabric (`expected/fabric.json`): every planned InfiniBand cable with its ID, both ends as
+node name, node GUID and port, rate, width and lifecycle ("installed" or "planned").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.plan import Host, Plan
+from compiler.targets.render import to_json
+
+SCHEMA = 1
+
+
+def host_contract(h: Host) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "host": h.name,
+        "role": h.role.value,
+        "rack": h.rack,
+        "ring": h.ring,
+        "model": h.model,
+        "versions": h.versions,
+        "pinned": h.pinned,
+        "interfaces": [
+            {"name": i.name, "network": i.network, "address": i.cidr, "mac": i.mac, "mtu": i.mtu}
+            for i in h.interfaces
+        ],
+        "bmc": {"address": h.bmc.address, "mac": h.bmc.mac},
+        "routes": [r.as_json() for r in h.routes],
+        "ib_ports": [
+            {
+                "device": p.device,
+                "port": p.port,
+                "port_guid": p.guid,
+                "rate": p.rate_gbps,
+                "width": p.width,
+                "state": "Active",
+            }
+            for p in h.ib_ports
+        ],
+        "gpus": h.gpus,
+    }
+
+
+def fabric_contract(plan: Plan) -> dict[str, Any]:
+    guid = {s.name: s.guid for s in plan.switches}
+    guid |= {h.name: p.guid for h in plan.hosts for p in h.ib_ports}
+    ib = {n for n, net in plan.cluster.networks.items() if net.medium.value == "infiniband"}
+
+    def end(device: str, port: str) -> dict[str, Any]:
+        # A host end is "mlx5_0/1": the audit sees the CA's port number only.
+        return {"name": device, "guid": guid[device], "port": int(port.rsplit("/", 1)[-1])}
+
+    return {
+        "schema": SCHEMA,
+        "rate": plan.fabric.rate,
+        "width": plan.fabric.width,
+        "cables": [
+            {
+                "id": c.id,
+                "a": end(c.a.device, c.a.port),
+                "b": end(c.b.device, c.b.port),
+                "rate": c.rate,
+                "lifecycle": "installed" if c.installed else "planned",
+            }
+            for c in plan.cables
+            if c.network in ib
+        ],
+    }
+
+
+def render(plan: Plan) -> dict[str, str]:
+    files = {f"expected/hosts/{h.name}.json": to_json(host_contract(h)) for h in plan.hosts}
+    files["expected/fabric.json"] = to_json(fabric_contract(plan))
+    return files

@@ -1,0 +1,30 @@
+"""`generated/hosts`: /etc/hosts for all three networks, in address order.
+
+A host's name on the network that carries its default route is its plain name; on every
+other network it is `<host>-<network>` (gpu001-storage, gpu001-bmc).
+"""
+
+from __future__ import annotations
+
+import netaddr
+
+from compiler.plan import Plan
+from compiler.targets.render import template
+
+
+def names(plan: Plan) -> list[tuple[str, str]]:
+    """(address, short name) of every host interface, BMC and switch; shared with DNS."""
+    default = {n for n, net in plan.cluster.networks.items() if net.default_route}
+    rows = []
+    for host in plan.hosts:
+        for iface in (*host.interfaces, host.bmc):
+            suffix = "" if iface.network in default else f"-{iface.network}"
+            rows.append((iface.address, f"{host.name}{suffix}"))
+    rows += [(sw.address, sw.name) for sw in plan.switches if sw.address]
+    return sorted(rows, key=lambda row: (netaddr.IPAddress(row[0]), row[1]))
+
+
+def render(plan: Plan) -> dict[str, str]:
+    domain = plan.site.domain
+    entries = [(ip, f"{name}.{domain}", name) for ip, name in names(plan)]
+    return {"hosts": template("hosts.j2", site=plan.site, entries=entries)}

@@ -1,0 +1,38 @@
+"""`generated/inventory.json`: every host and switch with its derived facts, for other tools."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from compiler.plan import Plan
+from compiler.targets.render import to_json
+
+SCHEMA = 1
+
+
+def render(plan: Plan) -> dict[str, str]:
+    hosts: dict[str, Any] = {}
+    for h in plan.hosts:
+        hosts[h.name] = {
+            "role": h.role.value,
+            "rack": h.rack,
+            "slot": h.slot,
+            "u": h.u,
+            "model": h.model,
+            "serial": h.serial,
+            "ring": h.ring,
+            "profile": h.profile,
+            "interfaces": {i.name: asdict(i) for i in (*h.interfaces, h.bmc)},
+            "ib_ports": [asdict(p) for p in h.ib_ports],
+        }
+    switches = {
+        s.name: {**asdict(s), "role": s.role.value, "medium": s.medium.value} for s in plan.switches
+    }
+    for s in switches.values():
+        del s["name"]
+    return {
+        "inventory.json": to_json(
+            {"schema": SCHEMA, "site": plan.site.name, "hosts": hosts, "switches": switches}
+        )
+    }

@@ -1,0 +1,37 @@
+"""Shared rendering helpers for targets: strict jinja2 templates and canonical JSON."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import jinja2
+
+from compiler.errors import TargetError
+
+
+@cache
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("compiler.targets", "templates"),
+        undefined=jinja2.StrictUndefined,  # a missing fact is a bug, never an empty string
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def template(name: str, **context: Any) -> str:
+    """Render `templates/<name>`; an error names the template and its line."""
+    try:
+        return _env().get_template(name).render(**context)
+    except jinja2.TemplateError as exc:
+        line = getattr(exc, "lineno", None)
+        raise TargetError(f"{name}:{line or '?'}: {exc}") from exc
+
+
+def to_json(data: Any) -> str:
+    """JSON as every generated file writes it: sorted keys, two-space indent, final newline."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
