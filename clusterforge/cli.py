@@ -41,19 +41,28 @@ def _compile(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     compiled = pipeline.compile_repo(args.repo)
     p = compiled.plan
-    print(f"cluster/ is valid: {len(p.hosts)} hosts, {len(p.switches)} switches, {len(p.cables)} cables")
+    print(
+        f"cluster/ is valid: {len(p.hosts)} hosts, {len(p.switches)} switches, "
+        f"{len(p.cables)} cables"
+    )
     return EXIT_OK
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="clusterforge", description=__doc__.split("\n")[0])
     top.add_argument(
-        "-C", dest="repo", type=Path, default=Path.cwd(), metavar="DIR",
+        "-C",
+        dest="repo",
+        type=Path,
+        default=Path.cwd(),
+        metavar="DIR",
         help="the repository to work on (its cluster/ and generated/); default: here",
     )
     sub = top.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile cluster/ into generated/")
-    c.add_argument("--check", action="store_true", help="write nothing; exit 1 if generated/ is stale")
+    c.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if generated/ is stale"
+    )
     c.set_defaults(run=_compile)
     v = sub.add_parser("validate", help="run every check on cluster/; write nothing")
     v.set_defaults(run=_validate)
@@ -68,7 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SourceError as exc:
         for diagnostic in exc.diagnostics:
             print(diagnostic, file=sys.stderr)
-        print(f"{len(exc.diagnostics)} problem(s) in cluster/; generated/ untouched", file=sys.stderr)
+        print(
+            f"{len(exc.diagnostics)} problem(s) in cluster/; generated/ untouched", file=sys.stderr
+        )
         return EXIT_INPUT
     except ClusterforgeError as exc:
         print(f"clusterforge: internal error: {exc}", file=sys.stderr)

@@ -45,7 +45,9 @@ class Report:
         seen: dict[object, Path_] = {}
         for key, path in items:
             if key in seen:
-                self.add(path, rule, f"{what} {key!r} already used at {self.source.where(seen[key])}")
+                self.add(
+                    path, rule, f"{what} {key!r} already used at {self.source.where(seen[key])}"
+                )
             else:
                 seen[key] = path
 
@@ -71,7 +73,11 @@ def names(c: Cluster, rep: Report) -> None:
         "rack",
         ((rack.name, ("racks", r, "name")) for r, rack in enumerate(c.racks)),
     )
-    rep.unique("duplicate-name", "rack id", ((rack.id, ("racks", r, "id")) for r, rack in enumerate(c.racks)))
+    rep.unique(
+        "duplicate-name",
+        "rack id",
+        ((rack.id, ("racks", r, "id")) for r, rack in enumerate(c.racks)),
+    )
     hosts = [(c.racks[r].nodes[n].name, (*p, "name")) for p, r, n in _nodes(c)]
     hosts += [(c.racks[r].switches[s].name, (*p, "name")) for p, r, s in _switches(c)]
     rep.unique("duplicate-name", "host or switch name", hosts)
@@ -114,22 +120,33 @@ def references(c: Cluster, rep: Report) -> None:
     services = c.site.services
     for key, value in services.model_dump().items():
         for i, host in enumerate(value if isinstance(value, list | tuple) else [value]):
-            at: Path_ = ("site", "services", key, i) if isinstance(value, list | tuple) else ("site", "services", key)
+            at: Path_ = (
+                ("site", "services", key, i)
+                if isinstance(value, list | tuple)
+                else ("site", "services", key)
+            )
             need(hosts, host, "host", at)
     for model_name, model in c.hardware.servers.items():
         need(c.networks, model.bmc, "network", ("hardware", "servers", model_name, "bmc"))
         for i, nic in enumerate(model.nics):
-            need(c.networks, nic.network, "network", ("hardware", "servers", model_name, "nics", i, "network"))
+            need(
+                c.networks,
+                nic.network,
+                "network",
+                ("hardware", "servers", model_name, "nics", i, "network"),
+            )
     for p, r, n in _nodes(c):
         node = c.racks[r].nodes[n]
         if not need(c.hardware.servers, node.model, "server model", (*p, "model")):
             continue
         ports = dict(nic_networks(c, node))
-        for nic in ports:
-            if nic not in node.mac and (nic == "bmc" or not _is_ib(c, node.model, nic)):
-                rep.add((*p, "mac"), "missing-field", f"{node.name!r} has no MAC for its {nic!r} port")
-        for nic in node.mac:
-            need(ports, nic, f"port of model {node.model!r}", (*p, "mac", nic))
+        for port in ports:
+            if port not in node.mac and (port == "bmc" or not _is_ib(c, node.model, port)):
+                rep.add(
+                    (*p, "mac"), "missing-field", f"{node.name!r} has no MAC for its {port!r} port"
+                )
+        for port in node.mac:
+            need(ports, port, f"port of model {node.model!r}", (*p, "mac", port))
         for net in node.addresses:
             need(ports.values(), net, f"network of {node.name!r}", (*p, "addresses", net))
         for net, link in node.links.items():
@@ -139,7 +156,12 @@ def references(c: Cluster, rep: Report) -> None:
         if has_ib and not node.guid:
             rep.add(p, "missing-field", f"{node.name!r} has an InfiniBand HCA but no guid")
         for key in node.pins:
-            need((*SERVER_KEYS, *IB_KEYS, *GPU_KEYS, *FLEET_KEYS), key, "version key", (*p, "pins", key))
+            need(
+                (*SERVER_KEYS, *IB_KEYS, *GPU_KEYS, *FLEET_KEYS),
+                key,
+                "version key",
+                (*p, "pins", key),
+            )
         need(c.provisioning.role_profiles, node.role.value, "role in role_profiles", (*p, "role"))
     for p, r, s in _switches(c):
         need(c.hardware.switches, c.racks[r].switches[s].model, "switch model", (*p, "model"))
@@ -154,7 +176,12 @@ def references(c: Cluster, rep: Report) -> None:
         for j, host in enumerate(ring.nodes):
             need(hosts, host, "host", ("firmware", "rings", i, "nodes", j))
     for model_name in c.firmware.baselines:
-        need([*c.hardware.servers, *c.hardware.switches], model_name, "model", ("firmware", "baselines", model_name))
+        need(
+            [*c.hardware.servers, *c.hardware.switches],
+            model_name,
+            "model",
+            ("firmware", "baselines", model_name),
+        )
     for role, profile in c.provisioning.role_profiles.items():
         need([r.value for r in Role], role, "role", ("provisioning", "role_profiles", role))
         need(c.provisioning.profiles, profile, "profile", ("provisioning", "role_profiles", role))
@@ -180,7 +207,11 @@ def baselines(c: Cluster, rep: Report) -> None:
         baseline = c.firmware.baselines.get(model)
         if baseline is None:
             if model in c.hardware.servers or model in c.hardware.switches:
-                rep.add(first_use[model], "missing-baseline", f"model {model!r} is in use but has no firmware baseline")
+                rep.add(
+                    first_use[model],
+                    "missing-baseline",
+                    f"model {model!r} is in use but has no firmware baseline",
+                )
             continue
         if model in c.hardware.servers:
             server = c.hardware.servers[model]
@@ -191,12 +222,32 @@ def baselines(c: Cluster, rep: Report) -> None:
             keys = ["firmware"]
         missing = [k for k in keys if getattr(baseline, k) is None]
         if missing:
-            rep.add(("firmware", "baselines", model), "missing-baseline", f"baseline of {model!r} lacks {', '.join(missing)}")
+            rep.add(
+                ("firmware", "baselines", model),
+                "missing-baseline",
+                f"baseline of {model!r} lacks {', '.join(missing)}",
+            )
     defaults = [i for i, ring in enumerate(c.firmware.rings) if not ring.nodes]
     if defaults != [len(c.firmware.rings) - 1]:
-        rep.add(("firmware", "rings"), "rings", "exactly one ring, the last, must list no nodes: it takes every other node")
-    rep.unique("duplicate-name", "ring", ((ring.name, ("firmware", "rings", i, "name")) for i, ring in enumerate(c.firmware.rings)))
-    rep.unique("duplicate-ring-member", "node", ((n, ("firmware", "rings", i, "nodes", j)) for i, ring in enumerate(c.firmware.rings) for j, n in enumerate(ring.nodes)))
+        rep.add(
+            ("firmware", "rings"),
+            "rings",
+            "exactly one ring, the last, must list no nodes: it takes every other node",
+        )
+    rep.unique(
+        "duplicate-name",
+        "ring",
+        ((ring.name, ("firmware", "rings", i, "name")) for i, ring in enumerate(c.firmware.rings)),
+    )
+    rep.unique(
+        "duplicate-ring-member",
+        "node",
+        (
+            (n, ("firmware", "rings", i, "nodes", j))
+            for i, ring in enumerate(c.firmware.rings)
+            for j, n in enumerate(ring.nodes)
+        ),
+    )
 
 
 def addresses(c: Cluster, rep: Report) -> None:
@@ -212,30 +263,51 @@ def addresses(c: Cluster, rep: Report) -> None:
             at: Path_ = (*p, "addresses", net_name) if net_name in node.addresses else (*p, "slot")
             subnet = rack_subnet(net, rack)
             if subnet is None:
-                rep.add(("racks", r, "id"), "rack-subnet-too-small", f"network {net_name!r} ({net.cidr}) has no subnet for rack id {rack.id}")
+                rep.add(
+                    ("racks", r, "id"),
+                    "rack-subnet-too-small",
+                    f"network {net_name!r} ({net.cidr}) has no subnet for rack id {rack.id}",
+                )
                 continue
             address = node_address(net, rack, node, net_name)
             if address is None:
-                rep.add(at, "rack-subnet-too-small", f"slot {node.slot} needs host part {net.host_base + node.slot}, beyond {net_name!r} subnet {subnet} of rack {rack.name!r}")
+                rep.add(
+                    at,
+                    "rack-subnet-too-small",
+                    f"slot {node.slot} needs host part {net.host_base + node.slot}, beyond "
+                    f"{net_name!r} subnet {subnet} of rack {rack.name!r}",
+                )
                 continue
             used.append((str(address), at))
             block = netaddr.IPNetwork(net.cidr) if net.interface_prefix else subnet
             if address not in block:
-                rep.add(at, "address-outside-subnet", f"{address} is outside {net_name!r} subnet {block} of rack {rack.name!r}")
+                rep.add(
+                    at,
+                    "address-outside-subnet",
+                    f"{address} is outside {net_name!r} subnet {block} of rack {rack.name!r}",
+                )
                 continue
             host_part = int(address) - subnet.first if address in subnet else None
             if host_part is not None and any(lo <= host_part <= hi for lo, hi in net.reserved):
-                rep.add(at, "address-reserved", f"{address} is in a reserved range of {net_name!r} {net.reserved}")
+                rep.add(
+                    at,
+                    "address-reserved",
+                    f"{address} is in a reserved range of {net_name!r} {net.reserved}",
+                )
     for p, r, s in _switches(c):
         rack, sw = c.racks[r], c.racks[r].switches[s]
-        for net_name, net in c.networks.items():
+        for net in c.networks.values():
             if net.switch_base is None or rack_subnet(net, rack) is None:
                 continue
             subnet = rack_subnet(net, rack)
             assert subnet is not None
             part = net.switch_base + sw.u
             if not 0 < part < subnet.size - 1:
-                rep.add((*p, "u"), "rack-subnet-too-small", f"switch at U{sw.u} needs host part {part}, beyond {subnet}")
+                rep.add(
+                    (*p, "u"),
+                    "rack-subnet-too-small",
+                    f"switch at U{sw.u} needs host part {part}, beyond {subnet}",
+                )
             else:
                 used.append((str(netaddr.IPAddress(subnet.first + part)), (*p, "u")))
     rep.unique("duplicate-ip", "address", used)
@@ -249,7 +321,11 @@ def subnets(c: Cluster, rep: Report) -> None:
         for b_name, b in nets[i + 1 :]:
             na, nb = netaddr.IPNetwork(a.cidr), netaddr.IPNetwork(b.cidr)
             if na != nb and (na in nb or nb in na):
-                rep.add(("networks", b_name, "cidr"), "subnet-overlap", f"{b_name!r} {b.cidr} overlaps {a_name!r} {a.cidr}")
+                rep.add(
+                    ("networks", b_name, "cidr"),
+                    "subnet-overlap",
+                    f"{b_name!r} {b.cidr} overlaps {a_name!r} {a.cidr}",
+                )
     seen: list[tuple[netaddr.IPNetwork, str, str]] = []
     for rack in c.racks:
         for name, net in nets:
@@ -258,25 +334,63 @@ def subnets(c: Cluster, rep: Report) -> None:
                 continue
             for other, o_name, o_rack in seen:
                 if other in subnet or subnet in other:
-                    rep.add(("networks", name), "subnet-overlap", f"rack {rack.name!r} subnet {subnet} of {name!r} overlaps {other} ({o_name!r}, rack {o_rack!r})")
+                    rep.add(
+                        ("networks", name),
+                        "subnet-overlap",
+                        f"rack {rack.name!r} subnet {subnet} of {name!r} overlaps {other} "
+                        f"({o_name!r}, rack {o_rack!r})",
+                    )
             seen.append((subnet, name, rack.name))
 
 
 def positions(c: Cluster, rep: Report) -> None:
     for r, rack in enumerate(c.racks):
         taken: dict[int, str] = {}
-        items = [(("racks", r, "nodes", n), node.name, node.u, c.hardware.servers[node.model].height_u if node.model in c.hardware.servers else 1) for n, node in enumerate(rack.nodes)]
-        items += [(("racks", r, "switches", s), sw.name, sw.u, c.hardware.switches[sw.model].height_u if sw.model in c.hardware.switches else 1) for s, sw in enumerate(rack.switches)]
+        items = [
+            (
+                ("racks", r, "nodes", n),
+                node.name,
+                node.u,
+                c.hardware.servers[node.model].height_u if node.model in c.hardware.servers else 1,
+            )
+            for n, node in enumerate(rack.nodes)
+        ]
+        items += [
+            (
+                ("racks", r, "switches", s),
+                sw.name,
+                sw.u,
+                c.hardware.switches[sw.model].height_u if sw.model in c.hardware.switches else 1,
+            )
+            for s, sw in enumerate(rack.switches)
+        ]
         for path, name, u, height in items:
             top = u + height - 1
             if top > rack.height_u:
-                rep.add((*path, "u"), "rack-position", f"{name!r} at U{u}-U{top} does not fit a {rack.height_u}U rack")
+                rep.add(
+                    (*path, "u"),
+                    "rack-position",
+                    f"{name!r} at U{u}-U{top} does not fit a {rack.height_u}U rack",
+                )
             clash = sorted({taken[x] for x in range(u, top + 1) if x in taken})
             if clash:
-                rep.add((*path, "u"), "rack-position", f"{name!r} at U{u}-U{top} overlaps {', '.join(map(repr, clash))} in rack {rack.name!r}")
+                rep.add(
+                    (*path, "u"),
+                    "rack-position",
+                    f"{name!r} at U{u}-U{top} overlaps {', '.join(map(repr, clash))} "
+                    f"in rack {rack.name!r}",
+                )
             taken.update({x: name for x in range(u, top + 1)})
-        rep.unique("duplicate-slot", f"slot in rack {rack.name!r}", ((node.slot, ("racks", r, "nodes", n, "slot")) for n, node in enumerate(rack.nodes)))
-        roles = [(sw.role.value, ("racks", r, "switches", s, "role")) for s, sw in enumerate(rack.switches) if sw.role != SwitchRole.SPINE]
+        rep.unique(
+            "duplicate-slot",
+            f"slot in rack {rack.name!r}",
+            ((node.slot, ("racks", r, "nodes", n, "slot")) for n, node in enumerate(rack.nodes)),
+        )
+        roles = [
+            (sw.role.value, ("racks", r, "switches", s, "role"))
+            for s, sw in enumerate(rack.switches)
+            if sw.role != SwitchRole.SPINE
+        ]
         rep.unique("duplicate-switch-role", f"switch role in rack {rack.name!r}", roles)
 
 
@@ -290,17 +404,30 @@ def ports(c: Cluster, rep: Report) -> None:
         port = o.use_port if o and o.use_port else w.switch_port
         model = c.hardware.switches.get(switch[w.switch].model)
         if model and not 1 <= port <= model.ports:
-            rep.add(w.path, "port-out-of-range", f"{w.device!r} needs port {port} of {w.switch!r}, which has {model.ports} ports")
+            rep.add(
+                w.path,
+                "port-out-of-range",
+                f"{w.device!r} needs port {port} of {w.switch!r}, which has {model.ports} ports",
+            )
         used.append(((w.switch, port), w.path))
         if w.device in switch:  # a leaf-spine link: the spine end is a port too
             used.append(((w.device, int(w.device_port)), w.path))
             spine = c.hardware.switches.get(switch[w.device].model)
             if spine and not 1 <= int(w.device_port) <= spine.ports:
-                rep.add(w.path, "port-out-of-range", f"{w.switch!r} needs port {w.device_port} of {w.device!r}, which has {spine.ports} ports")
+                rep.add(
+                    w.path,
+                    "port-out-of-range",
+                    f"{w.switch!r} needs port {w.device_port} of {w.device!r}, "
+                    f"which has {spine.ports} ports",
+                )
     rep.unique("port-reused", "switch port", used)
     for i, o in enumerate(c.fabric.cables):
         if not any((w.switch, w.switch_port) == (o.device, o.port) for w in all_wires):
-            rep.add(("fabric", "cables", i), "unknown-reference", f"no planned cable uses port {o.port} of {o.device!r}")
+            rep.add(
+                ("fabric", "cables", i),
+                "unknown-reference",
+                f"no planned cable uses port {o.port} of {o.device!r}",
+            )
 
 
 def fabric(c: Cluster, rep: Report) -> None:
@@ -312,8 +439,15 @@ def fabric(c: Cluster, rep: Report) -> None:
         if node.model not in c.hardware.servers or node.role == Role.SPARE:
             continue
         for _, net in nic_networks(c, node):
-            if net in ib_nets and not any(w.device == node.name and w.network == net for w in all_wires):
-                rep.add(p, "server-not-connected", f"{node.name!r} has an HCA but no leaf in rack {rack.name!r} and no links: entry")
+            if net in ib_nets and not any(
+                w.device == node.name and w.network == net for w in all_wires
+            ):
+                rep.add(
+                    p,
+                    "server-not-connected",
+                    f"{node.name!r} has an HCA but no leaf in rack {rack.name!r} "
+                    "and no links: entry",
+                )
     rate = IB_LANE_GBPS[c.fabric.rate] * int(c.fabric.width.rstrip("x"))
     spines = [sw.name for rack in c.racks for sw in rack.switches if sw.role == SwitchRole.SPINE]
     for p, r, s in _switches(c):
@@ -321,25 +455,46 @@ def fabric(c: Cluster, rep: Report) -> None:
         if sw.role != SwitchRole.LEAF:
             continue
         down = [w for w in all_wires if w.switch == sw.name and w.device not in spines]
-        up = defaultdict(int)
+        up: dict[str, int] = defaultdict(int)
         for w in all_wires:
             if w.switch == sw.name and w.device in spines:
                 up[w.device] += 1
         if len(set(up.values())) > 1 or set(up) != set(spines):
-            rep.add(p, "unequal-uplinks", f"leaf {sw.name!r} links to spines unevenly: {dict(sorted(up.items()))}")
+            rep.add(
+                p,
+                "unequal-uplinks",
+                f"leaf {sw.name!r} links to spines unevenly: {dict(sorted(up.items()))}",
+            )
         up_bw = sum(up.values()) * rate
         down_bw = sum(_nic_gbps(c, w.device, w.device_port) for w in down)
         if up_bw == 0 or down_bw / up_bw > c.fabric.max_oversubscription:
-            rep.add(p, "oversubscription", f"leaf {sw.name!r}: {down_bw:g} Gb/s to servers vs {up_bw:g} Gb/s to spines exceeds {c.fabric.max_oversubscription:g}:1")
+            rep.add(
+                p,
+                "oversubscription",
+                f"leaf {sw.name!r}: {down_bw:g} Gb/s to servers vs {up_bw:g} Gb/s to spines "
+                f"exceeds {c.fabric.max_oversubscription:g}:1",
+            )
 
 
 def _nic_gbps(c: Cluster, host: str, port: str) -> float:
     node = next(n for rack in c.racks for n in rack.nodes if n.name == host)
-    nic = next(x for x in c.hardware.servers[node.model].nics if f"{x.device}/{x.port or 1}" == port)
+    nic = next(
+        x for x in c.hardware.servers[node.model].nics if f"{x.device}/{x.port or 1}" == port
+    )
     return nic.speed_gbps
 
 
-RULES: tuple[Rule, ...] = (names, identities, references, baselines, subnets, addresses, positions, ports, fabric)
+RULES: tuple[Rule, ...] = (
+    names,
+    identities,
+    references,
+    baselines,
+    subnets,
+    addresses,
+    positions,
+    ports,
+    fabric,
+)
 
 
 def run(cluster: Cluster, source: Source) -> list[Diagnostic]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,6 @@ _SCALARS = _YAML.constructor
 class Source:
     """The whole of `cluster/` as plain data, with the location of every key and item."""
 
-    root: Path
     data: dict[str, Any]
     locations: dict[Path_, Location] = field(repr=False)
 
@@ -48,14 +46,7 @@ class Source:
             loc = self.locations.get(path[:end])
             if loc is not None:
                 return loc
-        return Location(self.display(self.root))
-
-    def display(self, path: Path) -> str:
-        """A path as diagnostics print it: relative to the repository, when it is inside."""
-        try:
-            return str(path.relative_to(self.root.parent))
-        except ValueError:
-            return str(path)
+        return Location("cluster")
 
     def digest(self) -> str:
         """sha256 of the source's content: blind to comments, layout and mapping key order."""
@@ -63,24 +54,34 @@ class Source:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def load(cluster_dir: Path) -> Source:
-    """Read `cluster_dir`; raise SourceError listing every file that cannot be read as YAML."""
-    cluster_dir = cluster_dir.resolve()
-    data: dict[str, Any] = {}
-    locations: dict[Path_, Location] = {}
-    diagnostics: list[Diagnostic] = []
-    source = Source(cluster_dir, data, locations)
-
+def read_dir(cluster_dir: Path) -> dict[str, bytes]:
+    """Every YAML file below `cluster_dir`, by its path as diagnostics print it (cluster/...)."""
     if not cluster_dir.is_dir():
         raise SourceError(
             [Diagnostic(Location(str(cluster_dir)), "missing-source", "no cluster/ folder here")]
         )
+    return {
+        f"cluster/{p.relative_to(cluster_dir).as_posix()}": p.read_bytes()
+        for p in sorted(cluster_dir.rglob("*"))
+        if p.is_file() and p.suffix in (".yaml", ".yml")
+    }
 
-    def read(path: Path, at: Path_) -> Any:
-        name = source.display(path)
-        raw = path.read_bytes()
+
+def load(cluster_dir: Path) -> Source:
+    """Read and parse `cluster_dir`; see `parse`."""
+    return parse(read_dir(cluster_dir))
+
+
+def parse(files: dict[str, bytes]) -> Source:
+    """Parse `{"cluster/<name>.yaml": bytes}` (from disk or from a git tree) into a Source;
+    raise SourceError listing every file that is missing, unknown or not valid YAML."""
+    data: dict[str, Any] = {}
+    locations: dict[Path_, Location] = {}
+    diagnostics: list[Diagnostic] = []
+
+    def read(name: str, at: Path_) -> Any:
         try:
-            tree = _YAML.compose(raw)
+            tree = _YAML.compose(files[name])
         except MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
@@ -92,39 +93,31 @@ def load(cluster_dir: Path) -> Source:
             return None
         return _plain(tree, at, name, locations, diagnostics)
 
-    known = {f"{s}.yaml" for s in SECTIONS}
-    for path in sorted(cluster_dir.iterdir()):
-        if path.is_dir() and path.name == RACKS_DIR:
-            continue
-        if path.suffix in (".yaml", ".yml") and path.name not in known:
+    known = {f"cluster/{s}.yaml" for s in SECTIONS}
+    racks_prefix = f"cluster/{RACKS_DIR}/"
+    for name in sorted(files):
+        if name not in known and not (name.startswith(racks_prefix) and name.endswith(".yaml")):
             diagnostics.append(
                 Diagnostic(
-                    Location(source.display(path), 1, 1),
+                    Location(name, 1, 1),
                     "unknown-file",
-                    f"{path.name!r} is not one of {', '.join(sorted(known))} or {RACKS_DIR}/",
+                    f"{name!r} is not one of {', '.join(sorted(known))} or {racks_prefix}*.yaml",
                 )
             )
     for section in SECTIONS:
-        path = cluster_dir / f"{section}.yaml"
-        if not path.is_file():
-            diagnostics.append(
-                Diagnostic(
-                    Location(source.display(path)), "missing-file", f"{section}.yaml is required"
-                )
-            )
+        name = f"cluster/{section}.yaml"
+        if name not in files:
+            diagnostics.append(Diagnostic(Location(name), "missing-file", f"{name} is required"))
             continue
-        data[section] = read(path, (section,))
+        data[section] = read(name, (section,))
 
-    racks: list[Any] = []
-    rack_files = sorted((cluster_dir / RACKS_DIR).glob("*.yaml"))
-    for index, path in enumerate(rack_files):
-        racks.append(read(path, ("racks", index)))
-    locations[("racks",)] = Location(source.display(cluster_dir / RACKS_DIR))
-    data["racks"] = tuple(racks)
+    rack_files = sorted(n for n in files if n.startswith(racks_prefix) and n.endswith(".yaml"))
+    data["racks"] = tuple(read(name, ("racks", i)) for i, name in enumerate(rack_files))
+    locations[("racks",)] = Location(racks_prefix)
 
     if diagnostics:
         raise SourceError(diagnostics)
-    return source
+    return Source(data, locations)
 
 
 def _plain(
@@ -150,14 +143,3 @@ def _plain(
             _plain(item, (*at, i), name, locations, problems) for i, item in enumerate(node.value)
         )
     return _SCALARS.construct_object(node)
-
-
-def walk(value: Any, at: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
-    """Every (path, value) below `value`, depth first; used by checks that scan all values."""
-    yield at, value
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield from walk(child, (*at, key))
-    elif isinstance(value, tuple):
-        for index, child in enumerate(value):
-            yield from walk(child, (*at, index))

@@ -265,9 +265,9 @@ class Baseline(Strict_):
     bios: Version | None = None
     bmc: Version | None = None
     nic_firmware: Version | None = None
-    nic_psid: Annotated[str, _pattern(r"[A-Z]{2}_[0-9]{10}", "a PSID like MT_0000000223")] | None = (
-        None
-    )
+    nic_psid: (
+        Annotated[str, _pattern(r"[A-Z]{2}_[0-9]{10}", "a PSID like MT_0000000223")] | None
+    ) = None
     vbios: Version | None = None
     gpu_driver: Version | None = None
     cuda: Version | None = None

@@ -47,7 +47,9 @@ def rack_subnet(network: Network, rack: Rack) -> netaddr.IPNetwork | None:
     if network.rack_prefix < block.prefixlen or not 0 <= index < count:
         return None
     size = 2 ** (32 - network.rack_prefix)
-    return netaddr.IPNetwork(f"{netaddr.IPAddress(block.first + index * size)}/{network.rack_prefix}")
+    return netaddr.IPNetwork(
+        f"{netaddr.IPAddress(block.first + index * size)}/{network.rack_prefix}"
+    )
 
 
 def host_address(network: Network, rack: Rack, host_part: int) -> netaddr.IPAddress | None:
@@ -264,8 +266,8 @@ def _rings(cluster: Cluster) -> dict[str, str]:
     for ring in cluster.firmware.rings:
         if not ring.nodes:
             default = default or ring.name
-        for node in ring.nodes:
-            ring_of.setdefault(node, ring.name)
+        for member in ring.nodes:
+            ring_of.setdefault(member, ring.name)
     for rack in cluster.racks:
         for node in rack.nodes:
             ring_of.setdefault(node.name, default)
@@ -412,7 +414,7 @@ def wires(cluster: Cluster) -> list[Wire]:
                 end = f"{nic.device}/{nic.port or 1}" if nic and nic.device else nic_name
                 out.append(Wire(net_name, switch, port, node.name, end, path))
     spines = sorted(
-        (sw.name for rack in cluster.racks for sw in rack.switches if sw.role == SwitchRole.SPINE)
+        sw.name for rack in cluster.racks for sw in rack.switches if sw.role == SwitchRole.SPINE
     )
     fabric = cluster.fabric
     ib = next((name for name, net in cluster.networks.items() if net.switch == "leaf"), "ib")
@@ -445,7 +447,7 @@ def cables(cluster: Cluster) -> list[Cable]:
         for node in rack.nodes:
             place[node.name] = (rack, node.u)
             for nic in cluster.hardware.servers[node.model].nics:
-                speed[(node.name, nic.device and f"{nic.device}/{nic.port or 1}" or nic.name)] = (
+                speed[(node.name, (nic.device and f"{nic.device}/{nic.port or 1}") or nic.name)] = (
                     nic.speed_gbps
                 )
         for sw in rack.switches:

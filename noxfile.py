@@ -1,0 +1,44 @@
+"""Task runner. Sessions only call pytest, the linters or the clusterforge CLI."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests", "check"]
+PYTHON = "3.11"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The whole suite (run tests/install-tools first for the real programs)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-n", "2", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    session.install("-e", ".[test]")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "compiler", "audits", "clusterforge")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def compile(session: nox.Session) -> None:
+    session.install("-e", ".")
+    session.run("clusterforge", "compile", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def check(session: nox.Session) -> None:
+    """Fail when generated/ is not what cluster/ compiles to."""
+    session.install("-e", ".")
+    session.run("clusterforge", "compile", "--check")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Speed and memory of compile and audit; prints medians and ratios, asserts nothing."""
+    session.install("-e", ".[test]")
+    session.run("python", "tests/bench.py", *session.posargs)
