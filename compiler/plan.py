@@ -8,6 +8,7 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,26 @@ class Route:
         if self.gateway:
             out["gateway"] = self.gateway
         return out
+
+    def order(self) -> tuple[bool, str, str]:
+        """Sort key: the default route first, then by destination."""
+        return (self.dst != "default", self.dst, self.dev)
+
+    @classmethod
+    def from_ip(cls, entry: Mapping[str, Any]) -> Route:
+        """One entry of `ip -j route show`, reduced to what the plan decides."""
+        dst = str(entry["dst"])
+        if dst != "default" and "/" not in dst:
+            dst += "/32"  # ip prints host routes bare; the plan writes every prefix
+        gateway = entry.get("gateway")
+        return cls(dst, str(entry.get("dev", "")), str(gateway) if gateway else None)
+
+
+def normal_routes(ip_json: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """`ip -j route show` in the form of the expected routes ("routes" in generated/expected/):
+    the one normaliser the audit and the tests compare through. Metric, protocol, scope and
+    source address vary by how a route was made, so they are dropped; what remains is unique."""
+    return [r.as_json() for r in sorted({Route.from_ip(e) for e in ip_json}, key=Route.order)]
 
 
 @dataclass(frozen=True)
@@ -334,7 +355,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         profile=cluster.provisioning.role_profiles[node.role.value],
         interfaces=tuple(ifaces),
         bmc=bmc,
-        routes=tuple(sorted(routes, key=lambda r: (r.dst != "default", r.dst, r.dev))),
+        routes=tuple(sorted(routes, key=Route.order)),
         ib_ports=tuple(ib_ports),
         versions=dict(sorted(expected.items())),
         pinned={key: pin.reason for key, pin in sorted(node.pins.items())},
