@@ -327,13 +327,15 @@ def subnets(c: Cluster, rep: Report) -> None:
                     f"{b_name!r} {b.cidr} overlaps {a_name!r} {a.cidr}",
                 )
     seen: list[tuple[netaddr.IPNetwork, str, str]] = []
+    reported: set[tuple[str, str]] = set()  # one report per pair of networks, not per rack
     for rack in c.racks:
         for name, net in nets:
             subnet = rack_subnet(net, rack)
             if subnet is None:
                 continue
             for other, o_name, o_rack in seen:
-                if other in subnet or subnet in other:
+                if (other in subnet or subnet in other) and (name, o_name) not in reported:
+                    reported.add((name, o_name))
                     rep.add(
                         ("networks", name),
                         "subnet-overlap",
@@ -448,6 +450,9 @@ def fabric(c: Cluster, rep: Report) -> None:
                     f"{node.name!r} has an HCA but no leaf in rack {rack.name!r} "
                     "and no links: entry",
                 )
+    # A cable planned but not installed is no path: the leaf's ECMP set is what is cabled.
+    missing = {(o.device, o.port) for o in c.fabric.cables if not o.installed}
+    all_wires = [w for w in all_wires if (w.switch, w.switch_port) not in missing]
     rate = IB_LANE_GBPS[c.fabric.rate] * int(c.fabric.width.rstrip("x"))
     spines = [sw.name for rack in c.racks for sw in rack.switches if sw.role == SwitchRole.SPINE]
     for p, r, s in _switches(c):

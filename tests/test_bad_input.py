@@ -1,0 +1,69 @@
+"""Broken cluster/ trees give located errors, exit code 2, no traceback, generated/ untouched."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from clusterforge.cli import main
+from compiler.output import read_tree
+from tests.conftest import REPO
+
+CASES = YAML(typ="safe").load((Path(__file__).parent / "bad_input" / "cases.yaml").read_text())
+
+
+def broken_copy(tmp: Path, case: dict[str, str]) -> Path:
+    shutil.copytree(REPO / "cluster", tmp / "cluster")
+    shutil.copytree(REPO / "generated", tmp / "generated")
+    path = tmp / "cluster" / case["file"]
+    if "create" in case:
+        path.write_text(case["create"])
+    else:
+        text = path.read_text()
+        assert case["find"] in text, f"case no longer applies: {case['find']!r} not in {path.name}"
+        path.write_text(text.replace(case["find"], case["replace"], 1))
+    return tmp
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_broken_input_is_located(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = broken_copy(tmp_path, CASES[name])
+    before = read_tree(repo / "generated")
+
+    code = main(["-C", str(repo), "compile"])
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    reported = {":".join(line.split(":")[:2]) + ":" + line.split(":")[3] for line in _diags(err)}
+    for expected in CASES[name]["expect"]:
+        assert expected in reported, f"{expected!r} not in:\n{err}"
+    assert read_tree(repo / "generated") == before
+
+
+def _diags(err: str) -> list[str]:
+    """Diagnostic lines look like `path:line:col: rule: message`."""
+    return [line for line in err.splitlines() if line.count(":") >= 4 and line.startswith("cluster/")]
+
+
+def test_every_rule_has_a_case() -> None:
+    """A rule the checks can report but no broken input exercises is an untested rule."""
+    source = (REPO / "compiler" / "checks.py").read_text()
+    path = r"(?:\w+|\((?:[^()]|\([^()]*\))*\))"  # the first argument: a name or a tuple
+    rules = set(re.findall(r'rep\.add\(\s*' + path + r'\s*,\s*"([a-z-]+)"', source))
+    rules |= set(re.findall(r'rep\.unique\(\s*"([a-z-]+)"', source))
+    covered = {e.split(": ")[-1] for case in CASES.values() for e in case["expect"]}
+    assert rules - covered == set()
+    assert len(CASES) >= 15
+
+
+def test_clean_input_compiles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The corpus' base is valid, so each case fails for its own edit alone."""
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    assert main(["-C", str(tmp_path), "validate"]) == 0, capsys.readouterr().err
