@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 from compiler.errors import TargetError
 from compiler.plan import Plan
-from compiler.targets import expected, hosts, inventory
+from compiler.targets import dns, expected, hosts, inventory, routes
 
 Target = Callable[[Plan], dict[str, str]]
 
@@ -40,6 +40,8 @@ TARGETS = Registry()
 TARGETS.add("hosts", hosts.render)
 TARGETS.add("inventory", inventory.render)
 TARGETS.add("expected", expected.render)
+TARGETS.add("routes", routes.render)
+TARGETS.add("dns", dns.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:

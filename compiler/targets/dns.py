@@ -1,0 +1,83 @@
+"""`generated/dns/`: BIND zone files with the names /etc/hosts has (`hosts.names`).
+
+  db.<domain>              the forward zone: every name of every network (the names already
+                           carry the network: gpu001-storage), one section per network;
+  db.<reverse zone>        the reverse zones of each network's address block, cut at an octet
+                           boundary (in-addr.arpa, RFC 1035); networks that share a block (bmc
+                           and mgmt share 10.60/16) share its zone, one section each;
+  named.conf.zones         the zone statements, file names relative to named's `directory`.
+The SOA serial is a hash of the rest of the zone, so it changes exactly when the content does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+
+import netaddr
+
+from compiler.plan import Plan
+from compiler.targets.hosts import names
+from compiler.targets.render import template
+
+SERIAL_BASE = 1_000_000_000  # ten digits, and below 2**32 for the SOA's 32-bit field
+SERIAL_SPAN = 2**32 - 1 - SERIAL_BASE
+
+Sections = dict[str, list[tuple[str, str, str]]]  # network -> [(owner, type, data)]
+
+
+def serial(text: str) -> int:
+    """A stable 10-digit serial from a zone's content."""
+    return SERIAL_BASE + int(hashlib.sha256(text.encode()).hexdigest(), 16) % SERIAL_SPAN
+
+
+def network_of(plan: Plan, address: str) -> str:
+    """The network of an address: the one with a rack subnet holding it, else with its block."""
+    ip = netaddr.IPAddress(address)
+    for network, rows in sorted(plan.subnets.items()):
+        if any(ip in netaddr.IPNetwork(subnet) for _, subnet in rows):
+            return network
+    nets = sorted(plan.cluster.networks.items())
+    return next(name for name, net in nets if ip in netaddr.IPNetwork(net.cidr))
+
+
+def reverse_block(plan: Plan, network: str, address: str) -> netaddr.IPNetwork:
+    """The octet-aligned block whose reverse zone holds `address`: the network's prefix rounded
+    up to an octet, since rounding down would claim addresses that are not the cluster's."""
+    prefix = netaddr.IPNetwork(plan.cluster.networks[network].cidr).prefixlen
+    return netaddr.IPNetwork(f"{address}/{min(24, -(-prefix // 8) * 8)}").cidr
+
+
+def reverse_name(block: netaddr.IPNetwork) -> str:
+    """10.60.0.0/16 -> 60.10.in-addr.arpa"""
+    octets = str(block.network).split(".")[: block.prefixlen // 8]
+    return ".".join(reversed(octets)) + ".in-addr.arpa"
+
+
+def _zone(plan: Plan, zone: str, sections: Sections) -> str:
+    context = {
+        "zone": zone,
+        "servers": [f"{s}.{plan.site.domain}." for s in plan.site.services.dns],
+        "contact": f"hostmaster.{plan.site.domain}.",
+        "sections": sorted(sections.items()),
+    }
+    text = template("zone.j2", serial=0, **context)
+    return template("zone.j2", serial=serial(text), **context)
+
+
+def render(plan: Plan) -> dict[str, str]:
+    domain = plan.site.domain
+    forward: Sections = defaultdict(list)
+    reverse: dict[str, Sections] = defaultdict(lambda: defaultdict(list))
+    for address, short in names(plan):
+        network = network_of(plan, address)
+        forward[network].append((short, "A", address))
+        block = reverse_block(plan, network, address)
+        octets = address.split(".")[block.prefixlen // 8 :]
+        reverse[reverse_name(block)][network].append(
+            (".".join(reversed(octets)), "PTR", f"{short}.{domain}.")
+        )
+    files = {f"dns/db.{domain}": _zone(plan, domain, forward)}
+    files |= {f"dns/db.{zone}": _zone(plan, zone, reverse[zone]) for zone in sorted(reverse)}
+    files["dns/named.conf.zones"] = template("named-zones.j2", zones=[domain, *sorted(reverse)])
+    return files
