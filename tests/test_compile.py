@@ -1,0 +1,174 @@
+"""The compile as a whole: golden output, determinism, stable allocation, atomic output."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clusterforge.cli import main
+from compiler import pipeline
+from compiler.load import Source, load
+from compiler.output import read_tree, write
+from compiler.plan import Plan
+from tests.conftest import REPO
+
+
+def test_golden_reference_cluster_compiles_to_committed_generated() -> None:
+    compiled = pipeline.compile_repo(REPO)
+    on_disk = read_tree(REPO / "generated")
+    assert sorted(on_disk) == sorted(compiled.files), "generated/ has missing or stale files"
+    differing = [p for p in compiled.files if on_disk[p] != compiled.files[p]]
+    assert differing == [], "run `clusterforge compile`"
+
+
+def _shuffled_yaml(text: str, rng: random.Random) -> str:
+    """The same YAML with the keys of every block mapping in random order (comments dropped)."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    data = yaml.load(text)
+
+    def shuffle(node: Any) -> Any:
+        if isinstance(node, dict):
+            items = list(node.items())
+            rng.shuffle(items)
+            return {k: shuffle(v) for k, v in items}
+        if isinstance(node, list):
+            return [shuffle(v) for v in node]
+        return node
+
+    import io
+
+    out = io.StringIO()
+    YAML(typ="safe", pure=True).dump(shuffle(data), out)
+    return out.getvalue()
+
+
+def _compile_in_subprocess(repo: Path, seed: str) -> dict[str, bytes]:
+    env = {**os.environ, "PYTHONHASHSEED": seed}
+    subprocess.run(
+        [sys.executable, "-m", "clusterforge.cli", "-C", str(repo), "compile"],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    return read_tree(repo / "generated")
+
+
+def test_deterministic_across_hash_seeds_and_key_order(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(REPO / "cluster", a / "cluster")
+    rng = random.Random(7)
+    for src in sorted((REPO / "cluster").rglob("*.yaml")):
+        dst = b / src.relative_to(REPO)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(_shuffled_yaml(src.read_text(), rng))
+    first = _compile_in_subprocess(a, "1")
+    second = _compile_in_subprocess(b, "4242")
+    assert first.keys() == second.keys()
+    assert [p for p in first if first[p] != second[p]] == []
+    assert first == read_tree(REPO / "generated")
+
+
+def _node(rack_id: int, slot: int, serial: int) -> dict[str, Any]:
+    """A new GPU server with identities that cannot clash with the shipped ones (OUI 02:...)."""
+    tail = f"{rack_id:02x}:{slot:02x}"
+    return {
+        "name": f"gpu{rack_id:03d}{slot:02d}",
+        "model": "hgx-a100",
+        "role": "gpu",
+        "slot": slot,
+        "u": 2 + (slot - 1) * 4,
+        "serial": f"TEST{serial:08d}",
+        "mac": {
+            "eno1": f"02:00:01:00:{tail}",
+            "ens2f0": f"02:00:02:00:{tail}",
+            "bmc": f"02:00:03:00:{tail}",
+        },
+        "guid": f"0x0200000000{rack_id:02x}{slot:02x}00",
+    }
+
+
+def _addresses(plan: Plan) -> dict[tuple[str, str], str]:
+    return {(h.name, i.network): i.address for h in plan.hosts for i in (*h.interfaces, h.bmc)}
+
+
+BASE = load(REPO / "cluster")
+BASE_ADDRESSES = _addresses(pipeline.compile_source(BASE).plan)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rack_id=st.integers(min_value=26, max_value=99),
+    slots=st.integers(min_value=1, max_value=5),
+    extra_slot_in_r25=st.booleans(),
+)
+def test_adding_nodes_or_racks_never_renumbers(
+    rack_id: int, slots: int, extra_slot_in_r25: bool
+) -> None:
+    racks = list(BASE.data["racks"])
+    row = "C"
+    racks.append(
+        {
+            "name": f"r{rack_id:02d}",
+            "id": rack_id,
+            "row": row,
+            "col": rack_id,
+            "nodes": tuple(_node(rack_id, s, rack_id * 10 + s) for s in range(1, slots + 1)),
+        }
+    )
+    if extra_slot_in_r25:
+        index = next(i for i, r in enumerate(racks) if r["name"] == "r25")
+        r25 = dict(racks[index])
+        r25["nodes"] = (*r25["nodes"], _node(25, 5, 99))
+        racks[index] = r25
+    grown = Source({**BASE.data, "racks": tuple(racks)}, BASE.locations)
+
+    after = _addresses(pipeline.compile_source(grown).plan)
+
+    assert {k: after[k] for k in BASE_ADDRESSES} == BASE_ADDRESSES
+    assert len(set(after.values())) == len(after), "a new address collides"
+
+
+def test_output_is_atomic_and_removes_stale_files(tmp_path: Path) -> None:
+    root = tmp_path / "generated"
+    write(root, {"a.txt": b"1", "d/b.txt": b"2"})
+    (root / "stale.txt").write_text("old")
+    assert write(root, {"a.txt": b"1", "d/b.txt": b"3"})
+    assert read_tree(root) == {"a.txt": b"1", "d/b.txt": b"3"}
+    assert not write(root, {"a.txt": b"1", "d/b.txt": b"3"}), "unchanged tree is not rewritten"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["generated"], "no staging left behind"
+
+
+def test_check_reports_stale_files_and_writes_nothing(tmp_path: Path, capsys: Any) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    shutil.copytree(REPO / "generated", tmp_path / "generated")
+    (tmp_path / "generated" / "hosts").write_text("edited by hand\n")
+    (tmp_path / "generated" / "left-over.txt").write_text("x")
+    before = read_tree(tmp_path / "generated")
+
+    assert main(["-C", str(tmp_path), "compile", "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "differs  hosts" in err and "stale    left-over.txt" in err
+    assert read_tree(tmp_path / "generated") == before
+    assert main(["-C", str(tmp_path), "compile"]) == 0
+    assert main(["-C", str(tmp_path), "compile", "--check"]) == 0
+
+
+def test_manifest_lists_every_file_with_its_digest() -> None:
+    import hashlib
+    import json
+
+    files = read_tree(REPO / "generated")
+    manifest = json.loads(files.pop(pipeline.MANIFEST))
+    assert manifest["files"] == {p: hashlib.sha256(d).hexdigest() for p, d in files.items()}
+    assert manifest["source_sha256"] == BASE.digest()
