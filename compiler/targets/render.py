@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from functools import cache
 from typing import Any
 
 import jinja2
+from ruamel.yaml import YAML
 
 from compiler.errors import TargetError
 
@@ -35,3 +37,15 @@ def template(name: str, **context: Any) -> str:
 def to_json(data: Any) -> str:
     """JSON as every generated file writes it: sorted keys, two-space indent, final newline."""
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def to_yaml(data: Any) -> str:
+    """Block-style YAML in the order `data` was built; strings that look like numbers quoted."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.width = 4096  # a long value stays on its line
+    yaml.representer.sort_base_mapping_type_on_output = False
+    yaml.representer.ignore_aliases = lambda _: True  # equal values are written out, not &id
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
