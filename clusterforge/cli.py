@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from compiler import output, pipeline
+from compiler import diff, gitsource, output, pipeline
 from compiler.errors import ClusterforgeError, SourceError
 
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
@@ -48,6 +48,30 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _diff(args: argparse.Namespace) -> int:
+    try:
+        report = gitsource.diff_revisions(args.repo, args.base, args.head, args.share_limit / 100)
+    except gitsource.RevisionError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    markdown = diff.to_markdown(report)
+    try:
+        for path, text in ((args.json, diff.to_json(report)), (args.markdown, markdown)):
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"clusterforge: cannot write the report: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    if args.markdown is None:
+        print(markdown, end="")
+    for name, rev in (("BASE", report.base), ("HEAD", report.head)):
+        for diagnostic in rev.errors:
+            print(f"{name} {rev.ref}: {diagnostic}", file=sys.stderr)
+    # Changes are the point of a diff, not a failure; only a side that does not compile is.
+    return EXIT_OK if report.compiles else EXIT_INPUT
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="clusterforge", description=__doc__.split("\n")[0])
     top.add_argument(
@@ -66,6 +90,21 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(run=_compile)
     v = sub.add_parser("validate", help="run every check on cluster/; write nothing")
     v.set_defaults(run=_validate)
+    d = sub.add_parser(
+        "diff", help="compare what two git revisions of cluster/ compile to (PR review)"
+    )
+    d.add_argument("base", help="the revision to compare from (commit, branch or tag)")
+    d.add_argument("head", help="the revision to compare to")
+    d.add_argument("--markdown", type=Path, metavar="FILE", help="default: print to stdout")
+    d.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON (schema 1)")
+    d.add_argument(
+        "--share-limit",
+        type=float,
+        default=diff.DEFAULT_SHARE_LIMIT * 100,
+        metavar="PERCENT",
+        help="flag a change touching more than this share of hosts or cables (default: 10)",
+    )
+    d.set_defaults(run=_diff)
     return top
 
 

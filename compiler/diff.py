@@ -1,0 +1,1044 @@
+"""Compare two compiled revisions, the way a reviewer of a pull request needs it.
+
+Pure: two `Side`s in (each a compile, or the located errors that stopped it), one `DiffReport`
+out; `to_json` and `to_markdown` render it. Reading revisions from git is
+`compiler.gitsource`'s job. The report says what changes physically and logically (nodes,
+switches, addresses, cables, firmware, fabric, routes), the blast radius per artifact family
+(the first path component under generated/, so new targets need no code here), and the risk
+flags a reviewer must not miss.
+
+JSON, schema 1 (lists sorted; a value that does not exist on one side is null):
+  schema: 1; compiles: both sides compile; changed: the generated trees differ
+  base, head: {ref, commit, compiles, errors: [{location: {file, line, col}, rule, message}]}
+  risks: [{kind (RiskKind), message, items: [str]}]
+  nodes, switches: {added: [{name, place}], removed: [{name, place}],
+                    moved: [{name, old: place, new: place}]}
+                    place: {rack, u, slot}, slot null on a switch
+  addresses: [{device, network, old, new}]  "a.b.c.d/len"; devices on both sides only
+  cables: {added: [cable], removed: [cable], changed: [{id, repatched, relabel,
+           changes: [{key, old, new}], old: cable, new: cable}]}
+           cable: {id, network, a, b}, an end: {device, port, rack, u, location};
+           change keys: network, {a,b}.{device,port,location}, medium, length_m, rate,
+           installed, note
+  labels_to_reprint: [cable id]  existing cables whose label shows something new
+  firmware: {software: [{key, old, new}], baselines: [{model, key, old, new}],
+             rings: [{ring, hosts, changes: [{key, old, new, hosts: [name]}]}],
+             switches: [{key, old, new, hosts: [name]}]}
+  fabric: {settings: [{key, old, new}], subnet_managers: [{key: host, old, new: priority}],
+           opensm_options: [{file, key, old, new}], lids: [{file, guid, old, new}]}
+  routes: [{host, removed: [route], added: [route]}]  as `ip route` prints them
+  artifacts: [{family, files_added, files_removed, files_changed, lines_added, lines_removed,
+               files: [{path, status, lines_added, lines_removed}]}]  lines null: not text
+  touched: {hosts, hosts_total, cables, cables_total, share_limit}  totals: BASE's
+When a side does not compile, every change section is empty and only the errors (and, when
+HEAD broke what BASE compiled, the `head-fails` risk) are reported.
+
+Two risks read generated files under `opensm/` instead of the plan, so they hold whatever the
+OpenSM target writes: `routing_engine` and `sm_priority` options (lines `key value`, as in
+opensm.conf), and LIDs in guid2lid-style lines (`0x<16 hex GUID> 0x<LID> [0x<LID>]`): a GUID
+present on both sides whose LIDs differ is a renumbered LID.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from functools import partial
+from typing import Any
+
+from deepdiff import DeepDiff
+from deepdiff.helper import notpresent
+
+from compiler.errors import Diagnostic
+from compiler.pipeline import MANIFEST, Compiled
+from compiler.plan import Cable, CableEnd, Plan, Route, interface_prefix
+
+SCHEMA = 1
+DEFAULT_SHARE_LIMIT = 0.10
+MARKER = "<!-- clusterforge-diff -->"  # the PR workflow finds its comment by this line
+MARKDOWN_LIMIT = 60_000  # GitHub rejects comments over 65,536 characters
+
+Value = str | int | float | bool | None
+
+
+class RiskKind(StrEnum):
+    HEAD_FAILS = "head-fails"
+    ADDRESS_RENUMBERED = "address-renumbered"
+    LID_RENUMBERED = "lid-renumbered"
+    ROUTING_ENGINE = "routing-engine"
+    SM_PRIORITY = "sm-priority"
+    LARGE_CHANGE = "large-change"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One revision as `diff` takes it: its name, its commit, and its compile or its errors."""
+
+    ref: str
+    commit: str
+    compiled: Compiled | None
+    errors: tuple[Diagnostic, ...] = ()
+
+
+@dataclass(frozen=True)
+class Revision:
+    ref: str
+    commit: str
+    compiles: bool
+    errors: tuple[Diagnostic, ...]
+
+
+@dataclass(frozen=True)
+class Risk:
+    kind: RiskKind
+    message: str
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Place:
+    rack: str
+    u: int
+    slot: int | None
+
+
+@dataclass(frozen=True)
+class Placed:
+    name: str
+    place: Place
+
+
+@dataclass(frozen=True)
+class Move:
+    name: str
+    old: Place
+    new: Place
+
+
+@dataclass(frozen=True)
+class Devices:
+    added: tuple[Placed, ...] = ()
+    removed: tuple[Placed, ...] = ()
+    moved: tuple[Move, ...] = ()
+
+
+@dataclass(frozen=True)
+class AddressChange:
+    device: str
+    network: str
+    old: str | None
+    new: str | None
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    old: Value
+    new: Value
+
+
+@dataclass(frozen=True)
+class CableRef:
+    id: str
+    network: str
+    a: CableEnd
+    b: CableEnd
+
+
+@dataclass(frozen=True)
+class CableChange:
+    id: str
+    repatched: bool  # an end is now on another device or port
+    relabel: bool  # what the label shows changed: an end, the medium or the length
+    changes: tuple[Change, ...]  # every fact that differs, by its key in `old` and `new`
+    old: CableRef
+    new: CableRef
+
+
+@dataclass(frozen=True)
+class Cables:
+    added: tuple[CableRef, ...] = ()
+    removed: tuple[CableRef, ...] = ()
+    changed: tuple[CableChange, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    model: str
+    key: str
+    old: Value
+    new: Value
+
+
+@dataclass(frozen=True)
+class VersionChange:
+    key: str
+    old: str | None
+    new: str | None
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RingChanges:
+    ring: str
+    hosts: int  # hosts in the ring on HEAD
+    changes: tuple[VersionChange, ...]
+
+
+@dataclass(frozen=True)
+class Firmware:
+    software: tuple[Change, ...] = ()
+    baselines: tuple[ModelChange, ...] = ()
+    rings: tuple[RingChanges, ...] = ()
+    switches: tuple[VersionChange, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileOption:
+    file: str
+    key: str
+    old: str | None
+    new: str | None
+
+
+@dataclass(frozen=True)
+class LidChange:
+    file: str
+    guid: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class FabricChanges:
+    settings: tuple[Change, ...] = ()
+    subnet_managers: tuple[Change, ...] = ()
+    opensm_options: tuple[FileOption, ...] = ()
+    lids: tuple[LidChange, ...] = ()
+
+
+@dataclass(frozen=True)
+class RouteChange:
+    host: str
+    removed: tuple[str, ...]
+    added: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str
+    status: str  # added, removed, changed
+    lines_added: int | None  # None: not UTF-8 text (a PDF), so lines mean nothing
+    lines_removed: int | None
+
+
+@dataclass(frozen=True)
+class Family:
+    family: str
+    files_added: int
+    files_removed: int
+    files_changed: int
+    lines_added: int
+    lines_removed: int
+    files: tuple[FileDiff, ...]
+
+
+@dataclass(frozen=True)
+class Touched:
+    hosts: int
+    hosts_total: int  # on BASE
+    cables: int
+    cables_total: int
+    share_limit: float
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """Everything `diff` found; see the module docstring for its JSON form."""
+
+    base: Revision
+    head: Revision
+    risks: tuple[Risk, ...] = ()
+    nodes: Devices = field(default_factory=Devices)
+    switches: Devices = field(default_factory=Devices)
+    addresses: tuple[AddressChange, ...] = ()
+    cables: Cables = field(default_factory=Cables)
+    labels_to_reprint: tuple[str, ...] = ()
+    firmware: Firmware = field(default_factory=Firmware)
+    fabric: FabricChanges = field(default_factory=FabricChanges)
+    routes: tuple[RouteChange, ...] = ()
+    artifacts: tuple[Family, ...] = ()
+    touched: Touched | None = None  # None when a side does not compile
+
+    @property
+    def compiles(self) -> bool:
+        return self.base.compiles and self.head.compiles
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.artifacts)
+
+
+# --- the comparison -------------------------------------------------------------------------
+
+
+def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> DiffReport:
+    """Compare two revisions; `share_limit` is the share of hosts or cables (0.1 = 10%) a
+    change may touch before it is flagged as large."""
+    old, new = _revision(base), _revision(head)
+    if base.compiled is None or head.compiled is None:
+        risks: tuple[Risk, ...] = ()
+        if base.compiled is not None:
+            risks = (
+                Risk(
+                    RiskKind.HEAD_FAILS,
+                    f"HEAD does not compile while BASE does: {len(head.errors)} problem(s)",
+                    tuple(str(d) for d in head.errors),
+                ),
+            )
+        return DiffReport(old, new, risks=risks)
+    a, b = base.compiled.plan, head.compiled.plan
+    cables = _cables(a, b)
+    fabric = _fabric(base.compiled, head.compiled)
+    addresses = _addresses(a, b)
+    touched = _touched(a, b, share_limit)
+    return DiffReport(
+        base=old,
+        head=new,
+        risks=_risks(addresses, fabric, touched),
+        nodes=_devices(
+            {h.name: Place(h.rack, h.u, h.slot) for h in a.hosts},
+            {h.name: Place(h.rack, h.u, h.slot) for h in b.hosts},
+        ),
+        switches=_devices(
+            {s.name: Place(s.rack, s.u, None) for s in a.switches},
+            {s.name: Place(s.rack, s.u, None) for s in b.switches},
+        ),
+        addresses=addresses,
+        cables=cables,
+        labels_to_reprint=tuple(c.id for c in cables.changed if c.relabel),
+        firmware=_firmware(a, b),
+        fabric=fabric,
+        routes=_routes(a, b),
+        artifacts=_artifacts(base.compiled.files, head.compiled.files),
+        touched=touched,
+    )
+
+
+def _revision(side: Side) -> Revision:
+    return Revision(side.ref, side.commit, side.compiled is not None, tuple(sorted(side.errors)))
+
+
+def _devices(old: Mapping[str, Place], new: Mapping[str, Place]) -> Devices:
+    return Devices(
+        added=tuple(Placed(n, new[n]) for n in sorted(new.keys() - old.keys())),
+        removed=tuple(Placed(n, old[n]) for n in sorted(old.keys() - new.keys())),
+        moved=tuple(
+            Move(n, old[n], new[n]) for n in sorted(old.keys() & new.keys()) if old[n] != new[n]
+        ),
+    )
+
+
+def _address_book(plan: Plan) -> dict[tuple[str, str], str]:
+    """(device, network) -> "address/prefix" of every host port (BMC included) and switch."""
+    book = {(h.name, i.network): i.cidr for h in plan.hosts for i in (*h.interfaces, h.bmc)}
+    # The plan gives a switch the address on the first network, by name, with a switch_base.
+    network = next(
+        (n for n, net in sorted(plan.cluster.networks.items()) if net.switch_base is not None),
+        None,
+    )
+    if network is not None:
+        prefix = interface_prefix(plan.cluster.networks[network])
+        book |= {(s.name, network): f"{s.address}/{prefix}" for s in plan.switches if s.address}
+    return book
+
+
+def _addresses(a: Plan, b: Plan) -> tuple[AddressChange, ...]:
+    old, new = _address_book(a), _address_book(b)
+    # Devices on one side only are added or removed nodes and switches, not address changes.
+    both = {h.name for h in a.hosts} & {h.name for h in b.hosts}
+    both |= {s.name for s in a.switches} & {s.name for s in b.switches}
+    return tuple(
+        AddressChange(device, network, old.get(key), new.get(key))
+        for key in sorted(old.keys() | new.keys())
+        for device, network in [key]
+        if device in both and old.get(key) != new.get(key)
+    )
+
+
+# What a cable label shows besides its ID (ends, medium, length), and what makes a re-patch.
+_ENDS = ("a.device", "a.port", "b.device", "b.port")
+_LABEL = (*_ENDS, "a.location", "b.location", "medium", "length_m")
+
+
+def _cable_facts(c: Cable) -> dict[str, Value]:
+    facts: dict[str, Value] = {"network": c.network}
+    for side, end in (("a", c.a), ("b", c.b)):
+        for key in ("device", "port", "location"):
+            facts[f"{side}.{key}"] = getattr(end, key)
+    return facts | {
+        "medium": c.medium,
+        "length_m": c.length_m,
+        "rate": c.rate,
+        "installed": c.installed,
+        "note": c.note,
+    }
+
+
+def _cable_ref(c: Cable) -> CableRef:
+    return CableRef(c.id, c.network, c.a, c.b)
+
+
+def _cables(a: Plan, b: Plan) -> Cables:
+    old = {c.id: c for c in a.cables}
+    new = {c.id: c for c in b.cables}
+    changed = []
+    for cid in sorted(old.keys() & new.keys()):
+        before, after = _cable_facts(old[cid]), _cable_facts(new[cid])
+        keys = [k for k in before if before[k] != after[k]]
+        if keys:
+            changed.append(
+                CableChange(
+                    cid,
+                    repatched=any(k in _ENDS for k in keys),
+                    relabel=any(k in _LABEL for k in keys),
+                    changes=tuple(Change(k, before[k], after[k]) for k in keys),
+                    old=_cable_ref(old[cid]),
+                    new=_cable_ref(new[cid]),
+                )
+            )
+    return Cables(
+        added=tuple(_cable_ref(new[i]) for i in sorted(new.keys() - old.keys())),
+        removed=tuple(_cable_ref(old[i]) for i in sorted(old.keys() - new.keys())),
+        changed=tuple(changed),
+    )
+
+
+def _value_changes(old: Mapping[str, Value], new: Mapping[str, Value]) -> tuple[Change, ...]:
+    return tuple(
+        Change(k, old.get(k), new.get(k))
+        for k in sorted(old.keys() | new.keys())
+        if old.get(k) != new.get(k)
+    )
+
+
+def _firmware(a: Plan, b: Plan) -> Firmware:
+    fa, fb = a.cluster.firmware, b.cluster.firmware
+    baselines = []
+    for model in sorted(fa.baselines.keys() | fb.baselines.keys()):
+        old = fa.baselines[model].model_dump(exclude_none=True) if model in fa.baselines else {}
+        new = fb.baselines[model].model_dump(exclude_none=True) if model in fb.baselines else {}
+        baselines += [ModelChange(model, c.key, c.old, c.new) for c in _value_changes(old, new)]
+
+    # Which hosts each change reaches, by rollout ring (HEAD's), so a reviewer sees whether
+    # a bump stays inside the canary ring.
+    old_hosts = {h.name: h for h in a.hosts}
+    by_ring: dict[str, dict[tuple[str, str | None, str | None], list[str]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for h in b.hosts:
+        before = old_hosts.get(h.name)
+        if before is None:
+            continue
+        for key in sorted(before.versions.keys() | h.versions.keys()):
+            was, now = before.versions.get(key), h.versions.get(key)
+            if was != now:
+                by_ring[h.ring][(key, was, now)].append(h.name)
+    ring_sizes = Counter(h.ring for h in b.hosts)
+    order = [r.name for r in fb.rings]
+    rings = tuple(
+        RingChanges(ring, ring_sizes[ring], _grouped(by_ring[ring]))
+        for ring in sorted(by_ring, key=lambda r: (order.index(r) if r in order else len(order), r))
+    )
+
+    old_switches = {s.name: s.firmware for s in a.switches}
+    switch_groups: dict[tuple[str, str | None, str | None], list[str]] = defaultdict(list)
+    for s in b.switches:
+        if s.name in old_switches and old_switches[s.name] != s.firmware:
+            switch_groups[("firmware", old_switches[s.name], s.firmware)].append(s.name)
+    return Firmware(
+        software=_value_changes(fa.software, fb.software),
+        baselines=tuple(baselines),
+        rings=rings,
+        switches=_grouped(switch_groups),
+    )
+
+
+def _grouped(
+    groups: Mapping[tuple[str, str | None, str | None], list[str]],
+) -> tuple[VersionChange, ...]:
+    return tuple(
+        VersionChange(key, old, new, tuple(sorted(hosts)))
+        for (key, old, new), hosts in sorted(
+            groups.items(), key=lambda kv: tuple(part or "" for part in kv[0])
+        )
+    )
+
+
+# The opensm.conf options whose change a reviewer must see, and the risk each one raises.
+_OPENSM_RISKS = {"routing_engine": RiskKind.ROUTING_ENGINE, "sm_priority": RiskKind.SM_PRIORITY}
+_OPTION = re.compile(r"^\s*(?P<key>[a-z_]+)[ \t]+(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$")
+_LID = re.compile(
+    r"^\s*(?P<guid>0x[0-9a-fA-F]{16})\s+(?P<lids>0x[0-9a-fA-F]{1,4}(?:\s+0x[0-9a-fA-F]{1,4})?)"
+    r"\s*$"
+)
+
+
+def _opensm_texts(files: Mapping[str, bytes]) -> dict[str, str]:
+    return {
+        path: data.decode("utf-8", "replace")
+        for path, data in files.items()
+        if path.startswith("opensm/")
+    }
+
+
+def _options(text: str) -> dict[str, str]:
+    found = (_OPTION.match(line) for line in text.splitlines())
+    return {m["key"]: m["value"] for m in found if m and m["key"] in _OPENSM_RISKS}
+
+
+def _lids(text: str) -> dict[str, str]:
+    found = (_LID.match(line) for line in text.splitlines())
+    return {m["guid"].lower(): " ".join(m["lids"].split()) for m in found if m}
+
+
+def _fabric(base: Compiled, head: Compiled) -> FabricChanges:
+    a, b = base.plan.fabric, head.plan.fabric
+    # Cable overrides show up in the cable plan and SMs in their own list, not as settings.
+    skip = {"cables", "subnet_managers"}
+    found = DeepDiff(
+        a.model_dump(mode="json", exclude=skip),
+        b.model_dump(mode="json", exclude=skip),
+        view="tree",
+    )
+    settings = sorted(
+        (
+            Change(_deep_path(level.path(output_format="list")), _deep(level.t1), _deep(level.t2))
+            for levels in found.values()
+            for level in levels
+        ),
+        key=lambda c: c.key,
+    )
+    old_texts, new_texts = _opensm_texts(base.files), _opensm_texts(head.files)
+    options = []
+    for path in sorted(old_texts.keys() | new_texts.keys()):
+        before, after = _options(old_texts.get(path, "")), _options(new_texts.get(path, ""))
+        options += [
+            FileOption(path, k, before.get(k), after.get(k))
+            for k in sorted(before.keys() | after.keys())
+            if before.get(k) != after.get(k)
+        ]
+    lids = []
+    for path in sorted(old_texts.keys() & new_texts.keys()):
+        before, after = _lids(old_texts[path]), _lids(new_texts[path])
+        lids += [
+            LidChange(path, guid, before[guid], after[guid])
+            for guid in sorted(before.keys() & after.keys())
+            if before[guid] != after[guid]
+        ]
+    return FabricChanges(
+        settings=tuple(settings),
+        subnet_managers=_value_changes(
+            {sm.host: sm.priority for sm in a.subnet_managers},
+            {sm.host: sm.priority for sm in b.subnet_managers},
+        ),
+        opensm_options=tuple(options),
+        lids=tuple(lids),
+    )
+
+
+def _deep_path(parts: Sequence[str | int]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
+
+
+def _deep(value: Any) -> Value:
+    if value is notpresent:
+        return None
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    # An added or removed list item or mapping is shown whole, in one line.
+    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+
+
+def _route(r: Route) -> str:
+    via = f" via {r.gateway}" if r.gateway else ""
+    return f"{r.dst}{via} dev {r.dev}"
+
+
+def _routes(a: Plan, b: Plan) -> tuple[RouteChange, ...]:
+    old = {h.name: {_route(r) for r in h.routes} for h in a.hosts}
+    out = []
+    for h in b.hosts:
+        if h.name not in old:
+            continue
+        now = {_route(r) for r in h.routes}
+        if now != old[h.name]:
+            out.append(
+                RouteChange(
+                    h.name, tuple(sorted(old[h.name] - now)), tuple(sorted(now - old[h.name]))
+                )
+            )
+    return tuple(out)
+
+
+def _text(data: bytes | None) -> list[str] | None:
+    if data is None:
+        return []
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return None
+
+
+def _file_diff(path: str, old: bytes | None, new: bytes | None) -> FileDiff:
+    status = "added" if old is None else "removed" if new is None else "changed"
+    before, after = _text(old), _text(new)
+    if before is None or after is None:
+        return FileDiff(path, status, None, None)
+    added = removed = 0
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=True)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return FileDiff(path, status, added, removed)
+
+
+def _artifacts(old: Mapping[str, bytes], new: Mapping[str, bytes]) -> tuple[Family, ...]:
+    families: dict[str, list[FileDiff]] = defaultdict(list)
+    for path in sorted((old.keys() | new.keys()) - {MANIFEST}):
+        if old.get(path) != new.get(path):
+            families[path.split("/", 1)[0]].append(_file_diff(path, old.get(path), new.get(path)))
+    out = []
+    for name, files in sorted(families.items()):
+        status = Counter(f.status for f in files)
+        out.append(
+            Family(
+                name,
+                files_added=status["added"],
+                files_removed=status["removed"],
+                files_changed=status["changed"],
+                lines_added=sum(f.lines_added or 0 for f in files),
+                lines_removed=sum(f.lines_removed or 0 for f in files),
+                files=tuple(files),
+            )
+        )
+    return tuple(out)
+
+
+def _touched(a: Plan, b: Plan, share_limit: float) -> Touched:
+    def count(old: Mapping[str, object], new: Mapping[str, object]) -> int:
+        return sum(old.get(k) != new.get(k) for k in old.keys() | new.keys())
+
+    return Touched(
+        hosts=count({h.name: h for h in a.hosts}, {h.name: h for h in b.hosts}),
+        hosts_total=len(a.hosts),
+        cables=count({c.id: c for c in a.cables}, {c.id: c for c in b.cables}),
+        cables_total=len(a.cables),
+        share_limit=share_limit,
+    )
+
+
+def _share(part: int, total: int) -> float:
+    # An empty BASE (a first commit) is wholly changed by anything.
+    return part / total if total else float(part > 0)
+
+
+def _risks(
+    addresses: Sequence[AddressChange], fabric: FabricChanges, touched: Touched
+) -> tuple[Risk, ...]:
+    risks = []
+    renumbered = [
+        f"{c.device} {c.network}: {c.old} → {c.new}" for c in addresses if c.old and c.new
+    ]
+    if renumbered:
+        risks.append(
+            Risk(
+                RiskKind.ADDRESS_RENUMBERED,
+                f"{len(renumbered)} existing address(es) renumbered",
+                tuple(renumbered),
+            )
+        )
+    if fabric.lids:
+        risks.append(
+            Risk(
+                RiskKind.LID_RENUMBERED,
+                f"{len(fabric.lids)} existing LID(s) renumbered",
+                tuple(f"{c.guid} ({c.file}): {c.old} → {c.new}" for c in fabric.lids),
+            )
+        )
+    for kind, what in (
+        (RiskKind.ROUTING_ENGINE, "OpenSM routing engine changed"),
+        (RiskKind.SM_PRIORITY, "subnet manager or SM priority changed"),
+    ):
+        items = [
+            f"{o.file}: {o.key} {o.old or '(none)'} → {o.new or '(none)'}"
+            for o in fabric.opensm_options
+            if _OPENSM_RISKS[o.key] == kind
+        ]
+        if kind == RiskKind.SM_PRIORITY:
+            items += [
+                f"{c.key}: priority {_shown(c.old)} → {_shown(c.new)}"
+                for c in fabric.subnet_managers
+            ]
+        if items:
+            risks.append(Risk(kind, what, tuple(items)))
+    large = [
+        f"{what}: {part} of {total} ({_share(part, total):.1%})"
+        for what, part, total in (
+            ("hosts", touched.hosts, touched.hosts_total),
+            ("cables", touched.cables, touched.cables_total),
+        )
+        if _share(part, total) > touched.share_limit
+    ]
+    if large:
+        risks.append(
+            Risk(
+                RiskKind.LARGE_CHANGE,
+                f"touches more than {touched.share_limit:.0%} of hosts or cables",
+                tuple(large),
+            )
+        )
+    return tuple(risks)
+
+
+def _shown(value: object) -> str:
+    return "(none)" if value is None else str(value)
+
+
+# --- JSON -----------------------------------------------------------------------------------
+
+
+def to_json(report: DiffReport) -> str:
+    """The report as JSON (schema 1): sorted keys, two-space indent, final newline."""
+    body = {
+        "schema": SCHEMA,
+        "compiles": report.compiles,
+        "changed": report.changed,
+        **asdict(report),
+    }
+    return json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --- Markdown -------------------------------------------------------------------------------
+
+
+def to_markdown(report: DiffReport, limit: int = MARKDOWN_LIMIT) -> str:
+    """The report as a pull-request comment: marker line, summary and risks first, details
+    folded; lists are cut ("and N more") until the text fits in `limit` characters."""
+    for cap in (50, 20, 5, 0):
+        text = _Markdown(report, cap).render()
+        if len(text) <= limit:
+            return text
+    note = "\n\n… cut to fit a comment: the JSON report has everything.\n"
+    return text[: limit - len(note)] + note
+
+
+def _cell(value: object) -> str:
+    """Table-cell text: PR-controlled strings must not break the table or open HTML."""
+    text = "—" if value is None or value == "" else str(value)
+    return (
+        text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\n", " ")
+    )
+
+
+def _named(rev: Revision) -> str:
+    short = rev.commit[:12]
+    return f"`{short}`" if rev.ref in (rev.commit, short) else f"{_cell(rev.ref)} (`{short}`)"
+
+
+class _Markdown:
+    def __init__(self, report: DiffReport, cap: int) -> None:
+        self.r = report
+        self.cap = cap
+        self.out: list[str] = []
+
+    def render(self) -> str:
+        r = self.r
+        self.out = [MARKER, f"### clusterforge diff: {_named(r.base)} → {_named(r.head)}", ""]
+        for name, rev in (("BASE", r.base), ("HEAD", r.head)):
+            if not rev.compiles:
+                self._failed(name, rev)
+        for risk in r.risks:
+            self._risk(risk)
+        if r.compiles:
+            if not r.risks:
+                self.out += ["No risk flags.", ""]
+            self._summary()
+            self._details()
+        return "\n".join(self.out).rstrip("\n") + "\n"
+
+    def _more(self, total: int) -> list[str]:
+        return [f"… and {total - self.cap} more", ""] if total > self.cap else []
+
+    def _failed(self, name: str, rev: Revision) -> None:
+        lines = [str(d) for d in rev.errors]
+        shown = "\n".join(lines[: self.cap])
+        fence = "`" * max([3, *(len(run) + 1 for run in re.findall(r"`+", shown))])
+        self.out += [f"⛔ **{name} does not compile**: {len(lines)} problem(s)", ""]
+        if shown:
+            self.out += [f"{fence}text", shown, fence, ""]
+        self.out += self._more(len(lines))
+
+    def _risk(self, risk: Risk) -> None:
+        self.out.append(f"⚠️ **{risk.kind.value}**: {_cell(risk.message)}")
+        self.out += [f"  - {_cell(item)}" for item in risk.items[: self.cap]]
+        if len(risk.items) > self.cap:
+            self.out.append(f"  - … and {len(risk.items) - self.cap} more")
+        self.out.append("")
+
+    def _summary(self) -> None:
+        r = self.r
+        if not r.changed:
+            self.out += ["No changes: both revisions compile to the same generated/ tree.", ""]
+            return
+        firmware_hosts = {h for ring in r.firmware.rings for c in ring.changes for h in c.hosts}
+        counts = [
+            ("nodes added", len(r.nodes.added)),
+            ("nodes removed", len(r.nodes.removed)),
+            ("nodes moved", len(r.nodes.moved)),
+            ("switches added", len(r.switches.added)),
+            ("switches removed", len(r.switches.removed)),
+            ("switches moved", len(r.switches.moved)),
+            ("addresses changed", len(r.addresses)),
+            ("cables added", len(r.cables.added)),
+            ("cables removed", len(r.cables.removed)),
+            ("cables re-patched", sum(c.repatched for c in r.cables.changed)),
+            ("cables otherwise changed", sum(not c.repatched for c in r.cables.changed)),
+            ("labels to reprint", len(r.labels_to_reprint)),
+            ("new labels to print", len(r.cables.added)),
+            ("firmware baseline changes", len(r.firmware.baselines) + len(r.firmware.software)),
+            ("hosts with new versions", len(firmware_hosts)),
+            ("switches with new firmware", sum(len(c.hosts) for c in r.firmware.switches)),
+            ("fabric settings changed", len(r.fabric.settings)),
+            ("subnet manager changes", len(r.fabric.subnet_managers)),
+            ("hosts with route changes", len(r.routes)),
+        ]
+        rows: list[tuple[str, object]] = [(what, n) for what, n in counts if n]
+        if r.touched:
+            t = r.touched
+            rows += [
+                ("hosts touched", f"{t.hosts} of {t.hosts_total}"),
+                ("cables touched", f"{t.cables} of {t.cables_total}"),
+            ]
+        self._table(("change", "count"), rows, whole=True)
+        self.out += ["**Blast radius** (generated/, by artifact family):", ""]
+        self._table(
+            ("family", "files +", "files -", "files ~", "lines +", "lines -"),
+            [
+                (
+                    f"`{f.family}`",
+                    f.files_added,
+                    f.files_removed,
+                    f.files_changed,
+                    f.lines_added,
+                    f.lines_removed,
+                )
+                for f in r.artifacts
+            ],
+            whole=True,
+        )
+
+    def _table(
+        self, header: Sequence[str], rows: Sequence[Sequence[object]], whole: bool = False
+    ) -> None:
+        """A table of `rows`, cut at the cap unless `whole` (the summary's short tables)."""
+        shown = rows if whole else rows[: self.cap]
+        self.out += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        self.out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in shown]
+        self.out.append("")
+        if not whole:
+            self.out += self._more(len(rows))
+
+    def _fold(self, title: str, count: int, body: Callable[[], None]) -> None:
+        if not count:
+            return
+        self.out += ["<details>", f"<summary>{title}</summary>", ""]
+        body()
+        self.out += ["</details>", ""]
+
+    def _details(self) -> None:
+        r = self.r
+        for what, devices in (("Nodes", r.nodes), ("Switches", r.switches)):
+            self._fold(
+                f"{what}: {len(devices.added)} added, {len(devices.removed)} removed, "
+                f"{len(devices.moved)} moved",
+                len(devices.added) + len(devices.removed) + len(devices.moved),
+                partial(self._devices, devices),
+            )
+        self._fold(
+            f"Addresses: {len(r.addresses)} changed",
+            len(r.addresses),
+            lambda: self._table(
+                ("device", "network", "old", "new"),
+                [(a.device, a.network, a.old, a.new) for a in r.addresses],
+            ),
+        )
+        c = r.cables
+        self._fold(
+            f"Cables: {len(c.added)} added, {len(c.removed)} removed, {len(c.changed)} changed "
+            f"({sum(x.repatched for x in c.changed)} re-patched)",
+            len(c.added) + len(c.removed) + len(c.changed),
+            self._cables,
+        )
+        self._fold(
+            f"Labels: {len(r.labels_to_reprint)} to reprint, {len(c.added)} new",
+            len(r.labels_to_reprint) + len(c.added),
+            self._labels,
+        )
+        fw = r.firmware
+        self._fold(
+            "Firmware and versions",
+            len(fw.software) + len(fw.baselines) + len(fw.rings) + len(fw.switches),
+            self._firmware,
+        )
+        f = r.fabric
+        self._fold(
+            "Fabric and subnet managers",
+            len(f.settings) + len(f.subnet_managers) + len(f.opensm_options) + len(f.lids),
+            self._fabric,
+        )
+        self._fold(
+            f"Routes: {len(r.routes)} host(s)",
+            len(r.routes),
+            lambda: self._table(
+                ("host", "removed", "added"),
+                [(x.host, "; ".join(x.removed), "; ".join(x.added)) for x in r.routes],
+            ),
+        )
+        self._fold(
+            f"Generated files: {sum(len(f.files) for f in r.artifacts)} changed",
+            len(r.artifacts),
+            self._files,
+        )
+
+    def _devices(self, d: Devices) -> None:
+        rows: list[tuple[object, ...]] = [
+            (change, p.name, p.place.rack, p.place.slot, p.place.u)
+            for change, placed in (("added", d.added), ("removed", d.removed))
+            for p in placed
+        ]
+        rows += [
+            (
+                "moved",
+                m.name,
+                _arrow(m.old.rack, m.new.rack),
+                _arrow(m.old.slot, m.new.slot),
+                _arrow(m.old.u, m.new.u),
+            )
+            for m in d.moved
+        ]
+        self._table(("change", "name", "rack", "slot", "U"), rows)
+
+    def _cables(self) -> None:
+        c = self.r.cables
+        rows: list[tuple[object, ...]] = [
+            ("added", x.id, _end(x.a), _end(x.b), "") for x in c.added
+        ]
+        rows += [("removed", x.id, _end(x.a), _end(x.b), "") for x in c.removed]
+        rows += [
+            (
+                "re-patched" if x.repatched else "changed",
+                x.id,
+                _arrow(_end(x.old.a), _end(x.new.a)),
+                _arrow(_end(x.old.b), _end(x.new.b)),
+                "; ".join(
+                    f"{ch.key}: {_shown(ch.old)} → {_shown(ch.new)}"
+                    for ch in x.changes
+                    if not ch.key.startswith(("a.", "b."))
+                ),
+            )
+            for x in c.changed
+        ]
+        self._table(("change", "cable", "A end", "B end", "also"), rows)
+
+    def _labels(self) -> None:
+        r = self.r
+        for what, ids in (
+            ("Reprint", r.labels_to_reprint),
+            ("Print (new cables)", tuple(x.id for x in r.cables.added)),
+        ):
+            if ids:
+                shown = ", ".join(f"`{i}`" for i in ids[: self.cap])
+                more = f" … and {len(ids) - self.cap} more" if len(ids) > self.cap else ""
+                self.out += [f"**{what}** ({len(ids)}): {shown}{more}", ""]
+
+    def _firmware(self) -> None:
+        fw = self.r.firmware
+        rows: list[tuple[object, ...]] = [
+            ("software (fleet)", c.key, c.old, c.new) for c in fw.software
+        ]
+        rows += [(m.model, m.key, m.old, m.new) for m in fw.baselines]
+        if rows:
+            self.out += ["Baselines:", ""]
+            self._table(("model", "key", "old", "new"), rows)
+        few = min(8, self.cap)
+        ring_rows: list[tuple[object, ...]] = [
+            (
+                ring.ring,
+                c.key,
+                c.old,
+                c.new,
+                f"{len(c.hosts)} of {ring.hosts}",
+                _names(c.hosts, few),
+            )
+            for ring in fw.rings
+            for c in ring.changes
+        ]
+        ring_rows += [
+            ("(switches)", c.key, c.old, c.new, len(c.hosts), _names(c.hosts, few))
+            for c in fw.switches
+        ]
+        if ring_rows:
+            self.out += ["Versions by rollout ring:", ""]
+            self._table(("ring", "key", "old", "new", "hosts", "which"), ring_rows)
+
+    def _fabric(self) -> None:
+        f = self.r.fabric
+        rows: list[tuple[object, ...]] = [("setting", c.key, c.old, c.new) for c in f.settings]
+        rows += [("SM priority", c.key, c.old, c.new) for c in f.subnet_managers]
+        rows += [(f"`{o.file}`", o.key, o.old, o.new) for o in f.opensm_options]
+        rows += [(f"`{x.file}` LID", x.guid, x.old, x.new) for x in f.lids]
+        self._table(("what", "key", "old", "new"), rows)
+
+    def _files(self) -> None:
+        for family in self.r.artifacts:
+            self.out += [f"`{family.family}`:", ""]
+            self._table(
+                ("file", "status", "lines"),
+                [
+                    (
+                        f"`{f.path}`",
+                        f.status,
+                        "not text"
+                        if f.lines_added is None
+                        else f"+{f.lines_added} -{f.lines_removed}",
+                    )
+                    for f in family.files
+                ],
+            )
+
+
+def _arrow(old: object, new: object) -> str:
+    return _shown(old) if old == new else f"{_shown(old)} → {_shown(new)}"
+
+
+def _end(e: CableEnd) -> str:
+    return f"{e.device}:{e.port} ({e.location})"
+
+
+def _names(names: Sequence[str], cap: int) -> str:
+    more = f", … and {len(names) - cap} more" if len(names) > cap else ""
+    return ", ".join(names[:cap]) + more

@@ -1,0 +1,87 @@
+"""The git edge of `diff`: compile `cluster/` of a revision straight from git's object store.
+
+Blobs are read from the commit's tree; nothing is checked out, so the working tree and the
+index stay untouched and a dirty checkout does not leak into either side. A shallow clone
+works as long as the revision's commit was fetched (`git fetch --depth 1 origin <sha>`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+import git
+from git.exc import ODBError
+
+from compiler import diff, load, pipeline
+from compiler.errors import ClusterforgeError, Diagnostic, Location, SourceError
+
+
+class RevisionError(ClusterforgeError):
+    """Raised when `repo` is not in a git repository or a revision does not name a commit
+    there (in a shallow clone: a commit that was not fetched)."""
+
+
+def _open(repo: Path) -> git.Repo:
+    try:
+        return git.Repo(repo, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise RevisionError(f"{repo} is not in a git repository") from None
+
+
+def _commit(r: git.Repo, rev: str) -> git.Commit:
+    try:
+        return r.commit(rev)
+    except (ODBError, ValueError):
+        raise RevisionError(
+            f"{rev!r} is not a commit in {r.working_dir} (in a shallow clone, fetch it first)"
+        ) from None
+
+
+def resolve(repo: Path, rev: str) -> str:
+    """The full SHA of the commit `rev` names; raises RevisionError."""
+    with _open(repo) as r:
+        return _commit(r, rev).hexsha
+
+
+def read_cluster(repo: Path, rev: str) -> dict[str, bytes]:
+    """The `cluster/` YAML files of revision `rev`, as `load.parse` takes them.
+
+    `repo` may be a folder inside a larger git repository; its `cluster/` is read at the same
+    place in the revision. Raises RevisionError, or SourceError when the revision has no
+    `cluster/` folder there."""
+    with _open(repo) as r:
+        top = Path(r.working_dir).resolve()
+        prefix = PurePosixPath(repo.resolve().relative_to(top).as_posix(), "cluster")
+        try:
+            tree = _commit(r, rev).tree / str(prefix)
+        except KeyError:
+            tree = None
+        if not isinstance(tree, git.Tree):
+            raise SourceError(
+                [Diagnostic(Location("cluster"), "missing-source", f"no cluster/ folder in {rev}")]
+            )
+        paths = {PurePosixPath(b.path): b for b in tree.traverse() if isinstance(b, git.Blob)}
+        return {
+            f"cluster/{path.relative_to(prefix)}": blob.data_stream.read()
+            for path, blob in paths.items()
+            if path.suffix in (".yaml", ".yml")
+        }
+
+
+def compile_revision(repo: Path, rev: str) -> diff.Side:
+    """Compile `cluster/` at `rev`: a Side holding the compile or the located errors."""
+    commit = resolve(repo, rev)
+    # No environment: secrets stay placeholders on both sides, so a diff never shows one.
+    try:
+        return diff.Side(
+            rev, commit, pipeline.compile_source(load.parse(read_cluster(repo, commit)))
+        )
+    except SourceError as exc:
+        return diff.Side(rev, commit, None, tuple(exc.diagnostics))
+
+
+def diff_revisions(
+    repo: Path, base: str, head: str, share_limit: float = diff.DEFAULT_SHARE_LIMIT
+) -> diff.DiffReport:
+    """Compile both revisions of `repo` and compare them; see `compiler.diff`."""
+    return diff.diff(compile_revision(repo, base), compile_revision(repo, head), share_limit)
