@@ -8,6 +8,7 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
+from functools import cache
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,17 +41,29 @@ IB_LANE_GBPS = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50
 # --- pure helpers, shared with the checks ---------------------------------------------------
 
 
+# Static LIDs, so an SM fail-over or restart never renumbers the fabric and a LID says where a
+# port is: spines from 1 in name order, leaves 0x100 + rack id, hosts 0x1000 + 64 * rack + slot.
+LEAF_LID_BASE = 0x100
+HOST_LID_BASE = 0x1000
+HOST_LID_SLOTS = 64
+
+
+def host_lid(rack: Rack, node: Node) -> int:
+    return HOST_LID_BASE + rack.id * HOST_LID_SLOTS + node.slot
+
+
 def rack_subnet(network: Network, rack: Rack) -> netaddr.IPNetwork | None:
     """The rack's subnet of `network`, or None when the rule points outside the network."""
-    index = network.stride * rack.id + network.offset
-    block = netaddr.IPNetwork(network.cidr)
-    count = 2 ** (network.rack_prefix - block.prefixlen)
-    if network.rack_prefix < block.prefixlen or not 0 <= index < count:
+    return _subnet(network.cidr, network.rack_prefix, network.stride * rack.id + network.offset)
+
+
+@cache  # checks and plan ask for the same few hundred subnets thousands of times
+def _subnet(cidr: str, prefix: int, index: int) -> netaddr.IPNetwork | None:
+    block = netaddr.IPNetwork(cidr)
+    if prefix < block.prefixlen or not 0 <= index < 2 ** (prefix - block.prefixlen):
         return None
-    size = 2 ** (32 - network.rack_prefix)
-    return netaddr.IPNetwork(
-        f"{netaddr.IPAddress(block.first + index * size)}/{network.rack_prefix}"
-    )
+    size = 2 ** (32 - prefix)
+    return netaddr.IPNetwork(f"{netaddr.IPAddress(block.first + index * size)}/{prefix}")
 
 
 def host_address(network: Network, rack: Rack, host_part: int) -> netaddr.IPAddress | None:
@@ -145,6 +158,8 @@ class IbPort:
     rate_gbps: int
     width: str
     speed: str  # HDR, NDR, ...
+    lid: int
+
 
 
 @dataclass(frozen=True)
@@ -187,6 +202,8 @@ class SwitchPlan:
     guid: str | None
     address: str | None
     firmware: str | None
+    lid: int | None  # InfiniBand switches
+
 
 
 @dataclass(frozen=True, order=True)
@@ -221,6 +238,8 @@ class Plan:
     cables: tuple[Cable, ...]
     subnets: dict[str, tuple[tuple[str, str], ...]]  # network -> ((rack, subnet), ...)
     gateways: dict[tuple[str, str], str] = field(default_factory=dict)  # (network, rack) -> ip
+    # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
+    secrets: dict[str, str] = field(default_factory=dict)
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
@@ -243,9 +262,10 @@ def build(cluster: Cluster) -> Plan:
             key=lambda h: h.name,
         )
     )
+    spines = sorted(sw.name for r in racks for sw in r.switches if sw.role == SwitchRole.SPINE)
     switches = tuple(
         sorted(
-            (_switch(cluster, rack, sw) for rack in racks for sw in rack.switches),
+            (_switch(cluster, rack, sw, spines) for rack in racks for sw in rack.switches),
             key=lambda s: s.name,
         )
     )
@@ -337,6 +357,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
                     int(IB_LANE_GBPS[rate.rate] * lanes),
                     rate.width,
                     rate.rate,
+                    host_lid(rack, node),
                 )
             )
     assert bmc is not None
@@ -365,8 +386,13 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
     )
 
 
-def _switch(cluster: Cluster, rack: Rack, sw: Switch) -> SwitchPlan:
+def _switch(cluster: Cluster, rack: Rack, sw: Switch, spines: list[str]) -> SwitchPlan:
     model = cluster.hardware.switches[sw.model]
+    lid = None
+    if sw.role == SwitchRole.SPINE:
+        lid = 1 + spines.index(sw.name)
+    elif sw.role == SwitchRole.LEAF:
+        lid = LEAF_LID_BASE + rack.id
     address = next(
         (
             host_address(net, rack, net.switch_base + sw.u)
@@ -389,6 +415,7 @@ def _switch(cluster: Cluster, rack: Rack, sw: Switch) -> SwitchPlan:
         guid=sw.guid,
         address=str(address) if address else None,
         firmware=baseline.firmware if baseline else None,
+        lid=lid,
     )
 
 
@@ -480,7 +507,8 @@ def cables(cluster: Cluster) -> list[Cable]:
 
     def end(device: str, port: str) -> CableEnd:
         rack, u = place[device]
-        label = f"P{int(port):02d}" if port.isdigit() else port
+        # "/" separates the two ends of a TIA-606 patch-cord label, so mlx5_0/1 -> mlx5_0-1.
+        label = f"P{int(port):02d}" if port.isdigit() else port.replace("/", "-")
         return CableEnd(device, port, rack.name, u, f"{site.room}.{grid(rack)}-U{u:02d}:{label}")
 
     out = []

@@ -44,8 +44,9 @@ def partitions(plan: Plan) -> str:
     ]
     for part in plan.fabric.partitions:
         flags = ", ipoib" if part.ipoib else ""
-        members = ", ".join(f"{guid}=full" for guid in partition_members(plan, part))
-        lines.append(f"{part.name}={part.pkey}{flags} : {members} ;")
+        # One member per line, so a new host adds a line and changes none.
+        members = ",\n".join(f"    {guid}=full" for guid in partition_members(plan, part))
+        lines.append(f"{part.name}={part.pkey}{flags} :\n{members} ;")
     return "\n".join(lines) + "\n"
 
 
