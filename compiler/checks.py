@@ -192,6 +192,15 @@ def _is_ib(c: Cluster, model: str, nic_name: str) -> bool:
     return any(n.name == nic_name and n.device for n in nics)
 
 
+def _baseline_keys(c: Cluster, model: str) -> tuple[str, ...]:
+    """The version keys a model's baseline must set, by what the model carries."""
+    server = c.hardware.servers.get(model)
+    if server is None:
+        return ("firmware",)
+    ib = IB_KEYS if any(nic.device for nic in server.nics) else ()
+    return (*SERVER_KEYS, *ib, *(GPU_KEYS if server.gpus else ()))
+
+
 def baselines(c: Cluster, rep: Report) -> None:
     for key in FLEET_KEYS:
         if key not in c.firmware.software:
@@ -213,13 +222,7 @@ def baselines(c: Cluster, rep: Report) -> None:
                     f"model {model!r} is in use but has no firmware baseline",
                 )
             continue
-        if model in c.hardware.servers:
-            server = c.hardware.servers[model]
-            keys = list(SERVER_KEYS)
-            keys += IB_KEYS if any(nic.device for nic in server.nics) else ()
-            keys += GPU_KEYS if server.gpus else ()
-        else:
-            keys = ["firmware"]
+        keys = _baseline_keys(c, model)
         missing = [k for k in keys if getattr(baseline, k) is None]
         if missing:
             rep.add(
@@ -227,6 +230,25 @@ def baselines(c: Cluster, rep: Report) -> None:
                 "missing-baseline",
                 f"baseline of {model!r} lacks {', '.join(missing)}",
             )
+        # A key the model has no part for would make the audit expect a version it cannot read.
+        for key in baseline.model_dump(exclude_none=True):
+            if key not in keys:
+                rep.add(
+                    ("firmware", "baselines", model, key),
+                    "unknown-reference",
+                    f"model {model!r} has no {key!r} (its keys: {', '.join(keys)})",
+                )
+    for p, r, n in _nodes(c):
+        node = c.racks[r].nodes[n]
+        keys = (*_baseline_keys(c, node.model), *FLEET_KEYS)
+        for key in node.pins:
+            if key not in keys:
+                rep.add(
+                    (*p, "pins", key),
+                    "unknown-reference",
+                    f"{node.name!r} pins {key!r}, but model {node.model!r} has none "
+                    f"(its keys: {', '.join(keys)})",
+                )
     defaults = [i for i, ring in enumerate(c.firmware.rings) if not ring.nodes]
     if defaults != [len(c.firmware.rings) - 1]:
         rep.add(

@@ -92,6 +92,19 @@ class Services(Strict_):
     monitoring: Name
 
 
+Duration = Annotated[str, _pattern(r"([0-9]+(ms|s|m|h|d|w|y))+", "a duration like 5m or 1h30m")]
+
+
+class Monitoring(Strict_):
+    """Alert thresholds; the alert rules are generated/monitoring/alerts.yml."""
+
+    gpu_temp_c: int = Field(85, gt=0)
+    ecc_corrected_increase: int = Field(10, ge=0)  # corrected ECC errors per GPU in ecc_window
+    ecc_window: Duration = "1h"
+    pending: Duration = "5m"  # how long a condition must hold before it alerts
+    bmc_down_for: Duration = "5m"
+
+
 class Site(Strict_):
     name: Name
     room: Annotated[str, _pattern(r"[A-Z0-9]{1,6}", "a room code (A-Z, 0-9)")]
@@ -100,6 +113,7 @@ class Site(Strict_):
     services: Services
     rack_pitch_m: float = Field(0.6, gt=0)
     row_pitch_m: float = Field(2.4, gt=0)
+    monitoring: Monitoring = Monitoring()
 
 
 # --- networks.yaml --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 from compiler.errors import TargetError
 from compiler.plan import Plan
-from compiler.targets import dns, expected, hosts, inventory, routes
+from compiler.targets import dns, expected, firmware, hosts, inventory, monitoring, routes
 
 Target = Callable[[Plan], dict[str, str]]
 
@@ -42,6 +42,8 @@ TARGETS.add("inventory", inventory.render)
 TARGETS.add("expected", expected.render)
 TARGETS.add("routes", routes.render)
 TARGETS.add("dns", dns.render)
+TARGETS.add("firmware", firmware.render)
+TARGETS.add("monitoring", monitoring.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:
