@@ -14,8 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from compiler import diff, gitsource, output, pipeline
+from compiler import diff, gitsource, labels, output, pipeline
 from compiler.errors import ClusterforgeError, SourceError
+from compiler.model import LabelStock
 
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -45,6 +46,30 @@ def _validate(args: argparse.Namespace) -> int:
         f"cluster/ is valid: {len(p.hosts)} hosts, {len(p.switches)} switches, "
         f"{len(p.cables)} cables"
     )
+    return EXIT_OK
+
+
+def _labels(args: argparse.Namespace) -> int:
+    only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
+    try:
+        files = labels.sheets_for_repo(
+            args.repo, args.stock and LabelStock(args.stock), args.rack, only
+        )
+    except labels.SelectionError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    out = args.out or args.repo / "build" / "labels"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            # Each PDF replaced whole, so a printer spooling the old one never reads half.
+            partial = out / f".{name}.partial"
+            partial.write_bytes(data)
+            partial.replace(out / name)
+    except OSError as exc:
+        print(f"clusterforge: cannot write the label sheets: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"{out}: {len(files)} PDF(s) written: {', '.join(files)}")
     return EXIT_OK
 
 
@@ -90,6 +115,29 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(run=_compile)
     v = sub.add_parser("validate", help="run every check on cluster/; write nothing")
     v.set_defaults(run=_validate)
+    lab = sub.add_parser(
+        "labels",
+        help="render cable label sheets and pull sheets (PDF); generated/ is not touched",
+    )
+    lab.add_argument(
+        "--rack", action="append", default=[], metavar="R", help="only this rack (repeatable)"
+    )
+    lab.add_argument(
+        "--stock",
+        choices=[s.value for s in LabelStock],
+        help="label stock (default: site.yaml labels.stock)",
+    )
+    lab.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="CABLE-IDS",
+        help="reprint just these cables (comma-separated IDs) into reprint.pdf",
+    )
+    lab.add_argument(
+        "--out", type=Path, metavar="DIR", help="where to write (default: build/labels)"
+    )
+    lab.set_defaults(run=_labels)
     d = sub.add_parser(
         "diff", help="compare what two git revisions of cluster/ compile to (PR review)"
     )

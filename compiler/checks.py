@@ -434,6 +434,14 @@ def ports(c: Cluster, rep: Report) -> None:
                 f"{w.device!r} needs port {port} of {w.switch!r}, which has {model.ports} ports",
             )
         used.append(((w.switch, port), w.path))
+        if switch[w.switch].role == SwitchRole.SPINE:
+            # Hosts belong on leaves (ftree); and a cable ID names the one switch of its role
+            # in a rack (R01-IB05), which a rack of spines does not have.
+            rep.add(
+                w.path,
+                "link-to-spine",
+                f"{w.device!r} is cabled to spine {w.switch!r}; hosts connect to a leaf",
+            )
         if w.device in switch:  # a leaf-spine link: the spine end is a port too
             used.append(((w.device, int(w.device_port)), w.path))
             spine = c.hardware.switches.get(switch[w.device].model)

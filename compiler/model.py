@@ -80,6 +80,14 @@ class Medium(StrEnum):
     INFINIBAND = "infiniband"
 
 
+class LabelStock(StrEnum):
+    """Label stock the cable label sheets are laid out on; geometry in `compiler/labels.py`."""
+
+    WRAP_LETTER = "wrap-letter"
+    AVERY_5160 = "avery-5160"
+    AVERY_L7163 = "avery-l7163"
+
+
 # --- site.yaml ------------------------------------------------------------------------------
 
 
@@ -105,6 +113,12 @@ class Monitoring(Strict_):
     bmc_down_for: Duration = "5m"
 
 
+class Labels(Strict_):
+    """How cable labels are printed (`clusterforge labels`)."""
+
+    stock: Annotated[LabelStock, Lax] = LabelStock.WRAP_LETTER
+
+
 class Site(Strict_):
     name: Name
     room: Annotated[str, _pattern(r"[A-Z0-9]{1,6}", "a room code (A-Z, 0-9)")]
@@ -113,6 +127,7 @@ class Site(Strict_):
     services: Services
     rack_pitch_m: float = Field(0.6, gt=0)
     row_pitch_m: float = Field(2.4, gt=0)
+    labels: Labels = Labels()  # label stock for the cable label sheets
     monitoring: Monitoring = Monitoring()
 
 

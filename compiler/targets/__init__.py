@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 from compiler.errors import TargetError
 from compiler.plan import Plan
-from compiler.targets import dns, expected, firmware, hosts, inventory, monitoring, routes
+from compiler.targets import dns, expected, firmware, hosts, inventory, labels, monitoring, routes
 
 Target = Callable[[Plan], dict[str, str]]
 
@@ -44,6 +44,7 @@ TARGETS.add("routes", routes.render)
 TARGETS.add("dns", dns.render)
 TARGETS.add("firmware", firmware.render)
 TARGETS.add("monitoring", monitoring.render)
+TARGETS.add("labels", labels.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:
