@@ -9,8 +9,10 @@ and one line per connected port:
     [1]     "H-1070fd0300c00000"[1](1070fd0300c00001)       # "gpu001 mlx5_0" lid 2 4xHDR
     [1](1070fd0300c00001)   "S-b8cef60300b00001"[1]         # lid 2 lmc 0 "leaf01" lid 3 4xHDR
 
-The node GUID is the 16 hex digits after `S-`/`H-`/`R-`; GUIDs in brackets are port GUIDs
-and are not zero-padded, so they are not used. The trailing token is `<width>x<SPEED>`.
+The node GUID is the 16 hex digits after `S-`/`H-`/`R-`. GUIDs in brackets are the port GUIDs
+of CA ports (not zero-padded; padded here): a link keeps them beside its ends as `port_guids`,
+null for a switch end, because a host's port GUID is what the cable plan knows reliably (CA
+node GUIDs differ between ibsim and hardware). The trailing token is `<width>x<SPEED>`.
 Block order depends on where the scan started, so links are unordered pairs of
 (node GUID, port) ends, each listed once, and both nodes and links are sorted. Each link is
 printed from both of its ends; a link seen from one end only, or naming a node with no block
@@ -22,7 +24,8 @@ Schema:
 
     {"nodes": [{"type": "switch" | "ca" | "router", "guid": "0x<16 hex>", "nports": int,
                 "description": str}],
-     "links": [{"ends": [["0x<16 hex>", int], ["0x<16 hex>", int]], "width": "4x",
+     "links": [{"ends": [["0x<16 hex>", int], ["0x<16 hex>", int]],
+                "port_guids": ["0x<16 hex>" | None, "0x<16 hex>" | None], "width": "4x",
                 "speed": "HDR"}]}
 
 Example (the two blocks above, shortened):
@@ -32,7 +35,7 @@ Example (the two blocks above, shortened):
                {"type": "switch", "guid": "0xb8cef60300b00001", "nports": 41,
                 "description": "MF0;leaf01:MQM8700/U1"}],
      "links": [{"ends": [["0x1070fd0300c00000", 1], ["0xb8cef60300b00001", 1]],
-                "width": "4x", "speed": "HDR"}]}
+                "port_guids": ["0x1070fd0300c00001", null], "width": "4x", "speed": "HDR"}]}
 """
 
 from __future__ import annotations
@@ -56,8 +59,9 @@ _HEADER = re.compile(
     r'\s+# "(?P<description>.*?)"(?: (?:enhanced|base) port 0 lid \d+ lmc \d+)?'
 )
 _PORT = re.compile(
-    r'\[(?P<port>\d+)\](?:\([0-9a-f]+\))?\s+"[SHR]-(?P<remote>[0-9a-f]{16})"\[(?P<rport>\d+)\]'
-    r'(?:\s*\([0-9a-f]+\))?\s+# (?:lid \d+ lmc \d+ )?"(?P<rdescription>.*)" lid \d+ '
+    r'\[(?P<port>\d+)\](?:\((?P<pguid>[0-9a-f]+)\))?\s+"[SHR]-(?P<remote>[0-9a-f]{16})"'
+    r"\[(?P<rport>\d+)\](?:\s*\((?P<rpguid>[0-9a-f]+)\))?"
+    r'\s+# (?:lid \d+ lmc \d+ )?"(?P<rdescription>.*)" lid \d+ '
     r"(?P<width>\d+x)(?P<speed>[A-Z]+\d*)"
 )
 
@@ -73,6 +77,7 @@ class Node(TypedDict):
 
 class Link(TypedDict):
     ends: list[list[str | int]]
+    port_guids: list[str | None]
     width: str
     speed: str
 
@@ -87,6 +92,7 @@ def parse(text: str) -> Fabric:
     nodes: dict[str, Node] = {}
     seen: dict[tuple[End, End], tuple[int, str, str]] = {}
     ends: set[End] = set()
+    port_guids: dict[End, str] = {}
     current: Node | None = None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -111,20 +117,28 @@ def parse(text: str) -> Fabric:
             ends.add(local)
             if not port["rdescription"].endswith(_AGGREGATION_NODE):
                 remote: End = ("0x" + port["remote"], int(port["rport"]))
+                for end, guid in ((local, port["pguid"]), (remote, port["rpguid"])):
+                    if guid is not None:
+                        port_guids[end] = "0x" + guid.zfill(16)
                 seen[(local, remote)] = (number, port["width"], port["speed"])
         else:
             raise ParseError(PROBE, number, f"expected a node header or a port line, got {line!r}")
     if not nodes:
         raise ParseError(PROBE, 0, "no node found in output")
     cabled = {guid: node for guid, node in nodes.items() if not _is_aggregation(node)}
-    return {"nodes": [cabled[guid] for guid in sorted(cabled)], "links": _links(seen, cabled)}
+    links = _links(seen, cabled, port_guids)
+    return {"nodes": [cabled[guid] for guid in sorted(cabled)], "links": links}
 
 
 def _is_aggregation(node: Node) -> bool:
     return node["type"] == "ca" and node["description"].endswith(_AGGREGATION_NODE)
 
 
-def _links(seen: dict[tuple[End, End], tuple[int, str, str]], nodes: dict[str, Node]) -> list[Link]:
+def _links(
+    seen: dict[tuple[End, End], tuple[int, str, str]],
+    nodes: dict[str, Node],
+    port_guids: dict[End, str],
+) -> list[Link]:
     """Pair up the two sightings of each link; keep the links between cabled nodes."""
     links: list[tuple[End, End, str, str]] = []
     for (local, remote), (number, width, speed) in seen.items():
@@ -141,6 +155,11 @@ def _links(seen: dict[tuple[End, End], tuple[int, str, str]], nodes: dict[str, N
         if local < remote:
             links.append((local, remote, width, speed))
     return [
-        {"ends": [list(a), list(b)], "width": width, "speed": speed}
+        {
+            "ends": [list(a), list(b)],
+            "port_guids": [port_guids.get(a), port_guids.get(b)],
+            "width": width,
+            "speed": speed,
+        }
         for a, b, width, speed in sorted(links)
     ]
