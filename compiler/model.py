@@ -8,11 +8,20 @@ relate values to each other are checks (`compiler/checks.py`).
 from __future__ import annotations
 
 import re
+from datetime import date
 from enum import StrEnum
 from typing import Annotated, Any
 
 import netaddr
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+)
 
 
 class Strict_(BaseModel):
@@ -308,10 +317,58 @@ class Ring(Strict_):
     nodes: tuple[Name, ...] = ()  # empty: every node not in an earlier ring
 
 
+def _iso_date(value: str) -> str:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a calendar date") from None
+    return value
+
+
+# Quoted: an unquoted YAML date loads as a date object, which the source digest cannot hold.
+IsoDate = Annotated[
+    str,
+    _pattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", "a date YYYY-MM-DD (quote it)"),
+    AfterValidator(_iso_date),
+]
+
+
+class Rollout(Strict_):
+    """A staged upgrade in progress: nodes of `rings` may still run the `previous` versions
+    until `until` (inclusive) without being drift; the audit's clock decides, not the compile."""
+
+    rings: tuple[Name, ...] = Field(min_length=1)
+    previous: dict[Name, Version] = Field(min_length=1)  # version key -> the version replaced
+    until: IsoDate
+
+
 class Firmware(Strict_):
     software: dict[str, Version]  # fleet-wide: ofed, kernel
     baselines: dict[Name, Baseline]
     rings: tuple[Ring, ...] = Field(min_length=1)
+    rollouts: tuple[Rollout, ...] = ()
+
+    @field_validator("rollouts")
+    @classmethod
+    def _rollouts_name_rings_and_versions(
+        cls, rollouts: tuple[Rollout, ...], info: ValidationInfo
+    ) -> tuple[Rollout, ...]:
+        # Within firmware.yaml only: a rollout naming no real ring or key would silently
+        # accept nothing, and two rollouts of one key in one ring leave "previous" ambiguous.
+        rings = {ring.name for ring in info.data.get("rings", ())}
+        keys = set(info.data.get("software", {})) | set(Baseline.model_fields)
+        claimed: set[tuple[str, str]] = set()
+        for number, rollout in enumerate(rollouts):
+            for ring in rollout.rings:
+                if ring not in rings:
+                    raise ValueError(f"rollout {number}: no ring named {ring!r}")
+                for key in rollout.previous:
+                    if key not in keys:
+                        raise ValueError(f"rollout {number}: {key!r} is not a version key")
+                    if (ring, key) in claimed:
+                        raise ValueError(f"rollout {number}: {key!r} of ring {ring!r} twice")
+                    claimed.add((ring, key))
+        return rollouts
 
 
 # --- provisioning.yaml ----------------------------------------------------------------------

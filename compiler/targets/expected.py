@@ -11,7 +11,11 @@ Per host (`expected/hosts/<host>.json`), schema 1:
   routes: [{dst, dev, gateway?}] as `ip -j route show` reports them, normalised to those
           three fields ("default" for the default route, connected routes without gateway);
   ib_ports: [{device, port, port_guid, rate, width, state}];
-  gpus: {count, model, nvlinks_per_gpu, max_corrected_ecc} or null.
+  gpus: {count, model, nvlinks_per_gpu, max_corrected_ecc} or null;
+  accept (only on hosts a rollout of cluster/firmware.yaml covers): {version key:
+          {previous, until: "YYYY-MM-DD"}}: the version the rollout replaces, which the audit
+          still accepts for that key up to and including `until` (by the audit's clock);
+          pinned keys are held off the baseline and take no rollout.
 Fabric (`expected/fabric.json`): every planned InfiniBand cable with its ID, both ends as
 node name, node GUID and port, rate, width and lifecycle ("installed" or "planned").
 """
@@ -20,14 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from compiler.model import Rollout
 from compiler.plan import Host, Plan
 from compiler.targets.render import to_json
 
 SCHEMA = 1
 
 
-def host_contract(h: Host) -> dict[str, Any]:
-    return {
+def host_contract(h: Host, rollouts: tuple[Rollout, ...] = ()) -> dict[str, Any]:
+    contract = {
         "schema": SCHEMA,
         "host": h.name,
         "role": h.role.value,
@@ -55,6 +60,16 @@ def host_contract(h: Host) -> dict[str, Any]:
         ],
         "gpus": h.gpus,
     }
+    accept = {
+        key: {"previous": previous, "until": r.until}
+        for r in rollouts
+        if h.ring in r.rings
+        for key, previous in r.previous.items()
+        if key in h.versions and key not in h.pinned
+    }
+    if accept:
+        contract["accept"] = dict(sorted(accept.items()))
+    return contract
 
 
 def fabric_contract(plan: Plan) -> dict[str, Any]:
@@ -85,6 +100,9 @@ def fabric_contract(plan: Plan) -> dict[str, Any]:
 
 
 def render(plan: Plan) -> dict[str, str]:
-    files = {f"expected/hosts/{h.name}.json": to_json(host_contract(h)) for h in plan.hosts}
+    rollouts = plan.cluster.firmware.rollouts
+    files = {
+        f"expected/hosts/{h.name}.json": to_json(host_contract(h, rollouts)) for h in plan.hosts
+    }
     files["expected/fabric.json"] = to_json(fabric_contract(plan))
     return files
