@@ -5,6 +5,9 @@ Exit codes:
   1  a check failed: `compile --check` found generated/ stale
   2  bad input: problems in cluster/, each printed as path:line:col: rule: message
   3  internal error (a bug: please report it with the message)
+`audit` has its own: 0 every host and the fabric as expected; 1 drift; 2 some host or the
+fabric could not be collected (unreachable or error; wins over 1), or the audit could not run
+(no generated/expected/, a broken recording, or live collection, which is not built yet).
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
+from audits import pipeline as audit
+from audits.model import AuditError
 from compiler import diff, gitsource, labels, output, pipeline
 from compiler.errors import ClusterforgeError, SourceError
 from compiler.model import LabelStock
@@ -97,6 +103,34 @@ def _diff(args: argparse.Namespace) -> int:
     return EXIT_OK if report.compiles else EXIT_INPUT
 
 
+def _audit(args: argparse.Namespace) -> int:
+    if args.replay is None:
+        print(
+            "clusterforge: live collection over SSH is not built yet; "
+            "audit a recording with --replay DIR",
+            file=sys.stderr,
+        )
+        return EXIT_INPUT
+    try:
+        report = audit.audit_replay(args.repo, args.replay, args.out, args.textfile, args.now)
+    except AuditError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    status = ", ".join(f"{n} {s}" for s, n in report["summary"]["status"].items())
+    print(f"{args.out}: {status}; fabric {report['summary']['fabric']}")
+    return report["exit_code"]
+
+
+def _instant(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        when = None
+    if when is None or when.utcoffset() is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ISO 8601 with a UTC offset")
+    return when
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="clusterforge", description=__doc__.split("\n")[0])
     top.add_argument(
@@ -153,6 +187,19 @@ def parser() -> argparse.ArgumentParser:
         help="flag a change touching more than this share of hosts or cables (default: 10)",
     )
     d.set_defaults(run=_diff)
+    a = sub.add_parser("audit", help="compare what hosts and the fabric run with generated/")
+    a.add_argument(
+        "--replay", type=Path, metavar="DIR", help="audit a recording (audits/collect.py layout)"
+    )
+    a.add_argument("--out", type=Path, default=Path("audit-report"), metavar="DIR")
+    a.add_argument("--textfile", type=Path, metavar="PATH", help="Prometheus metrics to write")
+    a.add_argument(
+        "--now",
+        type=_instant,
+        metavar="ISO-8601",
+        help="the clock for rollout windows (default: when the state was collected)",
+    )
+    a.set_defaults(run=_audit)
     return top
 
 

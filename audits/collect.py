@@ -1,0 +1,133 @@
+"""Stage 2 of the audit: fetch the raw output of the probes, per host and for the fabric.
+
+Collectors fetch, parsers interpret. A `Collector` is asked for the probe keys each host needs
+(`audits.compare.host_probes`) and those of the fabric, and returns a `Collection`: per
+subject the text of every probe, or why it has none. A failure on one host is a value in that
+host's result; the others go on. A probe key is the probe's name, or `<probe>@<iface>` for a
+per-interface probe (`ethtool_i@ib0`).
+
+`ReplayCollector` reads a recording, and the live (SSH) collector will write exactly this
+layout, so any report can be reproduced from its inputs:
+
+    <dir>/meta.json                    {"schema": 1, "collected_at": "2026-05-04T06:00:00+00:00"}
+    <dir>/hosts/<host>/<key>.txt       a probe's stdout, as in tests/fixtures/<probe>/*.txt
+    <dir>/hosts/<host>/status.json     optional; either the host could not be reached:
+                                         {"status": "unreachable", "reason": "ssh: timed out"}
+                                       or some commands ran but gave nothing usable:
+                                         {"failed": {"ipmitool_mc_info": "exit 127: not found"}}
+    <dir>/fabric/<key>.txt             the fabric probes, run once from a host on the fabric
+    <dir>/fabric/status.json           optional, same shape (the scan host was unreachable)
+
+`collected_at` is ISO 8601 with a UTC offset: when the state was read. A requested key with
+neither a file nor a `failed` entry counts as failed ("not recorded"); files nobody asked for
+are not read. Unreachable means the connection failed (refused, timeout, authentication);
+`failed` is for a host that answered (command missing, non-zero exit, command timeout).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from audits.model import AuditError
+
+SCHEMA = 1
+NOT_RECORDED = "not recorded"
+
+
+def probe_key(probe: str, iface: str | None = None) -> str:
+    """The key of a probe's output: `ethtool_i@ib0` for a per-interface probe."""
+    return probe if iface is None else f"{probe}@{iface}"
+
+
+def probe_of(key: str) -> str:
+    """The probe (and parser) name of a key."""
+    return key.split("@", 1)[0]
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What one subject (a host, or the fabric) gave: outputs by probe key, or why not."""
+
+    outputs: dict[str, str]
+    failed: dict[str, str]  # probe key -> why the command gave no usable output
+    unreachable: str | None = None  # why no connection was made; then nothing else is set
+
+
+@dataclass(frozen=True)
+class Collection:
+    collected_at: datetime
+    hosts: dict[str, Collected]
+    fabric: Collected
+
+
+class Collector(Protocol):
+    """Fetches probe outputs; never interprets them."""
+
+    def collect(self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str]) -> Collection: ...
+
+
+class ReplayCollector:
+    """Reads a recording in the layout above (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def collect(self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str]) -> Collection:
+        meta = _json(self.root / "meta.json")
+        if meta is None:
+            raise AuditError(f"{self.root}/meta.json is missing: not a recording")
+        return Collection(
+            collected_at=_timestamp(meta.get("collected_at"), self.root / "meta.json"),
+            hosts={h: _subject(self.root / "hosts" / h, keys) for h, keys in sorted(hosts.items())},
+            fabric=_subject(self.root / "fabric", fabric),
+        )
+
+
+def _subject(folder: Path, keys: Sequence[str]) -> Collected:
+    status = _json(folder / "status.json") or {}
+    state = status.get("status", "reached")
+    if state == "unreachable":
+        return Collected({}, {}, str(status.get("reason") or "unreachable"))
+    if state != "reached":
+        raise AuditError(f"{folder}/status.json: status {state!r} is not 'unreachable'")
+    noted = status.get("failed", {})
+    if not isinstance(noted, dict):
+        raise AuditError(f"{folder}/status.json: 'failed' must map probe keys to reasons")
+    outputs: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    for key in sorted(keys):
+        path = folder / f"{key}.txt"
+        if key in noted:
+            failed[key] = str(noted[key])
+        elif path.is_file():
+            outputs[key] = path.read_text(encoding="utf-8", errors="replace")
+        else:
+            failed[key] = NOT_RECORDED
+    return Collected(outputs, failed)
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise AuditError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise AuditError(f"{path}: expected a JSON object")
+    return data
+
+
+def _timestamp(value: object, where: Path) -> datetime:
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        when = None
+    if when is None or when.utcoffset() is None:
+        raise AuditError(f"{where}: collected_at {value!r} is not ISO 8601 with a UTC offset")
+    return when

@@ -1,0 +1,332 @@
+"""Stage 4a of the audit: one host's observed facts against its `expected/hosts/<host>.json`.
+
+Checks, in report order (a check that does not apply to a host, e.g. `gpus` on a login node,
+is left out; one whose probes gave nothing usable is skipped with the reason):
+
+| check        | kind     | probes                        | compares                              |
+| ------------ | -------- | ----------------------------- | ------------------------------------- |
+| bios         | firmware | dmidecode_bios                | versions.bios                         |
+| bmc          | firmware | ipmitool_mc_info              | versions.bmc, as major.minor: all    |
+|              |          |                               | that ipmitool prints                  |
+| nic_firmware | firmware | ethtool_i@<IPoIB iface>       | versions.nic_firmware, nic_psid (the  |
+|              |          |                               | HCA behind each interface the         |
+|              |          |                               | contract lists without a MAC)         |
+| vbios        | firmware | nvidia_smi_gpus               | versions.vbios, on every GPU          |
+| gpu_driver   | driver   | nvidia_smi_xml                | versions.gpu_driver, versions.cuda    |
+| ofed         | ofed     | ofed_info                     | versions.ofed                         |
+| kernel       | kernel   | uname_r                       | versions.kernel                       |
+| routes       | route    | ip_route                      | routes, per destination, normalised   |
+|              |          |                               | by `compiler.plan.normal_routes`      |
+| addresses    | address  | ip_addr                       | interfaces: address, mac, mtu         |
+| ib_ports     | ib-port  | ibstat                        | ib_ports: port_guid, rate, state      |
+| gpus         | gpu      | nvidia_smi_gpus, _nvlink,     | node admission (audits/admission.py): |
+|              |          | _ecc, xid                     | GPU count and model, NVLinks, ECC, Xid|
+
+Versions compare semantically (`audits.versions`). A version key listed in the contract's
+`accept` (a rollout of `cluster/firmware.yaml`) also matches its `previous` version up to and
+including the `until` date, read on the audit's clock `now` (UTC); after it, it is drift.
+Interfaces and IB ports are diffed as records keyed by name with deepdiff: a planned record
+missing or a planned field that differs is drift; unplanned records are masked.
+
+Masked, because they vary by nature and are not planned: route metric, protocol, scope and
+source; interfaces the contract does not list, IPv6 addresses, link state and the IPoIB
+hardware address; IB ports the contract does not list, LIDs, SM LID, physical state and link
+layer; IB width (ibstat prints only the rate; the fabric audit checks width per cable); GPU
+serials, UUIDs and bus IDs; ECC counters below their thresholds.
+
+Severity: critical for what breaks jobs or mixes the fleet (OFED, driver, CUDA, kernel, a
+missing or changed route, address, IB port and GPU admission faults); warning for firmware,
+PSID, MTU, routes nobody planned, corrected ECC above the threshold and unreadable ECC.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from deepdiff import DeepDiff
+
+from audits import admission
+from audits.collect import Collected, probe_key
+from audits.model import (
+    Accepted,
+    CheckResult,
+    Finding,
+    HostEntry,
+    Kind,
+    Outcome,
+    Severity,
+    Status,
+    VersionPair,
+    finding_order,
+)
+from audits.observe import observe
+from audits.parsers.base import RegistryError
+from audits.sink import Contract, Facts, Sink
+from compiler.plan import normal_routes
+
+_BMC_PARTS = 2  # ipmitool prints "%u.%02x": major.minor of the BMC firmware, nothing more
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    kind: Kind
+    applies: Callable[[Contract], bool]
+    probes: Callable[[Contract], tuple[str, ...]]  # empty while applying: cannot run
+    run: Callable[[Contract, Facts, Sink], None]
+
+
+def _has(*keys: str) -> Callable[[Contract], bool]:
+    return lambda c: any(k in c["versions"] for k in keys)
+
+
+def _fixed(*probes: str) -> Callable[[Contract], tuple[str, ...]]:
+    return lambda c: probes
+
+
+def _ipoib(c: Contract) -> tuple[str, ...]:
+    # IPoIB interfaces are the ones without a MAC in the contract; ethtool on them reads the HCA.
+    return tuple(probe_key("ethtool_i", i["name"]) for i in c["interfaces"] if i["mac"] is None)
+
+
+def _bios(c: Contract, facts: Facts, sink: Sink) -> None:
+    sink.version(c, "bios", facts["dmidecode_bios"]["bios_version"])
+
+
+def _bmc(c: Contract, facts: Facts, sink: Sink) -> None:
+    sink.version(c, "bmc", facts["ipmitool_mc_info"]["firmware_revision"], _BMC_PARTS)
+
+
+def _nic_firmware(c: Contract, facts: Facts, sink: Sink) -> None:
+    for key in _ipoib(c):
+        for version, field_ in (("nic_firmware", "firmware_version"), ("nic_psid", "psid")):
+            if version in c["versions"]:
+                sink.version(c, version, facts[key][field_])
+
+
+def _vbios(c: Contract, facts: Facts, sink: Sink) -> None:
+    values = {g["vbios_version"] for g in facts["nvidia_smi_gpus"]}
+    for vbios in sorted(values, key=lambda v: v or ""):
+        sink.version(c, "vbios", vbios)
+
+
+def _gpu_driver(c: Contract, facts: Facts, sink: Sink) -> None:
+    xml = facts["nvidia_smi_xml"]
+    for key, observed in (("gpu_driver", xml["driver_version"]), ("cuda", xml["cuda_version"])):
+        if key in c["versions"]:
+            sink.version(c, key, observed)
+
+
+def _single(key: str, probe: str, field_: str) -> Callable[[Contract, Facts, Sink], None]:
+    return lambda c, facts, sink: sink.version(c, key, facts[probe][field_])
+
+
+def _routes(c: Contract, facts: Facts, sink: Sink) -> None:
+    expected: dict[str, list[dict[str, str]]] = defaultdict(list)
+    observed: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for route in c["routes"]:
+        expected[route["dst"]].append(route)
+    for route in normal_routes(facts["ip_route"]):
+        observed[route["dst"]].append(route)
+    for dst in sorted(expected.keys() | observed.keys()):
+        want, have = _one(expected.get(dst, [])), _one(observed.get(dst, []))
+        if want == have:
+            continue
+        if want is None:
+            sink.drift(f"routes[{dst}]", None, have, Severity.WARNING, f"unplanned route {dst}")
+        elif have is None:
+            sink.drift(f"routes[{dst}]", want, None, Severity.CRITICAL, f"route {dst} missing")
+        else:
+            sink.drift(f"routes[{dst}]", want, have, Severity.CRITICAL, f"route {dst} differs")
+
+
+def _one(values: list[Any]) -> Any:
+    """Nothing, the one value, or all of them: how a finding shows what was seen."""
+    return None if not values else values[0] if len(values) == 1 else values
+
+
+def _addresses(c: Contract, facts: Facts, sink: Sink) -> None:
+    seen = {i["name"]: i for i in facts["ip_addr"]}
+    expected: dict[str, dict[str, Any]] = {}
+    observed: dict[str, dict[str, Any]] = {}
+    for iface in c["interfaces"]:
+        name = iface["name"]
+        expected[name] = {"address": iface["address"], "mtu": iface["mtu"]}
+        if iface["mac"] is not None:
+            expected[name]["mac"] = iface["mac"]
+        if name in seen:
+            have = seen[name]
+            v4 = sorted(have["ipv4"])
+            address = iface["address"] if iface["address"] in v4 else _one(v4)
+            observed[name] = {"address": address, "mtu": have["mtu"]}
+            if "mac" in expected[name]:
+                observed[name]["mac"] = (have["mac"] or "").lower() or None
+    severity = {"mtu": Severity.WARNING}
+    _records(sink, "interfaces", expected, observed, severity)
+
+
+def _ib_ports(c: Contract, facts: Facts, sink: Sink) -> None:
+    expected = {
+        f"{p['device']}/{p['port']}": {
+            "port_guid": p["port_guid"],
+            "rate": p["rate"],
+            "state": p["state"],
+        }
+        for p in c["ib_ports"]
+    }
+    observed = {
+        f"{ca['name']}/{p['port']}": {
+            "port_guid": p["port_guid"],
+            "rate": p["rate"],
+            "state": p["state"],
+        }
+        for ca in facts["ibstat"]
+        for p in ca["ports"]
+    }
+    _records(sink, "ib_ports", expected, observed, {})
+
+
+def _records(
+    sink: Sink,
+    section: str,
+    expected: dict[str, dict[str, Any]],
+    observed: dict[str, dict[str, Any]],
+    severity: dict[str, Severity],
+) -> None:
+    """Findings for every planned record missing or differing; unplanned records are masked."""
+    diff = DeepDiff(expected, observed, view="tree")
+    for change in ("dictionary_item_removed", "values_changed", "type_changes"):
+        for level in diff.get(change, ()):
+            where = level.path(output_format="list")
+            name = where[0]
+            if len(where) == 1:
+                path, want, have = f"{section}[{name}]", level.t1, None
+                text = f"{name} missing"
+            else:
+                path = f"{section}[{name}].{where[1]}"
+                want, have = level.t1, None if change == "dictionary_item_removed" else level.t2
+                text = f"{name} {where[1]} {have}, expected {want}"
+            level_severity = severity.get(where[-1], Severity.CRITICAL)
+            sink.drift(path, want, have, level_severity, text)
+
+
+def build_checks(checks: tuple[Check, ...]) -> tuple[Check, ...]:
+    """The checks in order; a name given twice is an error."""
+    names = [check.name for check in checks]
+    for name in names:
+        if names.count(name) > 1:
+            raise RegistryError(f"check {name!r} is defined twice")
+    return checks
+
+
+CHECKS = build_checks(
+    (
+        Check("bios", Kind.FIRMWARE, _has("bios"), _fixed("dmidecode_bios"), _bios),
+        Check("bmc", Kind.FIRMWARE, _has("bmc"), _fixed("ipmitool_mc_info"), _bmc),
+        Check(
+            "nic_firmware", Kind.FIRMWARE, _has("nic_firmware", "nic_psid"), _ipoib, _nic_firmware
+        ),
+        Check("vbios", Kind.FIRMWARE, _has("vbios"), _fixed("nvidia_smi_gpus"), _vbios),
+        Check(
+            "gpu_driver",
+            Kind.DRIVER,
+            _has("gpu_driver", "cuda"),
+            _fixed("nvidia_smi_xml"),
+            _gpu_driver,
+        ),
+        Check(
+            "ofed",
+            Kind.OFED,
+            _has("ofed"),
+            _fixed("ofed_info"),
+            _single("ofed", "ofed_info", "version"),
+        ),
+        Check(
+            "kernel",
+            Kind.KERNEL,
+            _has("kernel"),
+            _fixed("uname_r"),
+            _single("kernel", "uname_r", "kernel_release"),
+        ),
+        Check("routes", Kind.ROUTE, lambda c: True, _fixed("ip_route"), _routes),
+        Check("addresses", Kind.ADDRESS, lambda c: True, _fixed("ip_addr"), _addresses),
+        Check("ib_ports", Kind.IB_PORT, lambda c: bool(c["ib_ports"]), _fixed("ibstat"), _ib_ports),
+        Check(
+            "gpus",
+            Kind.GPU,
+            lambda c: c["gpus"] is not None,
+            _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
+            admission.gpus,
+        ),
+    )
+)
+
+
+def host_probes(c: Contract) -> tuple[str, ...]:
+    """The probe keys a host's checks need: what a collector must fetch from it."""
+    return tuple(sorted({k for check in CHECKS if check.applies(c) for k in check.probes(c)}))
+
+
+@dataclass(frozen=True)
+class HostAudit:
+    entry: HostEntry
+    findings: list[Finding]
+
+
+def compare_host(c: Contract, collected: Collected, now: datetime) -> HostAudit:
+    """Audit one host: run every check that applies, and settle its status."""
+    host = c["host"]
+    observed = observe(host, collected)
+    checks: list[CheckResult] = []
+    findings: list[Finding] = []
+    accepted: list[Accepted] = []
+    versions: dict[str, VersionPair] = {}
+    for check in CHECKS:
+        if not check.applies(c):
+            continue
+        probes = check.probes(c)
+        missing = [k for k in probes if k not in observed.facts]
+        reason = None
+        if collected.unreachable is not None:
+            reason = f"host unreachable: {collected.unreachable}"
+        elif not probes:
+            reason = "the contract names nothing to read it from"
+        elif missing:
+            reason = f"no usable output from {', '.join(missing)}"
+        if reason is not None:
+            checks.append(
+                CheckResult(check=check.name, kind=check.kind, outcome="skipped", reason=reason)
+            )
+            continue
+        sink = Sink(host, check.name, check.kind, now.astimezone(UTC).date())
+        check.run(c, observed.facts, sink)
+        findings += sink.findings
+        accepted += sink.accepted
+        versions |= sink.versions
+        outcome: Outcome = "drift" if sink.findings else "complies"
+        checks.append(CheckResult(check=check.name, kind=check.kind, outcome=outcome, reason=None))
+    if collected.unreachable is not None:
+        status, why = Status.UNREACHABLE, collected.unreachable
+    elif observed.failures:
+        status = Status.ERROR
+        why = "; ".join(f"{f['probe']}: {f['message']}" for f in observed.failures)
+    else:
+        status, why = (Status.DRIFT if findings else Status.OK), None
+    entry = HostEntry(
+        host=host,
+        role=c["role"],
+        model=c["model"],
+        rack=c["rack"],
+        ring=c["ring"],
+        status=status.value,
+        reason=why,
+        failures=observed.failures,
+        checks=checks,
+        versions=dict(sorted(versions.items())),
+        accepted=sorted(accepted, key=lambda a: a["key"]),
+    )
+    return HostAudit(entry, sorted(findings, key=finding_order))

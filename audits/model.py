@@ -1,0 +1,115 @@
+"""The audit's contracts: the closed vocabularies and the JSON shapes every stage shares.
+
+A finding is one difference between `generated/expected/` and what was observed, always in the
+same shape (NAPALM's compliance reports are the model): `kind` says what drifted, `host` where
+(`fabric` for cables), `check` which check saw it, `path` the fact inside the contract,
+`expected` and `observed` the two values as JSON, `severity` how bad, `message` a sentence for
+people. A check either complies, finds drift, or is skipped with a reason (it could not run).
+Every host ends as exactly one `Status`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal, TypedDict
+
+from compiler.errors import ClusterforgeError
+
+FABRIC = "fabric"  # the `host` of cable findings: the fabric is audited as one subject
+
+
+class AuditError(ClusterforgeError):
+    """Raised when the audit cannot run at all: no expectations, an unreadable recording."""
+
+
+class Status(StrEnum):
+    """What became of a host. `unreachable` and `error` mean "could not collect": never drift,
+    never clean. A connection that failed (refused, timeout, auth) is unreachable; a host that
+    answered but whose output could not be used (parse failure, command missing) is error."""
+
+    OK = "ok"
+    DRIFT = "drift"
+    UNREACHABLE = "unreachable"
+    ERROR = "error"
+
+
+class Kind(StrEnum):
+    FIRMWARE = "firmware"
+    OFED = "ofed"
+    DRIVER = "driver"
+    KERNEL = "kernel"
+    ROUTE = "route"
+    ADDRESS = "address"
+    IB_PORT = "ib-port"
+    CABLE = "cable"
+    GPU = "gpu"
+
+
+class Severity(StrEnum):
+    CRITICAL = "critical"
+    WARNING = "warning"
+
+
+Outcome = Literal["complies", "drift", "skipped"]
+
+
+class Finding(TypedDict):
+    kind: str
+    host: str
+    check: str
+    path: str
+    expected: Any
+    observed: Any
+    severity: str
+    message: str
+
+
+class CheckResult(TypedDict):
+    check: str
+    kind: str
+    outcome: Outcome
+    reason: str | None  # why it was skipped
+
+
+class Accepted(TypedDict):
+    """A version a rollout still allows: observed the previous one, before the window ends."""
+
+    key: str
+    observed: str
+    expected: str
+    until: str
+
+
+class ProbeFailure(TypedDict):
+    probe: str
+    message: str
+
+
+def finding_order(f: Finding) -> tuple[str, str, str, str]:
+    """Sort key of findings: by host, check, path (then message, for equal paths)."""
+    return (f["host"], f["check"], f["path"], f["message"])
+
+
+VersionState = Literal["match", "accepted", "drift"]  # accepted: a rollout's previous version
+
+
+class VersionPair(TypedDict):
+    expected: str
+    observed: str | None  # several values (one per GPU or HCA) are joined with ","
+    state: VersionState  # as the audit judged it (semantically, at the tool's precision)
+
+
+class HostEntry(TypedDict):
+    """One host in the report: its status, and what each check made of it."""
+
+    host: str
+    role: str
+    model: str
+    rack: str
+    ring: str
+    status: str
+    reason: str | None  # why it is unreachable or error
+    failures: list[ProbeFailure]
+    checks: list[CheckResult]
+    versions: dict[str, VersionPair]  # by version key, for checks that ran: Markdown folds them
+    accepted: list[Accepted]

@@ -1,0 +1,82 @@
+"""The audit end to end: expected -> collect -> parse -> compare -> report, and its files.
+
+`audit` is pure but for the collector's IO; `write` puts the report and its renderings in a
+folder; `audit_replay` is what `clusterforge audit --replay` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from audits import expected
+from audits.collect import Collector, ReplayCollector
+from audits.compare import compare_host, host_probes
+from audits.fabric import compare_fabric, fabric_probes
+from audits.model import AuditError
+from audits.render import junit, markdown, textfile
+from audits.report import Report, build, to_json
+
+
+def audit(
+    expectations: expected.Expectations, collector: Collector, now: datetime | None = None
+) -> Report:
+    """Collect, compare and report; rollout windows are judged at `now`, by default the time
+    the state was collected (so a replay gives the same report as the original run)."""
+    hosts = expectations.hosts
+    collection = collector.collect(
+        {name: host_probes(c) for name, c in hosts.items()}, fabric_probes(expectations.fabric)
+    )
+    when = now or collection.collected_at
+    audits = [compare_host(hosts[name], collection.hosts[name], when) for name in sorted(hosts)]
+    ports = {p["port_guid"]: name for name, c in hosts.items() for p in c["ib_ports"]}
+    fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
+    return build(expectations, collection.collected_at, when, audits, fabric)
+
+
+def files(report: Report) -> dict[str, str]:
+    """The report folder's files: the data and its renderings."""
+    return {
+        "report.json": to_json(report),
+        "report.md": markdown.render(report),
+        "junit.xml": junit.render(report),
+    }
+
+
+def write(report: Report, out: Path, metrics: Path | None = None) -> None:
+    """Write the report folder, and the Prometheus textfile when asked; raises AuditError."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files(report).items():
+            (out / name).write_text(text, encoding="utf-8")
+        if metrics is not None:
+            _replace(metrics, textfile.render(report))
+    except OSError as exc:
+        raise AuditError(f"cannot write the report: {exc}") from None
+
+
+def _replace(path: Path, text: str) -> None:
+    # node_exporter may read the file at any moment: it must never see half of it.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(staging, 0o644)
+        os.replace(staging, path)
+    except OSError:
+        Path(staging).unlink(missing_ok=True)
+        raise
+
+
+def audit_replay(
+    repo: Path, recording: Path, out: Path, metrics: Path | None, now: datetime | None
+) -> Report:
+    """Audit a recording against `repo`'s generated/expected/ and write the report."""
+    if not recording.is_dir():
+        raise AuditError(f"{recording} is not a folder")
+    report = audit(expected.read(repo), ReplayCollector(recording), now)
+    write(report, out, metrics)
+    return report

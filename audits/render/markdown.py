@@ -1,0 +1,195 @@
+"""`report.md`: the report for people and pull requests, summary first, fleet-folded.
+
+Hosts that share a fact are one line, their names compacted (`gpu[017,042,101]`), so a drift
+on 120 hosts reads as one row: versions as "121/124 hosts OFED 23.10-1.1.9.0;
+gpu[017,042,101] on 5.8-1.0.1.1", findings grouped by what differs. Pure: report in, text out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from audits.model import FABRIC, HostEntry, Status
+from audits.report import Report
+from compiler.hostlist import compact
+
+LABELS = {
+    "bios": "BIOS",
+    "bmc": "BMC",
+    "nic_firmware": "NIC firmware",
+    "nic_psid": "NIC PSID",
+    "vbios": "VBIOS",
+    "gpu_driver": "GPU driver",
+    "cuda": "CUDA",
+    "ofed": "OFED",
+    "kernel": "kernel",
+}
+_UNCOLLECTED = ("unreachable", "error")
+
+
+def render(report: Report) -> str:
+    """The whole report as Markdown."""
+    parts = [
+        _headline(report),
+        _summary(report),
+        _versions(report["hosts"]),
+        _findings(report),
+        _fabric(report),
+        _uncollected(report["hosts"]),
+        _skipped(report["hosts"]),
+    ]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _headline(report: Report) -> str:
+    s = report["summary"]["status"]
+    total = report["summary"]["hosts"]
+    named = report["expectations"]
+    commit = named["commit"][:12] if named["commit"] else "none (not in git)"
+    source = (named["source_sha256"] or "unknown")[:12]
+    title = f"# Drift audit: {s['ok']}/{total} hosts ok, {s['drift']} drift"
+    lost = s["unreachable"] + s["error"]
+    if lost:
+        title += f", {lost} could not be collected"
+    return (
+        f"{title}\n\nExpectations: commit `{commit}`, cluster/ sha256 `{source}`. "
+        f"State collected {report['collected_at']}. Exit code {report['exit_code']}."
+    )
+
+
+def _summary(report: Report) -> str:
+    rows = ["| status | hosts | which |", "| --- | ---: | --- |"]
+    by_status: dict[str, list[str]] = defaultdict(list)
+    for entry in report["hosts"]:
+        by_status[entry["status"]].append(entry["host"])
+    for status in Status:  # not the dict's order: report.json stores keys sorted
+        count = report["summary"]["status"][status.value]
+        which = compact(by_status[status.value]) if status != Status.OK else ""
+        rows.append(f"| {status.value} | {count} | {_cell(which)} |")
+    fabric = report["fabric"]
+    swaps = "; ".join(f"{one} and {two} look swapped" for one, two in fabric["swapped"])
+    classes = (
+        ("missing", fabric["missing"], ""),
+        ("miswired", fabric["miswired"], f" ({swaps})" if swaps else ""),
+        ("degraded", fabric["degraded"], ""),
+        ("unexpected", fabric["unexpected"], ""),
+    )
+    counts = ", ".join(f"{len(ids)} {name}{note}" for name, ids, note in classes if ids)
+    line = f"Fabric: {fabric['status']}, {len(fabric['checked'])} installed cables checked"
+    return "\n".join(rows) + f"\n\n{line}" + (f"; {counts}." if counts else ".")
+
+
+def _versions(hosts: list[HostEntry]) -> str:
+    lines = []
+    accepted = {(e["host"], a["key"]): a["until"] for e in hosts for a in e["accepted"]}
+    for key, label in LABELS.items():
+        # expected -> observed (None: as expected) -> hosts
+        groups: dict[str, dict[str | None, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for entry in hosts:
+            pair = entry["versions"].get(key)
+            if pair is not None:
+                seen = None if pair["state"] == "match" else pair["observed"] or "not reported"
+                groups[pair["expected"]][seen].append(entry["host"])
+        for expected, observed in sorted(groups.items()):
+            total = sum(len(names) for names in observed.values())
+            line = f"- {len(observed.get(None, []))}/{total} hosts {label} {expected}"
+            others = sorted(
+                ((v, n) for v, n in observed.items() if v is not None),
+                key=lambda i: (-len(i[1]), i[0]),
+            )
+            for value, names in others:
+                line += f"; {compact(names)} on {value}"
+                until = sorted({accepted[(n, key)] for n in names if (n, key) in accepted})
+                if until:
+                    line += f" (rollout, accepted until {', '.join(until)})"
+            lines.append(line)
+    return "## Versions\n\n" + "\n".join(lines) if lines else ""
+
+
+def _findings(report: Report) -> str:
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for f in report["findings"]:
+        if f["host"] != FABRIC:
+            key = (
+                f["kind"],
+                f["check"],
+                f["path"],
+                _value(f["expected"]),
+                _value(f["observed"]),
+                f["severity"],
+            )
+            groups[key].append(f["host"])
+    if not groups:
+        return ""
+    rows = [
+        "## Findings",
+        "",
+        "| hosts | kind | path | expected | observed | severity |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for (kind, _check, path, expected, observed, severity), names in sorted(
+        groups.items(), key=lambda i: (i[0][0], i[0][2], compact(i[1]))
+    ):
+        cells = (compact(names), kind, path, expected, observed, severity)
+        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def _fabric(report: Report) -> str:
+    found = [f for f in report["findings"] if f["host"] == FABRIC]
+    if not found:
+        return ""
+    rows = [
+        "## Fabric",
+        "",
+        "| cable | expected | observed | problem |",
+        "| --- | --- | --- | --- |",
+    ]
+    for f in found:
+        cells = (f["path"], _value(f["expected"]), _value(f["observed"]), f["message"])
+        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def _uncollected(hosts: list[HostEntry]) -> str:
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for entry in hosts:
+        if entry["status"] in _UNCOLLECTED:
+            groups[(entry["status"], entry["reason"] or "")].append(entry["host"])
+    if not groups:
+        return ""
+    rows = ["## Could not collect", "", "| hosts | status | reason |", "| --- | --- | --- |"]
+    for (status, reason), names in sorted(groups.items()):
+        rows.append(f"| {_cell(compact(names))} | {status} | {_cell(reason)} |")
+    return "\n".join(rows)
+
+
+def _skipped(hosts: list[HostEntry]) -> str:
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for entry in hosts:
+        if entry["status"] == "unreachable":
+            continue  # listed above; every check of theirs is skipped for that one reason
+        for result in entry["checks"]:
+            if result["outcome"] == "skipped":
+                groups[(result["check"], result["reason"] or "")].append(entry["host"])
+    if not groups:
+        return ""
+    rows = ["## Skipped checks", "", "| hosts | check | reason |", "| --- | --- | --- |"]
+    for (check, reason), names in sorted(groups.items()):
+        rows.append(f"| {_cell(compact(names))} | {check} | {_cell(reason)} |")
+    return "\n".join(rows)
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+
+
+def _cell(text: str) -> str:
+    # A pipe would end the table cell; a newline would end the table.
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,109 @@
+"""Stage 5 of the audit: the report as data (`report.json`, schema 1), and its exit code.
+
+Markdown, JUnit XML and the Prometheus textfile are renderings of this data
+(`audits/render/`); they read nothing else, so a stored `report.json` renders again later.
+
+Schema 1:
+
+    {"schema": 1,
+     "expectations": {"commit": str | null, "source_sha256": str | null},
+     "collected_at": ISO 8601,            when the state was read (the recording's meta.json)
+     "now": ISO 8601,                     the clock rollout windows were judged by
+     "exit_code": 0 | 1 | 2,
+     "summary": {"hosts": int, "status": {"ok": int, "drift": int, "unreachable": int,
+                 "error": int}, "findings": int, "by_kind": {kind: int}, "fabric": status},
+     "hosts": [HostEntry],                by host name (audits/model.py)
+     "fabric": FabricEntry,               (audits/fabric.py)
+     "findings": [Finding]}               by host, check, path (audits/model.py)
+
+Exit codes: 0 every host and the fabric complied; 1 drift; 2 some host or the fabric could
+not be collected (unreachable or error); 2 wins over 1, because a partial audit proves nothing
+about the hosts it could not see.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime
+from typing import TypedDict
+
+from audits.compare import HostAudit
+from audits.expected import Expectations
+from audits.fabric import FabricAudit, FabricEntry
+from audits.model import Finding, HostEntry, Kind, Status, finding_order
+
+SCHEMA = 1
+EXIT_CLEAN, EXIT_DRIFT, EXIT_UNCOLLECTED = 0, 1, 2
+
+
+class Named(TypedDict):
+    commit: str | None
+    source_sha256: str | None
+
+
+class Summary(TypedDict):
+    hosts: int
+    status: dict[str, int]
+    findings: int
+    by_kind: dict[str, int]
+    fabric: str
+
+
+class Report(TypedDict):
+    schema: int
+    expectations: Named
+    collected_at: str
+    now: str
+    exit_code: int
+    summary: Summary
+    hosts: list[HostEntry]
+    fabric: FabricEntry
+    findings: list[Finding]
+
+
+def build(
+    expectations: Expectations,
+    collected_at: datetime,
+    now: datetime,
+    hosts: list[HostAudit],
+    fabric: FabricAudit,
+) -> Report:
+    """Assemble the report from every host's audit and the fabric's."""
+    entries = sorted((h.entry for h in hosts), key=lambda e: e["host"])
+    findings = sorted([f for h in hosts for f in h.findings] + fabric.findings, key=finding_order)
+    statuses = Counter(e["status"] for e in entries)
+    kinds = Counter(f["kind"] for f in findings)
+    summary = Summary(
+        hosts=len(entries),
+        status={s.value: statuses[s.value] for s in Status},
+        findings=len(findings),
+        by_kind={k.value: kinds[k.value] for k in Kind if kinds[k.value]},
+        fabric=fabric.entry["status"],
+    )
+    return Report(
+        schema=SCHEMA,
+        expectations=Named(commit=expectations.commit, source_sha256=expectations.source_sha256),
+        collected_at=collected_at.isoformat(),
+        now=now.isoformat(),
+        exit_code=exit_code(summary),
+        summary=summary,
+        hosts=entries,
+        fabric=fabric.entry,
+        findings=findings,
+    )
+
+
+def exit_code(summary: Summary) -> int:
+    """2 when anything could not be collected, else 1 on drift, else 0."""
+    uncollected = {Status.UNREACHABLE.value, Status.ERROR.value}
+    if summary["fabric"] in uncollected or any(summary["status"][s] for s in uncollected):
+        return EXIT_UNCOLLECTED
+    if summary["status"][Status.DRIFT.value] or summary["fabric"] == Status.DRIFT.value:
+        return EXIT_DRIFT
+    return EXIT_CLEAN
+
+
+def to_json(report: Report) -> str:
+    """`report.json`: stable key order and layout, so two runs on one input are identical."""
+    return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

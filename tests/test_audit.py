@@ -1,0 +1,303 @@
+"""`clusterforge audit --replay` end to end on the reference cluster, in all four formats.
+
+A fleet recorded as planned audits clean (exit 0). Then drift is injected (OFED on three hosts,
+BIOS on every host of one model, a missing storage route, an IB port at half rate, two swapped
+cables, one host unreachable) and every format must name exactly that, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from audits.render import markdown
+from audits.report import Report
+from clusterforge.cli import main
+from tests.lab.fleet import Fleet, compile_reference
+
+OFED_HOSTS = ["gpu017", "gpu042", "gpu101"]
+OLD_OFED = "5.8-1.0.1.1"
+ROUTE_HOST, STORAGE_ROUTE = "gpu005", "10.70.240.0/22"
+SLOW_HOST, SWAPPED_HOSTS, DOWN_HOST = "gpu030", ("gpu001", "gpu002"), "gpu050"
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: Path
+
+    def json(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.out / "report.json").read_text(encoding="utf-8"))
+        return data
+
+    def text(self, name: str) -> str:
+        return (self.out / name).read_text(encoding="utf-8")
+
+
+def audit(repo: Path, recording: Path, out: Path, *extra: str) -> Run:
+    code = main(["-C", str(repo), "audit", "--replay", str(recording), "--out", str(out), *extra])
+    return Run(code, out)
+
+
+@pytest.fixture(scope="module")
+def reference(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the repository's expectations, compiled into a temporary folder."""
+    return compile_reference(repo, tmp_path_factory.mktemp("reference"))
+
+
+@pytest.fixture(scope="module")
+def clean(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    tmp = tmp_path_factory.mktemp("clean")
+    recording = Fleet.load(reference / "generated").record(tmp / "recording")
+    return audit(reference, recording, tmp / "report", "--textfile", str(tmp / "audit.prom"))
+
+
+@dataclass(frozen=True)
+class Drift:
+    run: Run
+    bios_hosts: list[str]
+    slow_cable: str
+    swapped: list[str]
+
+
+@pytest.fixture(scope="module")
+def drift(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Drift:
+    tmp = tmp_path_factory.mktemp("drift")
+    fleet = Fleet.load(reference / "generated")
+    by_model: dict[str, list[str]] = {}
+    for name, host in fleet.hosts.items():
+        by_model.setdefault(host.state["model"], []).append(name)
+    cable_of = {c["b"]["name"]: cable for cable, c in fleet.cables.items()}
+    fleet.set_version(OFED_HOSTS, "ofed", OLD_OFED)
+    fleet.set_version(by_model["svc-ib"], "bios", "1.13.0")
+    fleet.drop_route(ROUTE_HOST, STORAGE_ROUTE)
+    fleet.degrade(cable_of[SLOW_HOST], "4xEDR")
+    swapped = sorted(cable_of[h] for h in SWAPPED_HOSTS)
+    fleet.swap_far_ends(*swapped)
+    fleet.unreachable(DOWN_HOST, "ssh: connect to host gpu050 port 22: Connection timed out")
+    recording = fleet.record(tmp / "recording")
+    run = audit(reference, recording, tmp / "report", "--textfile", str(tmp / "audit.prom"))
+    return Drift(run, sorted(by_model["svc-ib"]), cable_of[SLOW_HOST], swapped)
+
+
+# -- clean ----------------------------------------------------------------------------------
+
+
+def test_a_fleet_as_planned_audits_clean(clean: Run) -> None:
+    report = clean.json()
+    assert clean.code == 0 == report["exit_code"]
+    assert report["schema"] == 1
+    assert report["summary"]["status"] == {"ok": 132, "drift": 0, "unreachable": 0, "error": 0}
+    assert report["findings"] == [] and report["fabric"]["status"] == "ok"
+    assert len(report["fabric"]["checked"]) == 303
+    assert report["collected_at"] == report["now"] == "2026-05-04T06:00:00+00:00"
+    assert report["expectations"]["commit"] is None  # the temporary copy is not in git
+    assert len(report["expectations"]["source_sha256"]) == 64
+    assert all(c["outcome"] == "complies" for h in report["hosts"] for c in h["checks"])
+    assert clean.text("report.md").startswith("# Drift audit: 132/132 hosts ok, 0 drift\n")
+    suites = ET.fromstring(clean.text("junit.xml"))
+    assert (suites.get("failures"), suites.get("errors"), suites.get("skipped")) == ("0", "0", "0")
+    metrics = _metrics(clean.out.parent / "audit.prom")
+    assert {v for (name, _), v in metrics.items() if name == "clusterforge_drift_findings"} == {0}
+    assert metrics[("clusterforge_hosts", (("status", "ok"),))] == 132
+
+
+def test_the_report_names_the_git_commit_of_the_expectations(
+    repo: Path, clean: Run, tmp_path: Path
+) -> None:
+    """Run against the checkout itself: its generated/ may be stale, only the naming counts."""
+    run = audit(repo, clean.out.parent / "recording", tmp_path / "report")
+    commit = run.json()["expectations"]["commit"]
+    assert commit is not None and len(commit) == 40
+
+
+# -- drift ----------------------------------------------------------------------------------
+
+
+def _expected_findings(d: Drift) -> set[tuple[str, str, str]]:
+    return (
+        {(h, "ofed", "versions.ofed") for h in OFED_HOSTS}
+        | {(h, "firmware", "versions.bios") for h in d.bios_hosts}
+        | {(ROUTE_HOST, "route", f"routes[{STORAGE_ROUTE}]")}
+        | {(SLOW_HOST, "ib-port", "ib_ports[mlx5_0/1].rate")}
+        | {("fabric", "cable", cable) for cable in [d.slow_cable, *d.swapped]}
+    )
+
+
+def test_drift_in_report_json_is_exactly_what_was_injected(drift: Drift) -> None:
+    report = drift.run.json()
+    assert drift.run.code == 2 == report["exit_code"]  # unreachable wins over drift
+    found = {(f["host"], f["kind"], f["path"]) for f in report["findings"]}
+    assert found == _expected_findings(drift)
+    status = {h["host"]: h["status"] for h in report["hosts"]}
+    drifted = {*OFED_HOSTS, *drift.bios_hosts, ROUTE_HOST, SLOW_HOST}
+    assert {h for h, s in status.items() if s == "drift"} == drifted
+    assert {h for h, s in status.items() if s == "unreachable"} == {DOWN_HOST}
+    assert {h for h, s in status.items() if s == "error"} == set()
+    fabric = report["fabric"]
+    assert fabric["swapped"] == [drift.swapped] and fabric["degraded"] == [drift.slow_cable]
+    assert fabric["missing"] == fabric["unexpected"] == []
+    ofed = [f for f in report["findings"] if f["kind"] == "ofed"]
+    assert {(f["expected"], f["observed"]) for f in ofed} == {("23.10-1.1.9.0", OLD_OFED)}
+
+
+def test_drift_in_markdown_is_folded_and_names_exactly_it(drift: Drift) -> None:
+    text = drift.run.text("report.md")
+    assert text.startswith("# Drift audit: 122/132 hosts ok, 9 drift, 1 could not be collected")
+    assert f"- 128/131 hosts OFED 23.10-1.1.9.0; gpu[017,042,101] on {OLD_OFED}\n" in text
+    assert "- 2/6 hosts BIOS 1.14.1; login[01-02],sm[01-02] on 1.13.0\n" in text
+    rows = _table(text, "## Findings")
+    assert {(r[0], r[2]) for r in rows} == {
+        ("gpu[017,042,101]", "versions.ofed"),
+        ("login[01-02],sm[01-02]", "versions.bios"),
+        (ROUTE_HOST, f"routes[{STORAGE_ROUTE}]"),
+        (SLOW_HOST, "ib_ports[mlx5_0/1].rate"),
+    }
+    assert {r[0] for r in _table(text, "## Fabric")} == {drift.slow_cable, *drift.swapped}
+    assert [r[:2] for r in _table(text, "## Could not collect")] == [[DOWN_HOST, "unreachable"]]
+    one, two = drift.swapped
+    assert f"2 miswired ({one} and {two} look swapped), 1 degraded" in text
+    # Data first: the stored report.json renders the same Markdown again.
+    assert markdown.render(cast(Report, drift.run.json())) == text
+
+
+def test_drift_in_junit_fails_exactly_its_cases(drift: Drift) -> None:
+    suites = ET.fromstring(drift.run.text("junit.xml"))
+    cases = list(suites.iter("testcase"))
+    failed = {(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None}
+    assert failed == (
+        {(h, "ofed") for h in OFED_HOSTS}
+        | {(h, "bios") for h in drift.bios_hosts}
+        | {(ROUTE_HOST, "routes"), (SLOW_HOST, "ib_ports")}
+        | {("fabric", cable) for cable in [drift.slow_cable, *drift.swapped]}
+    )
+    errors = [(c.get("classname"), c.get("name"), c.find("error")) for c in cases]
+    assert [(h, name, e.get("type")) for h, name, e in errors if e is not None] == [
+        (DOWN_HOST, "collect", "unreachable")
+    ]
+    skipped = {c.get("classname") for c in cases if c.find("skipped") is not None}
+    assert skipped == {DOWN_HOST}
+    assert suites.get("failures") == str(len(failed)) and suites.get("errors") == "1"
+    assert suites.get("tests") == str(len(cases))
+
+
+def test_drift_in_the_textfile_counts_exactly_it(drift: Drift) -> None:
+    metrics = _metrics(drift.run.out.parent / "audit.prom")
+    nonzero = {
+        dict(labels)["host"]: dict(labels)["kind"]
+        for (name, labels), value in metrics.items()
+        if name == "clusterforge_drift_findings" and value
+    }
+    expected = {h: k for h, k, _ in _expected_findings(drift)}
+    assert nonzero == expected
+    assert metrics[("clusterforge_drift_findings", (("host", "fabric"), ("kind", "cable")))] == 3
+    assert not any(dict(labels).get("host") == DOWN_HOST for _, labels in metrics)
+    assert metrics[("clusterforge_hosts", (("status", "unreachable"),))] == 1
+    assert metrics[("clusterforge_hosts", (("status", "drift"),))] == 9
+    assert metrics[("clusterforge_hosts_unreachable", ())] == 1
+    stamp = metrics[("clusterforge_audit_last_success_timestamp_seconds", ())]
+    assert stamp == 1777874400.0  # 2026-05-04T06:00:00Z
+
+
+def test_a_replay_reproduces_its_report_byte_for_byte(
+    drift: Drift, reference: Path, tmp_path: Path
+) -> None:
+    again = audit(reference, drift.run.out.parent / "recording", tmp_path / "again")
+    assert again.code == drift.run.code
+    for name in ("report.json", "report.md", "junit.xml"):
+        assert again.text(name) == drift.run.text(name), name
+
+
+# -- could not collect, and the command line ------------------------------------------------
+
+
+def test_output_that_cannot_be_used_makes_an_error_host(reference: Path, tmp_path: Path) -> None:
+    fleet = Fleet.load(reference / "generated")
+    fleet.fail("gpu007", "ipmitool_mc_info", "exit 127: ipmitool: command not found")
+    fleet.hosts["gpu008"].overrides["ofed_info"] = "ofed_info: command garbled\n\n??\n"
+    run = audit(reference, fleet.record(tmp_path / "recording"), tmp_path / "report")
+    report = run.json()
+    assert run.code == 2
+    assert {h["host"]: h["status"] for h in report["hosts"] if h["status"] != "ok"} == {
+        "gpu007": "error",
+        "gpu008": "error",
+    }
+    assert report["findings"] == []
+    errors = {
+        c.get("classname")
+        for c in ET.fromstring(run.text("junit.xml")).iter("testcase")
+        if c.find("error") is not None
+    }
+    assert errors == {"gpu007", "gpu008"}
+
+
+def test_now_decides_rollout_windows_and_defaults_to_collection_time(
+    clean: Run, reference: Path, tmp_path: Path
+) -> None:
+    run = audit(
+        reference,
+        clean.out.parent / "recording",
+        tmp_path / "r",
+        "--now",
+        "2027-01-01T00:00:00+00:00",
+    )
+    assert run.json()["now"] == "2027-01-01T00:00:00+00:00"
+    with pytest.raises(SystemExit):
+        main(["audit", "--replay", str(tmp_path), "--now", "2027-01-01T00:00:00"])  # no offset
+
+
+def test_without_replay_live_collection_is_refused(
+    reference: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["-C", str(reference), "audit"]) == 2
+    assert "live collection over SSH is not built yet" in capsys.readouterr().err
+    assert not (tmp_path / "audit-report").exists()
+
+
+def test_a_folder_that_is_no_recording_is_refused(
+    reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert audit(reference, tmp_path, tmp_path / "report").code == 2
+    assert "meta.json is missing" in capsys.readouterr().err
+
+
+def test_the_report_goes_to_audit_report_here_by_default(
+    clean: Run, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    recording = clean.out.parent / "recording"
+    assert main(["-C", str(reference), "audit", "--replay", str(recording)]) == 0
+    assert sorted(p.name for p in (tmp_path / "audit-report").iterdir()) == [
+        "junit.xml",
+        "report.json",
+        "report.md",
+    ]
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _metrics(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = path.read_text(encoding="utf-8")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _table(text: str, heading: str) -> list[list[str]]:
+    """The body rows of the Markdown table under `heading`, as lists of cells."""
+    section = text.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
