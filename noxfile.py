@@ -38,6 +38,27 @@ def check(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def diff(session: nox.Session) -> None:
+    """What a change does: `nox -s diff -- BASE HEAD` (Markdown on stdout)."""
+    session.install("-e", ".")
+    session.run("clusterforge", "diff", *(session.posargs or ["HEAD~1", "HEAD"]))
+
+
+@nox.session(python=PYTHON)
+def labels(session: nox.Session) -> None:
+    """Cable label sheets and pull sheets as PDFs into build/labels/."""
+    session.install("-e", ".")
+    session.run("clusterforge", "labels", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def audit(session: nox.Session) -> None:
+    """The drift audit: `nox -s audit -- --replay DIR` reproduces a recorded run."""
+    session.install("-e", ".")
+    session.run("clusterforge", "audit", *session.posargs, success_codes=[0, 1, 2])
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Speed and memory of compile and audit; prints medians and ratios, asserts nothing."""
     session.install("-e", ".[test]")
