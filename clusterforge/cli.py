@@ -13,6 +13,7 @@ fabric could not be collected (unreachable or error; wins over 1), or the audit 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -28,7 +29,9 @@ EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 
 
 def _compile(args: argparse.Namespace) -> int:
-    compiled = pipeline.compile_repo(args.repo)
+    compiled = pipeline.compile_repo(args.repo, os.environ)
+    for notice in compiled.notices:
+        print(f"clusterforge: {notice}", file=sys.stderr)
     generated = args.repo / "generated"
     if args.check:
         difference = output.compare(generated, compiled.files)

@@ -511,6 +511,62 @@ def fabric(c: Cluster, rep: Report) -> None:
             )
 
 
+def provisioning(c: Cluster, rep: Report) -> None:
+    """What DHCP, the boot menus and the kickstarts need: served Ethernet networks, the PXE
+    network among them, the service hosts reachable on it, two OS disks for RAID1."""
+    prov, at = c.provisioning, ("provisioning",)
+    for i, name in enumerate(prov.dhcp_networks):
+        net = c.networks.get(name)
+        if net is None:
+            known = ", ".join(sorted(c.networks))
+            rep.add(
+                (*at, "dhcp_networks", i),
+                "unknown-reference",
+                f"network {name!r} is not defined (known: {known})",
+            )
+        elif net.medium != Medium.ETHERNET:
+            rep.add((*at, "dhcp_networks", i), "invalid-value", f"DHCP cannot serve {name!r}")
+    if prov.pxe_network not in prov.dhcp_networks:
+        rep.add(
+            (*at, "pxe_network"),
+            "invalid-value",
+            f"PXE network {prov.pxe_network!r} is not among dhcp_networks: no one would answer",
+        )
+    nodes = {node.name: node for rack in c.racks for node in rack.nodes}
+    s = c.site.services
+    for path, host in [
+        (("site", "services", "provisioning"), s.provisioning),
+        *((("site", "services", "dns", i), h) for i, h in enumerate(s.dns)),
+        *((("site", "services", "ntp", i), h) for i, h in enumerate(s.ntp)),
+    ]:
+        if prov.pxe_network not in dict(nic_networks(c, nodes[host])).values():
+            rep.add(
+                path,
+                "invalid-value",
+                f"{host!r} has no {prov.pxe_network!r} address, where installing hosts reach it",
+            )
+    for model in sorted({node.model for node in nodes.values()}):
+        if len(c.hardware.servers[model].os_disks) < 2:
+            rep.add(
+                ("hardware", "servers", model, "os_disks"),
+                "invalid-value",
+                f"{model!r} needs two OS disks for its RAID1",
+            )
+    source = prov.root_password_hash
+    if source.env is None and source.file is None:
+        rep.add(
+            (*at, "root_password_hash"),
+            "missing-field",
+            "root_password_hash needs an env variable or a file to read the hash from",
+        )
+    if source.file is not None and not source.file.startswith("/"):
+        rep.add(
+            (*at, "root_password_hash", "file"),
+            "invalid-value",
+            f"{source.file!r} must be an absolute path, outside the repository",
+        )
+
+
 def _nic_gbps(c: Cluster, host: str, port: str) -> float:
     node = next(n for rack in c.racks for n in rack.nodes if n.name == host)
     nic = next(
@@ -526,6 +582,7 @@ RULES: tuple[Rule, ...] = (
     baselines,
     subnets,
     addresses,
+    provisioning,
     positions,
     ports,
     fabric,

@@ -384,13 +384,31 @@ class Profile(Strict_):
     post: tuple[str, ...] = ()  # extra %post steps, shell, one per line
 
 
+class BootFiles(Strict_):
+    """Paths on the provisioning server's TFTP root, as the firmware and loaders ask for them."""
+
+    bios: str  # PXELINUX, for client architecture 0
+    uefi: str  # shim, which loads GRUB, for client architectures 7 and 9
+    kernel: str  # the installer's kernel and initrd, loaded by either
+    initrd: str
+
+
+class HashSource(Strict_):
+    """Where the compile finds the root password hash: never in cluster/ itself."""
+
+    env: str | None = None  # an environment variable, tried first
+    file: str | None = None  # an absolute path outside the repository
+
+
 class Provisioning(Strict_):
     os: str
     os_version: Version
     install_path: str
     repos: tuple[Repo, ...]
-    boot_files: dict[str, str]  # "bios" / "uefi" -> file name on the TFTP server
-    root_password_hash: dict[str, str]  # "env" and/or "file": where the hash comes from
+    pxe_network: Name  # the NIC that PXE boots and installs: the only one given a boot file
+    dhcp_networks: tuple[Name, ...]  # networks whose rack subnets the DHCP server serves
+    boot_files: BootFiles
+    root_password_hash: HashSource
     profiles: dict[Name, Profile]
     role_profiles: dict[str, Name]
 

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from hashlib import sha256
 from pathlib import Path
 
@@ -40,6 +42,7 @@ class Compiled:
     cluster: Cluster
     plan: Plan
     files: dict[str, bytes]  # path under generated/ -> content, MANIFEST.json included
+    notices: list[str] = field(default_factory=list)  # for the operator: the CLI prints them
 
 
 def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic]:
@@ -70,17 +73,51 @@ def check(source: Source) -> Cluster:
     return cluster
 
 
-def compile_source(source: Source) -> Compiled:
+def compile_source(source: Source, environ: Mapping[str, str] | None = None) -> Compiled:
+    """Compile `source`; secrets come from `environ` and the files cluster/ names, and only
+    when `environ` is given (the CLI passes os.environ), else the targets use placeholders."""
     cluster = check(source)
-    plan = build(cluster)
+    secrets, notices = read_secrets(source, cluster, environ)
+    plan = replace(build(cluster), secrets=secrets)
     files = targets.render_all(plan)
     files[MANIFEST] = manifest(files, source.digest())
-    return Compiled(source, cluster, plan, files)
+    return Compiled(source, cluster, plan, files, notices)
 
 
-def compile_repo(repo: Path) -> Compiled:
+def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:
     """Compile `repo/cluster`; raises SourceError (bad input) or TargetError (a bug)."""
-    return compile_source(load(repo / "cluster"))
+    return compile_source(load(repo / "cluster"), environ)
+
+
+# crypt(3): $id$[params$]salt$hash, the hash part 22 characters (MD5) or more.
+_CRYPT = re.compile(r"\$[0-9a-z]+\$(?:[^$\s]+\$)+[./0-9A-Za-z]{22,}")
+
+
+def read_secrets(
+    source: Source, cluster: Cluster, environ: Mapping[str, str] | None
+) -> tuple[dict[str, str], list[str]]:
+    """The root password hash from the environment variable, else the file, that
+    provisioning.yaml names; raises SourceError when what is there is not a crypt(3) hash."""
+    spec, at = cluster.provisioning.root_password_hash, ("provisioning", "root_password_hash")
+    tried = " or ".join(x for x in (spec.env and f"${spec.env}", spec.file) if x)
+    found: tuple[str, str, str] | None = None  # (value, where from, key in cluster/)
+    if environ is not None and spec.env and environ.get(spec.env):
+        found = environ[spec.env].strip(), f"${spec.env}", "env"
+    elif environ is not None and spec.file and Path(spec.file).exists():
+        try:
+            found = Path(spec.file).read_text().strip(), spec.file, "file"
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SourceError(
+                [Diagnostic(source.where((*at, "file")), "unreadable-secret", str(exc))]
+            ) from None
+    if found is None:
+        return {}, [f"root password hash: placeholder used; set {tried} to install for real"]
+    value, origin, key = found
+    if not _CRYPT.fullmatch(value):
+        message = f"{origin} is not a crypt(3) hash like $6$salt$...; never a plain password"
+        raise SourceError([Diagnostic(source.where((*at, key)), "invalid-value", message)])
+    notice = f"root password hash read from {origin}: keep generated/kickstart/ out of git"
+    return {"root_password_hash": value}, [notice]
 
 
 def manifest(files: dict[str, bytes], source_digest: str) -> bytes:

@@ -10,7 +10,19 @@ from collections.abc import Callable, Iterator
 
 from compiler.errors import TargetError
 from compiler.plan import Plan
-from compiler.targets import dns, expected, firmware, hosts, inventory, labels, monitoring, routes
+from compiler.targets import (
+    dhcp,
+    dns,
+    expected,
+    firmware,
+    hosts,
+    inventory,
+    kickstart,
+    labels,
+    monitoring,
+    pxe,
+    routes,
+)
 
 Target = Callable[[Plan], dict[str, str]]
 
@@ -44,6 +56,9 @@ TARGETS.add("routes", routes.render)
 TARGETS.add("dns", dns.render)
 TARGETS.add("firmware", firmware.render)
 TARGETS.add("monitoring", monitoring.render)
+TARGETS.add("dhcp", dhcp.render)
+TARGETS.add("pxe", pxe.render)
+TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
 
 

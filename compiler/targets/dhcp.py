@@ -1,0 +1,174 @@
+"""`generated/dhcp/`: the management DHCP server, as ISC dhcpd and as Kea, with one content.
+
+  dhcpd.conf        ISC dhcpd 4.4 (`dhcpd -t -cf dhcpd.conf`)
+  kea-dhcp4.json    Kea 2.2 (`kea-dhcp4 -t kea-dhcp4.json`)
+
+Every rack subnet of `provisioning.dhcp_networks` is declared with its router; nothing is
+leased dynamically. Every known MAC with an address in one of those subnets (host NICs,
+BMCs, switch management ports) gets a fixed reservation, named as in generated/hosts. Only
+reservations on `provisioning.pxe_network` get the provisioning host as next-server and a
+boot file chosen by client architecture (option 93): 0 BIOS -> PXELINUX, 7 and 9 UEFI x86-64
+-> shim; no option 93, no boot file. `dhcpd -t` misses duplicate MACs and addresses: the
+checks (identities, addresses) reject them before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import netaddr
+
+from compiler.errors import TargetError
+from compiler.plan import Plan
+from compiler.targets.hosts import names
+from compiler.targets.render import template, to_json
+
+# RFC 4578 client system architectures, as the two-byte value of option 93.
+ARCH_BIOS = (0,)
+ARCH_UEFI_X64 = (7, 9)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    name: str
+    mac: str
+    address: str
+    pxe: bool
+
+
+@dataclass(frozen=True)
+class Subnet:
+    network: str
+    rack: str
+    cidr: netaddr.IPNetwork
+    router: str | None
+    reservations: tuple[Reservation, ...]
+
+
+@dataclass(frozen=True)
+class Boot:
+    server: str
+    bios: str
+    uefi: str
+
+
+def subnets(plan: Plan) -> list[Subnet]:
+    """The served subnets in address order, each with its reservations in address order."""
+    served = plan.cluster.provisioning.dhcp_networks
+    pxe = plan.cluster.provisioning.pxe_network
+    name_of = dict(names(plan))
+    macs: list[tuple[str, str, bool]] = [
+        (i.mac, i.address, i.network == pxe)
+        for h in plan.hosts
+        for i in (*h.interfaces, h.bmc)
+        if i.mac and i.network in served
+    ]
+    macs += [(sw.mac, sw.address, False) for sw in plan.switches if sw.address]
+    out = []
+    placed: set[str] = set()
+    for net in served:
+        for rack, cidr in plan.subnets.get(net, ()):
+            block = netaddr.IPNetwork(cidr)
+            rows = sorted(
+                (
+                    Reservation(name_of[address], mac, address, boot)
+                    for mac, address, boot in macs
+                    if netaddr.IPAddress(address) in block
+                ),
+                key=lambda r: netaddr.IPAddress(r.address),
+            )
+            placed.update(r.mac for r in rows)
+            out.append(Subnet(net, rack, block, plan.gateways.get((net, rack)), tuple(rows)))
+    lost = [mac for mac, address, boot in macs if boot and mac not in placed]
+    if lost:
+        raise TargetError(f"PXE MACs outside every served subnet: {', '.join(sorted(lost))}")
+    return sorted(out, key=lambda s: s.cidr.first)
+
+
+def _addresses(plan: Plan, hosts: tuple[str, ...]) -> list[str]:
+    return [plan.address(h, plan.cluster.provisioning.pxe_network) for h in hosts]
+
+
+def _kea(plan: Plan, rows: list[Subnet], boot: Boot, interface: str) -> dict[str, Any]:
+    services = plan.site.services
+
+    def arch_test(codes: tuple[int, ...]) -> str:
+        # PXE reservations carry class "pxe"; a test on KNOWN waits for the host lookup, so
+        # the class is known by then and nothing else gets a boot file.
+        either = " or ".join(f"option[93].hex == 0x{code:04x}" for code in codes)
+        return f"member('KNOWN') and member('pxe') and ({either})"
+
+    return {
+        "Dhcp4": {
+            "interfaces-config": {"interfaces": [interface]},
+            "authoritative": True,
+            "valid-lifetime": 86400,
+            "match-client-id": False,  # firmware and installer send different client IDs
+            "host-reservation-identifiers": ["hw-address"],
+            "reservations-global": False,
+            "reservations-in-subnet": True,
+            "reservations-out-of-pool": True,
+            "option-data": [
+                {"name": "domain-name", "data": plan.site.domain},
+                {"name": "domain-name-servers", "data": ", ".join(_addresses(plan, services.dns))},
+                {"name": "ntp-servers", "data": ", ".join(_addresses(plan, services.ntp))},
+            ],
+            "client-classes": [
+                {"name": "pxe"},
+                {
+                    "name": "pxe-uefi-x64",
+                    "test": arch_test(ARCH_UEFI_X64),
+                    "next-server": boot.server,
+                    "boot-file-name": boot.uefi,
+                },
+                {
+                    "name": "pxe-bios",
+                    "test": arch_test(ARCH_BIOS),
+                    "next-server": boot.server,
+                    "boot-file-name": boot.bios,
+                },
+            ],
+            "subnet4": [
+                {
+                    # The network address as the ID: stable when subnets come and go.
+                    "id": s.cidr.first,
+                    "subnet": str(s.cidr),
+                    "option-data": [{"name": "routers", "data": s.router}] if s.router else [],
+                    "reservations": [
+                        {
+                            "hostname": r.name,
+                            "hw-address": r.mac,
+                            "ip-address": r.address,
+                            **({"client-classes": ["pxe"]} if r.pxe else {}),
+                        }
+                        for r in s.reservations
+                    ],
+                }
+                for s in rows
+            ],
+        }
+    }
+
+
+def render(plan: Plan) -> dict[str, str]:
+    prov = plan.cluster.provisioning
+    server = plan.host(plan.site.services.provisioning).interface(prov.pxe_network)
+    assert server is not None, "checks: the provisioning host is on the PXE network"
+    boot = Boot(server.address, prov.boot_files.bios, prov.boot_files.uefi)
+    rows = subnets(plan)
+    services = plan.site.services
+    isc = template(
+        "dhcpd.conf.j2",
+        site=plan.site,
+        subnets=rows,
+        boot=boot,
+        dns=_addresses(plan, services.dns),
+        ntp=_addresses(plan, services.ntp),
+        uefi=[f"00:{code:02x}" for code in ARCH_UEFI_X64],
+        bios=[f"00:{code:02x}" for code in ARCH_BIOS],
+    )
+    return {
+        "dhcp/dhcpd.conf": isc,
+        "dhcp/kea-dhcp4.json": to_json(_kea(plan, rows, boot, server.name)),
+    }
