@@ -16,6 +16,7 @@ from compiler.errors import Diagnostic
 from compiler.load import Path_, Source
 from compiler.model import Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
+    HOST_LID_SLOTS,
     IB_LANE_GBPS,
     nic_networks,
     node_address,
@@ -470,6 +471,12 @@ def fabric(c: Cluster, rep: Report) -> None:
         rack, node = c.racks[r], c.racks[r].nodes[n]
         if node.model not in c.hardware.servers or node.role == Role.SPARE:
             continue
+        if node.guid and node.slot >= HOST_LID_SLOTS:
+            rep.add(
+                (*p, "slot"),
+                "lid-range",
+                f"slot {node.slot} of {node.name!r} has no static LID (slots 1-{HOST_LID_SLOTS - 1})",
+            )
         for _, net in nic_networks(c, node):
             if net in ib_nets and not any(
                 w.device == node.name and w.network == net for w in all_wires

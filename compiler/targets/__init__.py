@@ -14,12 +14,14 @@ from compiler.targets import (
     dhcp,
     dns,
     expected,
+    fabric,
     firmware,
     hosts,
     inventory,
     kickstart,
     labels,
     monitoring,
+    opensm,
     pxe,
     routes,
 )
@@ -52,6 +54,8 @@ TARGETS = Registry()
 TARGETS.add("hosts", hosts.render)
 TARGETS.add("inventory", inventory.render)
 TARGETS.add("expected", expected.render)
+TARGETS.add("fabric", fabric.render)
+TARGETS.add("opensm", opensm.render)
 TARGETS.add("routes", routes.render)
 TARGETS.add("dns", dns.render)
 TARGETS.add("firmware", firmware.render)
