@@ -475,7 +475,8 @@ def fabric(c: Cluster, rep: Report) -> None:
             rep.add(
                 (*p, "slot"),
                 "lid-range",
-                f"slot {node.slot} of {node.name!r} has no static LID (slots 1-{HOST_LID_SLOTS - 1})",
+                f"slot {node.slot} of {node.name!r} has no static LID "
+                f"(slots 1-{HOST_LID_SLOTS - 1})",
             )
         for _, net in nic_networks(c, node):
             if net in ib_nets and not any(

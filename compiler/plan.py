@@ -8,9 +8,9 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
-from functools import cache
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import netaddr
@@ -161,7 +161,6 @@ class IbPort:
     lid: int
 
 
-
 @dataclass(frozen=True)
 class Host:
     name: str
@@ -203,7 +202,6 @@ class SwitchPlan:
     address: str | None
     firmware: str | None
     lid: int | None  # InfiniBand switches
-
 
 
 @dataclass(frozen=True, order=True)

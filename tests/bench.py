@@ -9,7 +9,6 @@ Nothing here asserts a timing: the machines are shared and noisy. It prints
 
 from __future__ import annotations
 
-import resource
 import statistics
 import subprocess
 import sys
@@ -48,7 +47,7 @@ def grown(source: Source, racks: int, per_rack: int = 20) -> Source:
     for i in range(racks):
         rid = 26 + i
 
-        def ident(kind: int, n: int) -> str:
+        def ident(kind: int, n: int, rid: int = rid) -> str:
             return f"02:{kind:02x}:00:{rid:02x}:{n // 256:02x}:{n % 256:02x}"
 
         switches = tuple(
@@ -94,7 +93,9 @@ def main() -> None:
     validate = cold([*cli, "validate"])
     check = cold([*cli, "compile", "--check"], runs=3)
     print(f"cold start  python -c pass      {bare * 1000:8.0f} ms")
-    print(f"cold start  validate            {validate * 1000:8.0f} ms  ({validate / bare:.1f}x bare)")
+    print(
+        f"cold start  validate            {validate * 1000:8.0f} ms  ({validate / bare:.1f}x bare)"
+    )
     print(f"cold start  compile --check     {check * 1000:8.0f} ms  ({check / bare:.1f}x bare)")
 
     load_s = median_s(lambda: load(REPO / "cluster"), 5)
@@ -118,7 +119,6 @@ def main() -> None:
     )  # fmt: skip
     peak_kib = int(child.stdout.strip().splitlines()[-1])
     print(f"peak memory compile --check      {peak_kib / 1024:8.1f} MiB")
-    del resource
 
 
 if __name__ == "__main__":

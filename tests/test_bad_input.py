@@ -49,7 +49,8 @@ def test_broken_input_is_located(
 
 def _diags(err: str) -> list[str]:
     """Diagnostic lines look like `path:line:col: rule: message`."""
-    return [line for line in err.splitlines() if line.count(":") >= 4 and line.startswith("cluster/")]
+    lines = err.splitlines()
+    return [line for line in lines if line.count(":") >= 4 and line.startswith("cluster/")]
 
 
 def test_every_rule_has_a_case() -> None:
