@@ -98,7 +98,7 @@ def test_records_are_the_hosts_names(compiled: Compiled, tmp_path: Path) -> None
             elif rtype == "PTR":
                 octets = owner.removesuffix(".in-addr.arpa.").split(".")
                 ptr_records.add((data[0], ".".join(reversed(octets))))
-    expected = {(f"{short}.{DOMAIN}.", ip) for ip, short in names(compiled.plan)}
+    expected = {(f"{short}.{DOMAIN}.", ip) for ip, short, _ in names(compiled.plan)}
     assert a_records == expected
     assert ptr_records == expected
 

@@ -57,7 +57,7 @@ def subnets(plan: Plan) -> list[Subnet]:
     """The served subnets in address order, each with its reservations in address order."""
     served = plan.cluster.provisioning.dhcp_networks
     pxe = plan.cluster.provisioning.pxe_network
-    name_of = dict(names(plan))
+    name_of = {address: name for address, name, _ in names(plan)}
     macs: list[tuple[str, str, bool]] = [
         (i.mac, i.address, i.network == pxe)
         for h in plan.hosts
@@ -67,17 +67,19 @@ def subnets(plan: Plan) -> list[Subnet]:
     macs += [(sw.mac, sw.address, False) for sw in plan.switches if sw.address]
     out = []
     placed: set[str] = set()
+    # Served subnets are whole octet-aligned blocks here, so group reservations by integer
+    # range once instead of testing every address against every subnet.
+    by_int = sorted(
+        (int(netaddr.IPAddress(address)), mac, address, boot) for mac, address, boot in macs
+    )
     for net in served:
         for rack, cidr in plan.subnets.get(net, ()):
             block = netaddr.IPNetwork(cidr)
-            rows = sorted(
-                (
-                    Reservation(name_of[address], mac, address, boot)
-                    for mac, address, boot in macs
-                    if netaddr.IPAddress(address) in block
-                ),
-                key=lambda r: netaddr.IPAddress(r.address),
-            )
+            rows = [
+                Reservation(name_of[address], mac, address, boot)
+                for n, mac, address, boot in by_int
+                if block.first <= n <= block.last
+            ]
             placed.update(r.mac for r in rows)
             out.append(Subnet(net, rack, block, plan.gateways.get((net, rack)), tuple(rows)))
     lost = [mac for mac, address, boot in macs if boot and mac not in placed]

@@ -31,16 +31,6 @@ def serial(text: str) -> int:
     return SERIAL_BASE + int(hashlib.sha256(text.encode()).hexdigest(), 16) % SERIAL_SPAN
 
 
-def network_of(plan: Plan, address: str) -> str:
-    """The network of an address: the one with a rack subnet holding it, else with its block."""
-    ip = netaddr.IPAddress(address)
-    for network, rows in sorted(plan.subnets.items()):
-        if any(ip in netaddr.IPNetwork(subnet) for _, subnet in rows):
-            return network
-    nets = sorted(plan.cluster.networks.items())
-    return next(name for name, net in nets if ip in netaddr.IPNetwork(net.cidr))
-
-
 def reverse_block(plan: Plan, network: str, address: str) -> netaddr.IPNetwork:
     """The octet-aligned block whose reverse zone holds `address`: the network's prefix rounded
     up to an octet, since rounding down would claim addresses that are not the cluster's."""
@@ -69,8 +59,7 @@ def render(plan: Plan) -> dict[str, str]:
     domain = plan.site.domain
     forward: Sections = defaultdict(list)
     reverse: dict[str, Sections] = defaultdict(lambda: defaultdict(list))
-    for address, short in names(plan):
-        network = network_of(plan, address)
+    for address, short, network in names(plan):
         forward[network].append((short, "A", address))
         block = reverse_block(plan, network, address)
         octets = address.split(".")[block.prefixlen // 8 :]

@@ -12,19 +12,22 @@ from compiler.plan import Plan
 from compiler.targets.render import template
 
 
-def names(plan: Plan) -> list[tuple[str, str]]:
-    """(address, short name) of every host interface, BMC and switch; shared with DNS."""
-    default = {n for n, net in plan.cluster.networks.items() if net.default_route}
+def names(plan: Plan) -> list[tuple[str, str, str]]:
+    """(address, short name, network) of every host interface, BMC and switch management
+    port, in address order; shared with DNS and DHCP."""
+    networks = sorted(plan.cluster.networks.items())
+    default = {n for n, net in networks if net.default_route}
+    switch_net = next((n for n, net in networks if net.switch_base is not None), "")
     rows = []
     for host in plan.hosts:
         for iface in (*host.interfaces, host.bmc):
             suffix = "" if iface.network in default else f"-{iface.network}"
-            rows.append((iface.address, f"{host.name}{suffix}"))
-    rows += [(sw.address, sw.name) for sw in plan.switches if sw.address]
-    return sorted(rows, key=lambda row: (netaddr.IPAddress(row[0]), row[1]))
+            rows.append((iface.address, f"{host.name}{suffix}", iface.network))
+    rows += [(sw.address, sw.name, switch_net) for sw in plan.switches if sw.address]
+    return sorted(rows, key=lambda row: (int(netaddr.IPAddress(row[0])), row[1]))
 
 
 def render(plan: Plan) -> dict[str, str]:
     domain = plan.site.domain
-    entries = [(ip, f"{name}.{domain}", name) for ip, name in names(plan)]
+    entries = [(ip, f"{name}.{domain}", name) for ip, name, _ in names(plan)]
     return {"hosts": template("hosts.j2", site=plan.site, entries=entries)}
