@@ -9,14 +9,12 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import Counter, defaultdict
 
 from compiler.hostlist import compact
 from compiler.model import Medium, Role, SwitchRole
 from compiler.plan import Plan
-from compiler.targets.render import template
+from compiler.targets.render import template, to_csv
 
 
 def ib_cables(plan: Plan) -> list[tuple[str, str, str, str]]:
@@ -65,16 +63,8 @@ def topology(plan: Plan) -> str:
     )
 
 
-def _csv(header: list[str], rows: list[list[object]]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue()
-
-
 def cable_schedule(plan: Plan) -> str:
-    return _csv(
+    return to_csv(
         ["id", "network", "a_device", "a_port", "a_location", "b_device", "b_port",
          "b_location", "medium", "length_m", "rate", "lifecycle", "note"],
         [
@@ -91,7 +81,7 @@ def bill_of_materials(plan: Plan) -> str:
     rows: list[list[object]] = [
         [medium, rate, f"{length:g}", n] for (medium, rate, length), n in sorted(counts.items())
     ]
-    return _csv(["medium", "rate", "length_m", "count"], rows)
+    return to_csv(["medium", "rate", "length_m", "count"], rows)
 
 
 def slurm_topology(plan: Plan) -> str:

@@ -10,12 +10,10 @@ Node versions are `Host.versions`, the same values generated/expected/ makes the
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 from compiler.plan import Plan, versions
-from compiler.targets.render import template, to_yaml
+from compiler.targets.render import template, to_csv, to_yaml
 
 SCHEMA = 1
 CSV_COLUMNS = ("device", "model", "ring", "key", "version", "pin_reason")
@@ -60,11 +58,7 @@ def rows(plan: Plan) -> list[tuple[str, str, str, str, str, str]]:
 
 
 def render(plan: Plan) -> dict[str, str]:
-    table = io.StringIO()
-    writer = csv.writer(table, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(rows(plan))
     return {
         "firmware/manifest.yaml": template("firmware-header.j2") + to_yaml(manifest(plan)),
-        "firmware/manifest.csv": table.getvalue(),
+        "firmware/manifest.csv": to_csv(CSV_COLUMNS, rows(plan)),
     }

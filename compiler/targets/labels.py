@@ -18,12 +18,11 @@ The cable schedule itself (both ends, medium, length, lifecycle) is `fabric/cabl
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from compiler.plan import Cable, CableEnd, Plan
+from compiler.targets.render import to_csv
 
 LABEL_COLUMNS = ("label_id", "end_a", "end_b", "text_a", "text_b", "barcode")
 
@@ -81,18 +80,9 @@ def pull_order(cables: Iterable[Cable]) -> list[Cable]:
     return sorted(cables, key=lambda c: (work_order(c.a), c.id))
 
 
-def _csv(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    buf = io.StringIO()
-    # "\n" endings keep the committed file diffable; label software reads either ending.
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
 def render(plan: Plan) -> dict[str, str]:
     rows = [
         (c.id, c.a.location, c.b.location, tia_text(c.a, c.b), tia_text(c.b, c.a), c.id)
         for c in sorted(plan.cables, key=lambda c: c.id)
     ]
-    return {"labels/labels.csv": _csv(LABEL_COLUMNS, rows)}
+    return {"labels/labels.csv": to_csv(LABEL_COLUMNS, rows)}

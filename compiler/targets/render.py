@@ -1,9 +1,11 @@
-"""Shared rendering helpers for targets: strict jinja2 templates and canonical JSON."""
+"""Shared rendering helpers for targets: strict jinja2 templates, canonical JSON, YAML, CSV."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
+from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
@@ -49,3 +51,12 @@ def to_yaml(data: Any) -> str:
     out = io.StringIO()
     yaml.dump(data, out)
     return out.getvalue()
+
+
+def to_csv(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A header row then `rows`; "\n" line ends keep committed tables diffable."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return buf.getvalue()
