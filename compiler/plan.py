@@ -35,6 +35,8 @@ SLACK_M = 0.5
 # Lengths cables are sold in; a run is rounded up to the next one.
 STOCK_LENGTHS_M = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 50.0)
 DAC_MAX_M = 3.0  # passive copper beyond this loses signal at 25G and up
+# The cable ID names the rack and the switch role of its switch end: R01-IB05, R01-MG25.
+CABLE_CODES = {"leaf": "IB", "management": "MG", "storage": "ST"}
 IB_LANE_GBPS = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50, "NDR": 100}
 
 
@@ -532,7 +534,7 @@ def cables(cluster: Cluster) -> list[Cable]:
             gbps = min(speed[(a.device, "")], speed.get((b.device, b.port), 1))
             medium = "Cat6A" if gbps <= 10 else ("DAC" if length <= DAC_MAX_M else "AOC")
             rate = f"{gbps}G"
-        code = {"leaf": "IB", "management": "MG", "storage": "ST"}.get(role[a.device], "XX")
+        code = CABLE_CODES[role[a.device]]  # checks keep hosts off spines: a is never one
         out.append(
             Cable(
                 id=f"{ra.name.upper()}-{code}{port:02d}",
