@@ -6,8 +6,9 @@ subject the text of every probe, or why it has none. A failure on one host is a 
 host's result; the others go on. A probe key is the probe's name, or `<probe>@<iface>` for a
 per-interface probe (`ethtool_i@ib0`).
 
-`ReplayCollector` reads a recording, and the live (SSH) collector will write exactly this
-layout, so any report can be reproduced from its inputs:
+`ReplayCollector` reads a recording; `Recorder` runs another collector (the live one is
+`audits.ssh.SshCollector`), writes what it got in exactly this layout with `write_recording`,
+and hands on what replay reads back, so any report can be reproduced from its inputs:
 
     <dir>/meta.json                    {"schema": 1, "collected_at": "2026-05-04T06:00:00+00:00"}
     <dir>/hosts/<host>/<key>.txt       a probe's stdout, as in tests/fixtures/<probe>/*.txt
@@ -27,6 +28,8 @@ are not read. Unreachable means the connection failed (refused, timeout, authent
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -86,6 +89,71 @@ class ReplayCollector:
             hosts={h: _subject(self.root / "hosts" / h, keys) for h, keys in sorted(hosts.items())},
             fabric=_subject(self.root / "fabric", fabric),
         )
+
+
+class Recorder:
+    """Runs `collector`, records what it got in `folder`, and returns that recording as
+    `ReplayCollector` reads it: a live report is, by construction, the report of its
+    recording."""
+
+    def __init__(self, collector: Collector, folder: Path) -> None:
+        self.collector = collector
+        self.folder = folder
+
+    def collect(self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str]) -> Collection:
+        write_recording(self.collector.collect(hosts, fabric), self.folder)
+        return ReplayCollector(self.folder).collect(hosts, fabric)
+
+
+def write_recording(collection: Collection, folder: Path) -> None:
+    """Write `collection` into `folder` in the layout above; raises AuditError.
+
+    The recording is written beside `folder` and then swapped in, so `folder` never holds
+    half of one, nor files left from an earlier recording. Only an earlier recording (it has
+    meta.json) or an empty folder is replaced: anything else there is not ours to delete.
+    """
+    ours = folder.is_dir() and ((folder / "meta.json").is_file() or not any(folder.iterdir()))
+    if folder.exists() and not ours:
+        raise AuditError(f"{folder} is neither a recording (no meta.json) nor an empty folder")
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        # mkdtemp's mode 0700 stays: what the hosts printed is for the auditor's eyes only.
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            meta = {"schema": SCHEMA, "collected_at": collection.collected_at.isoformat()}
+            _write_json(staging / "meta.json", meta)
+            for name, collected in sorted(collection.hosts.items()):
+                _write_subject(staging / "hosts" / name, collected)
+            _write_subject(staging / "fabric", collection.fabric)
+            if folder.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+                folder.rename(old / folder.name)
+                staging.rename(folder)
+                shutil.rmtree(old)
+            else:
+                staging.rename(folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # gone already unless something failed
+    except OSError as exc:
+        raise AuditError(f"cannot write the recording {folder}: {exc}") from None
+
+
+def _write_subject(folder: Path, collected: Collected) -> None:
+    folder.mkdir(parents=True)
+    if collected.unreachable is not None:
+        _write_json(
+            folder / "status.json", {"status": "unreachable", "reason": collected.unreachable}
+        )
+        return
+    if collected.failed:
+        _write_json(folder / "status.json", {"failed": collected.failed})
+    for key, text in collected.outputs.items():
+        # newline="": the bytes as the command printed them, on any platform.
+        (folder / f"{key}.txt").write_text(text, encoding="utf-8", newline="")
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _subject(folder: Path, keys: Sequence[str]) -> Collected:

@@ -7,7 +7,7 @@ Exit codes:
   3  internal error (a bug: please report it with the message)
 `audit` has its own: 0 every host and the fabric as expected; 1 drift; 2 some host or the
 fabric could not be collected (unreachable or error; wins over 1), or the audit could not run
-(no generated/expected/, a broken recording, or live collection, which is not built yet).
+(no generated/expected/, a broken recording, no SSH key or known_hosts for a live run).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from audits import pipeline as audit
+from audits import ssh
 from audits.model import AuditError
 from compiler import diff, gitsource, labels, output, pipeline
 from compiler.errors import ClusterforgeError, SourceError
@@ -106,16 +107,46 @@ def _diff(args: argparse.Namespace) -> int:
     return EXIT_OK if report.compiles else EXIT_INPUT
 
 
+# The options of a live run: meaningless with --replay, so refused there.
+_LIVE = (
+    "ssh_key",
+    "known_hosts",
+    "inventory",
+    "record",
+    "user",
+    "concurrency",
+    "timeout",
+    "fabric_from",
+)
+
+
 def _audit(args: argparse.Namespace) -> int:
-    if args.replay is None:
-        print(
-            "clusterforge: live collection over SSH is not built yet; "
-            "audit a recording with --replay DIR",
-            file=sys.stderr,
-        )
-        return EXIT_INPUT
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
     try:
-        report = audit.audit_replay(args.repo, args.replay, args.out, args.textfile, args.now)
+        if args.replay is not None:
+            if live:
+                raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
+            report = audit.audit_replay(args.repo, args.replay, args.out, args.textfile, args.now)
+        elif args.ssh_key is None or args.known_hosts is None:
+            raise AuditError(
+                "live collection needs --ssh-key FILE and --known-hosts FILE (an unknown host "
+                "key is never accepted); or audit a recording with --replay DIR"
+            )
+        else:
+            bounds = {k: given[k] for k in ("user", "concurrency", "timeout") if k in given}
+            options = ssh.SshOptions(args.ssh_key, args.known_hosts, **bounds)
+            record = args.record or args.out / "recording"
+            report = ssh.audit_live(
+                args.repo,
+                options,
+                args.inventory,
+                args.fabric_from,
+                record,
+                args.out,
+                args.textfile,
+                args.now,
+            )
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -195,6 +226,30 @@ def parser() -> argparse.ArgumentParser:
         "--replay", type=Path, metavar="DIR", help="audit a recording (audits/collect.py layout)"
     )
     a.add_argument("--out", type=Path, default=Path("audit-report"), metavar="DIR")
+    live = a.add_argument_group("live collection over SSH (without --replay)")
+    live.add_argument("--ssh-key", type=Path, metavar="FILE", help="private key to log in with")
+    live.add_argument(
+        "--known-hosts", type=Path, metavar="FILE", help="the hosts' keys; no other is accepted"
+    )
+    live.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="JSON host -> address[:port] (default: each host's mgmt address, port 22)",
+    )
+    live.add_argument("--user", metavar="NAME", help="login name (default: root)")
+    live.add_argument("--concurrency", type=int, metavar="N", help="hosts at once (default: 32)")
+    live.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="per host, all probes (default: 120)"
+    )
+    live.add_argument(
+        "--fabric-from",
+        metavar="HOST",
+        help="the host to scan the fabric from (default: the first subnet-manager host)",
+    )
+    live.add_argument(
+        "--record", type=Path, metavar="DIR", help="the recording (default: OUT/recording)"
+    )
     a.add_argument("--textfile", type=Path, metavar="PATH", help="Prometheus metrics to write")
     a.add_argument(
         "--now",

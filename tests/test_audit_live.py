@@ -1,0 +1,379 @@
+"""`clusterforge audit` collecting live over SSH, against real OpenSSH sshd on loopback.
+
+The lab (tests/lab/sshlab.py) plays the whole five-host lab cluster, one sshd per host on
+127.0.0.x; each answers the audit's commands from a `Fleet` rendered from the lab's own
+generated/expected/. A clean lab audits ok and its recording replays to the same report; then
+one thing at a time goes wrong (OFED drift, a host key unknown or changed, an sshd down, a
+command missing, a host too slow) and the report must say exactly that.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+from audits.collect import Collected, Collection, ReplayCollector, probe_of, write_recording
+from audits.compare import host_probes
+from audits.model import AuditError
+from audits.probes import PROBES
+from audits.ssh import SshCollector, SshOptions, Target, fabric_host
+from clusterforge.cli import main
+from tests.conftest import require_tool
+from tests.lab.fleet import Fleet
+from tests.lab.sshlab import Command, SshLab, compile_lab
+
+SCAN_HOST = "sm01"  # the lab's one subnet manager: the default host to scan the fabric from
+OLD_OFED = "5.8-1.0.1.1"
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: Path
+    commands: list[Command]  # what the lab's hosts were asked to run, in order
+
+    @property
+    def report(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.out / "report.json").read_text(encoding="utf-8"))
+        return data
+
+    def status(self) -> dict[str, str]:
+        return {h["host"]: h["status"] for h in self.report["hosts"]}
+
+    def host(self, name: str) -> dict[str, Any]:
+        entry: dict[str, Any] = next(h for h in self.report["hosts"] if h["host"] == name)
+        return entry
+
+
+@pytest.fixture(scope="module")
+def lab_repo(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_lab(repo, tmp_path_factory.mktemp("lab-repo"))
+
+
+@pytest.fixture(scope="module")
+def lab(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
+    require_tool("sshd")
+    require_tool("ssh-keygen")
+    hosts = sorted(Fleet.load(lab_repo / "generated").hosts)
+    with SshLab(tmp_path_factory.mktemp("ssh-lab"), hosts) as running:
+        yield running
+
+
+def audit_live(
+    lab_repo: Path, lab: SshLab, tmp: Path, *extra: str, known_hosts: Path | None = None
+) -> Run:
+    known = known_hosts or lab.write_known_hosts(tmp / "known_hosts")
+    argv = ["-C", str(lab_repo), "audit", "--out", str(tmp / "report")]
+    argv += ["--ssh-key", str(lab.client_key), "--known-hosts", str(known)]
+    argv += ["--inventory", str(lab.write_inventory(tmp / "inventory.json")), "--user", lab.user]
+    code = main([*argv, *extra])
+    return Run(code, tmp / "report", lab.commands())
+
+
+def allowlisted(key: str) -> str:
+    iface = key.split("@", 1)[1] if "@" in key else None
+    return shlex.join(PROBES[probe_of(key)].argv_for(iface))
+
+
+def most_at_once(commands: list[Command]) -> int:
+    """The most hosts busy at one moment, a host busy from its first command to its last."""
+    spans: dict[str, tuple[int, int]] = {}
+    for c in commands:
+        first, _ = spans.get(c.host, (c.at_ns, c.at_ns))
+        spans[c.host] = (first, c.at_ns)
+    return max(sum(s <= start <= e for s, e in spans.values()) for start, _ in spans.values())
+
+
+# -- clean ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clean(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    lab.serve(Fleet.load(lab_repo / "generated"), SCAN_HOST)
+    return audit_live(lab_repo, lab, tmp_path_factory.mktemp("clean"))
+
+
+@pytest.mark.realtool
+def test_a_clean_lab_audits_ok(clean: Run) -> None:
+    report = clean.report
+    assert clean.code == 0 == report["exit_code"]
+    assert report["summary"]["status"] == {"ok": 5, "drift": 0, "unreachable": 0, "error": 0}
+    assert report["findings"] == [] and report["fabric"]["status"] == "ok"
+    assert report["fabric"]["checked"]  # the lab has cables, and every one was seen
+    assert most_at_once(clean.commands) > 2  # hosts in parallel: what the bound test measures
+
+
+@pytest.mark.realtool
+def test_the_recording_replays_to_the_same_report(
+    clean: Run, lab_repo: Path, tmp_path: Path
+) -> None:
+    recording = clean.out / "recording"  # the default: beside the report
+    meta = json.loads((recording / "meta.json").read_text(encoding="utf-8"))
+    assert meta["collected_at"] == clean.report["collected_at"] == clean.report["now"]
+    argv = ["-C", str(lab_repo), "audit", "--replay", str(recording), "--out", str(tmp_path)]
+    assert main(argv) == 0
+    for name in ("report.json", "report.md", "junit.xml"):
+        assert (tmp_path / name).read_bytes() == (clean.out / name).read_bytes(), name
+
+
+@pytest.mark.realtool
+def test_the_recording_is_what_the_hosts_printed_for_exactly_the_probes(
+    clean: Run, lab_repo: Path
+) -> None:
+    fleet = Fleet.load(lab_repo / "generated")
+    recording = clean.out / "recording"
+    for host, state in fleet.hosts.items():
+        folder = recording / "hosts" / host
+        wanted = set(host_probes(state.state))
+        assert {p.stem for p in folder.iterdir()} == wanted, host
+        outputs = fleet.outputs(host)
+        for key in wanted:
+            assert (folder / f"{key}.txt").read_text(encoding="utf-8") == outputs[key], key
+    scan = (recording / "fabric" / "ibnetdiscover.txt").read_text(encoding="utf-8")
+    assert scan == fleet.ibnetdiscover()
+
+
+@pytest.mark.realtool
+def test_each_probe_is_one_allowlisted_command_and_the_fabric_is_scanned_once(
+    clean: Run, lab_repo: Path
+) -> None:
+    fleet = Fleet.load(lab_repo / "generated")
+    for host, state in fleet.hosts.items():
+        sent = sorted(c.line for c in clean.commands if c.host == host)
+        keys = [*host_probes(state.state), *(["ibnetdiscover"] if host == SCAN_HOST else [])]
+        assert sent == sorted(allowlisted(k) for k in keys), host
+
+
+# -- drift, with at most two hosts at once ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drift(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    fleet = Fleet.load(lab_repo / "generated")
+    fleet.set_version(["gpu002"], "ofed", OLD_OFED)
+    lab.serve(fleet, SCAN_HOST)
+    return audit_live(lab_repo, lab, tmp_path_factory.mktemp("drift"), "--concurrency", "2")
+
+
+@pytest.mark.realtool
+def test_drift_on_one_host_is_named_exactly(drift: Run) -> None:
+    assert drift.code == 1
+    found = [(f["host"], f["kind"], f["path"], f["observed"]) for f in drift.report["findings"]]
+    assert found == [("gpu002", "ofed", "versions.ofed", OLD_OFED)]
+    assert {h for h, s in drift.status().items() if s != "ok"} == {"gpu002"}
+
+
+@pytest.mark.realtool
+def test_the_concurrency_bound_holds(drift: Run) -> None:
+    assert most_at_once(drift.commands) <= 2
+    assert {c.host for c in drift.commands} == set(drift.status())  # and every host had its turn
+
+
+# -- hosts that cannot be collected, each in its own way, in one run ------------------------
+
+
+@dataclass(frozen=True)
+class Faults:
+    run: Run
+    known_hosts: tuple[bytes, bytes]  # the file before and after the run
+
+
+@pytest.fixture(scope="module")
+def faults(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Faults:
+    """gpu001 shows another key than known_hosts has, sm01 none known; gpu002's sshd is down;
+    mon01 takes a minute per answer; prov01 has no ipmitool, and is told to scan the fabric
+    (only sm01 has ibnetdiscover)."""
+    tmp = tmp_path_factory.mktemp("faults")
+    fleet = Fleet.load(lab_repo / "generated")
+    lab.serve(fleet, SCAN_HOST, missing={"prov01": {"ipmitool_mc_info"}}, delay={"mon01": 60})
+    with lab.stopped("gpu002"):
+        known = lab.write_known_hosts(tmp / "known_hosts", unknown={"sm01"}, changed={"gpu001"})
+        before = known.read_bytes()
+        # The timeout leaves prov01 (seven commands) time to spare even on a busy machine.
+        extra = ("--fabric-from", "prov01", "--timeout", "10")
+        run = audit_live(lab_repo, lab, tmp, *extra, known_hosts=known)
+    return Faults(run, (before, known.read_bytes()))
+
+
+@pytest.mark.realtool
+def test_every_host_that_cannot_be_collected_says_why(faults: Faults) -> None:
+    run = faults.run
+    assert run.code == 2
+    assert run.status() == {
+        "gpu001": "unreachable",
+        "gpu002": "unreachable",
+        "mon01": "unreachable",
+        "prov01": "error",
+        "sm01": "unreachable",
+    }
+    status = json.loads((run.out / "recording/hosts/gpu002/status.json").read_text("utf-8"))
+    assert status == {"status": "unreachable", "reason": run.host("gpu002")["reason"]}
+
+
+@pytest.mark.realtool
+def test_a_host_key_unknown_or_changed_is_rejected_and_never_trusted(faults: Faults) -> None:
+    for host in ("gpu001", "sm01"):
+        reason = faults.run.host(host)["reason"]
+        assert "host key" in reason and "rejected" in reason, reason
+    # Rejected before logging in: neither was asked to run anything, and nothing was added.
+    assert not {c.host for c in faults.run.commands} & {"gpu001", "sm01"}
+    assert faults.known_hosts[0] == faults.known_hosts[1]
+
+
+@pytest.mark.realtool
+def test_a_host_whose_sshd_is_down_is_refused(faults: Faults) -> None:
+    assert "Connection refused" in faults.run.host("gpu002")["reason"]
+
+
+@pytest.mark.realtool
+def test_a_host_slower_than_the_timeout_is_unreachable(faults: Faults) -> None:
+    assert faults.run.host("mon01")["reason"].startswith("ssh: timed out after 10s")
+
+
+@pytest.mark.realtool
+def test_a_missing_command_is_an_error_for_the_host_and_for_the_fabric(faults: Faults) -> None:
+    entry = faults.run.host("prov01")
+    assert [(f["probe"], f["message"]) for f in entry["failures"]] == [
+        ("ipmitool_mc_info", "exit 127: bash: ipmitool: command not found")
+    ]
+    fabric = faults.run.report["fabric"]
+    assert fabric["status"] == "error"
+    assert fabric["reason"] == "ibnetdiscover: exit 127: bash: ibnetdiscover: command not found"
+    scans = [c.host for c in faults.run.commands if c.line == "ibnetdiscover"]
+    assert scans == ["prov01"]
+
+
+# -- the command line, without a lab ---------------------------------------------------------
+
+
+def test_live_collection_needs_a_key_and_known_hosts(
+    lab_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report"
+    argv = ["-C", str(lab_repo), "audit", "--out", str(out), "--ssh-key", str(tmp_path / "id")]
+    assert main(argv) == 2
+    assert "needs --ssh-key FILE and --known-hosts FILE" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_live_options_are_refused_with_replay(
+    lab_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["-C", str(lab_repo), "audit", "--replay", str(tmp_path), "--concurrency", "4"]
+    assert main([*argv, "--fabric-from", "sm01"]) == 2
+    assert "--concurrency, --fabric-from: for live collection" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("inventory", "message"),
+    [
+        ({"gpu999": "127.0.0.2"}, "the inventory names hosts not in generated/expected/"),
+        ({"gpu001": "127.0.0.2:http"}, "host 'gpu001': '127.0.0.2:http' is not address[:port]"),
+        ({"gpu001": 22}, "host 'gpu001': 22 is not a string address[:port]"),
+    ],
+)
+def test_a_bad_inventory_is_refused_before_connecting(
+    lab_repo: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    inventory: dict[str, object],
+    message: str,
+) -> None:
+    path = tmp_path / "inventory.json"
+    path.write_text(json.dumps(inventory), encoding="utf-8")
+    argv = ["-C", str(lab_repo), "audit", "--out", str(tmp_path / "report")]
+    (tmp_path / "id").write_text("not a key\n", encoding="utf-8")
+    argv += ["--ssh-key", str(tmp_path / "id"), "--known-hosts", str(tmp_path / "kh")]
+    assert main([*argv, "--inventory", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_unreadable_key_or_known_hosts_is_refused(
+    lab_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "id").write_text("not a key\n", encoding="utf-8")
+    argv = ["-C", str(lab_repo), "audit", "--out", str(tmp_path / "report")]
+    argv += ["--ssh-key", str(tmp_path / "id"), "--known-hosts", str(tmp_path / "kh")]
+    assert main(argv) == 2
+    assert f"cannot use the SSH key {tmp_path / 'id'}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "target"),
+    [
+        ("10.60.2.11", Target("10.60.2.11", 22)),
+        ("127.0.0.3:40022", Target("127.0.0.3", 40022)),
+        ("gpu001.example:2222", Target("gpu001.example", 2222)),
+        ("[fe80::1]:2222", Target("fe80::1", 2222)),
+        ("[::1]", Target("::1", 22)),
+        ("::1", Target("::1", 22)),
+    ],
+)
+def test_inventory_addresses(text: str, target: Target) -> None:
+    assert Target.parse(text) == target
+    assert Target.parse(str(target)) == target
+
+
+@pytest.mark.parametrize("text", ["", ":22", "host:", "host:0", "host:65536", "[::1]x", "[::1]:"])
+def test_bad_inventory_addresses(text: str) -> None:
+    with pytest.raises(ValueError, match="address"):
+        Target.parse(text)
+
+
+# -- the collector and the recording, without a network ---------------------------------------
+
+
+def test_without_an_address_or_a_scan_host_nothing_is_tried_and_each_says_why(
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "id"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key))
+    (tmp_path / "known_hosts").write_text("", encoding="utf-8")
+    options = SshOptions(key, tmp_path / "known_hosts")
+    collection = SshCollector({}, options, None).collect({"gpu001": ["uname_r"]}, ["ibnetdiscover"])
+    assert collection.hosts["gpu001"].unreachable == (
+        "no address: no mgmt interface in its contract and no inventory entry"
+    )
+    assert collection.fabric.failed == {
+        "ibnetdiscover": "skipped: no --fabric-from, and no subnet-manager host in "
+        "generated/expected/"
+    }
+
+
+def test_the_scan_host_is_the_first_subnet_manager_unless_one_is_named() -> None:
+    contracts = {
+        h: {"role": r} for h, r in [("sm02", "subnet-manager"), ("sm01", "subnet-manager")]
+    }
+    assert fabric_host(contracts, None) == "sm01"
+    assert fabric_host(contracts, "sm02") == "sm02"
+    assert fabric_host({"gpu001": {"role": "gpu"}}, None) is None
+
+
+def _collection(**hosts: Collected) -> Collection:
+    when = datetime(2026, 5, 4, 6, tzinfo=UTC)
+    return Collection(when, dict(hosts), Collected({}, {}))
+
+
+def test_a_recording_replaces_an_earlier_one_whole(tmp_path: Path) -> None:
+    folder = tmp_path / "recording"
+    write_recording(_collection(a=Collected({"uname_r": "6.1\n"}, {})), folder)
+    write_recording(_collection(b=Collected({}, {}, "ssh: refused")), folder)
+    assert sorted(p.name for p in (folder / "hosts").iterdir()) == ["b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recording"]  # no staging left
+    replayed = ReplayCollector(folder).collect({"b": ["uname_r"]}, [])
+    assert replayed.hosts["b"].unreachable == "ssh: refused"
+
+
+def test_a_folder_that_is_not_a_recording_is_never_replaced(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(AuditError, match="neither a recording"):
+        write_recording(_collection(), tmp_path)
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
