@@ -349,23 +349,29 @@ def subnets(c: Cluster, rep: Report) -> None:
                     "subnet-overlap",
                     f"{b_name!r} {b.cidr} overlaps {a_name!r} {a.cidr}",
                 )
-    seen: list[tuple[netaddr.IPNetwork, str, str]] = []
+    # Sweep the rack subnets in address order: each overlaps the widest one still open.
+    blocks = sorted(
+        (subnet.first, -subnet.last, str(subnet), name, rack.name)
+        for rack in c.racks
+        for name, net in nets
+        if (subnet := rack_subnet(net, rack)) is not None
+    )
     reported: set[tuple[str, str]] = set()  # one report per pair of networks, not per rack
-    for rack in c.racks:
-        for name, net in nets:
-            subnet = rack_subnet(net, rack)
-            if subnet is None:
-                continue
-            for other, o_name, o_rack in seen:
-                if (other in subnet or subnet in other) and (name, o_name) not in reported:
-                    reported.add((name, o_name))
-                    rep.add(
-                        ("networks", name),
-                        "subnet-overlap",
-                        f"rack {rack.name!r} subnet {subnet} of {name!r} overlaps {other} "
-                        f"({o_name!r}, rack {o_rack!r})",
-                    )
-            seen.append((subnet, name, rack.name))
+    widest: tuple[int, int, str, str, str] | None = None
+    for block in blocks:
+        first, last, cidr, name, rack_name = block
+        if widest is not None and first <= -widest[1]:
+            _, _, o_cidr, o_name, o_rack = widest
+            if (name, o_name) not in reported:
+                reported.add((name, o_name))
+                rep.add(
+                    ("networks", name),
+                    "subnet-overlap",
+                    f"rack {rack_name!r} subnet {cidr} of {name!r} overlaps {o_cidr} "
+                    f"({o_name!r}, rack {o_rack!r})",
+                )
+        if widest is None or -last > -widest[1]:
+            widest = block
 
 
 def positions(c: Cluster, rep: Report) -> None:
@@ -467,10 +473,16 @@ def fabric(c: Cluster, rep: Report) -> None:
     """A server cabled once, and every leaf: equal paths to every spine, within oversubscription."""
     ib_nets = {name for name, net in c.networks.items() if net.medium == Medium.INFINIBAND}
     all_wires = wires(c)
+    cabled = {(w.device, w.network) for w in all_wires}
+    speed: dict[tuple[str, str], int] = {}  # (host, "mlx5_0/1") -> Gb/s
     for p, r, n in _nodes(c):
         rack, node = c.racks[r], c.racks[r].nodes[n]
-        if node.model not in c.hardware.servers or node.role == Role.SPARE:
+        if node.model not in c.hardware.servers:
             continue
+        for nic in c.hardware.servers[node.model].nics:
+            speed[(node.name, f"{nic.device}/{nic.port or 1}")] = nic.speed_gbps
+        if node.role == Role.SPARE:
+            continue  # a spare may wait uncabled
         if node.guid and node.slot >= HOST_LID_SLOTS:
             rep.add(
                 (*p, "slot"),
@@ -479,9 +491,7 @@ def fabric(c: Cluster, rep: Report) -> None:
                 f"(slots 1-{HOST_LID_SLOTS - 1})",
             )
         for _, net in nic_networks(c, node):
-            if net in ib_nets and not any(
-                w.device == node.name and w.network == net for w in all_wires
-            ):
+            if net in ib_nets and (node.name, net) not in cabled:
                 rep.add(
                     p,
                     "server-not-connected",
@@ -490,26 +500,29 @@ def fabric(c: Cluster, rep: Report) -> None:
                 )
     # A cable planned but not installed is no path: the leaf's ECMP set is what is cabled.
     missing = {(o.device, o.port) for o in c.fabric.cables if not o.installed}
-    all_wires = [w for w in all_wires if (w.switch, w.switch_port) not in missing]
+    spines = {sw.name for rack in c.racks for sw in rack.switches if sw.role == SwitchRole.SPINE}
+    up: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # leaf -> spine -> n
+    down: dict[str, float] = defaultdict(float)  # leaf -> Gb/s to its servers
+    for w in all_wires:
+        if (w.switch, w.switch_port) in missing:
+            continue
+        if w.device in spines:
+            up[w.switch][w.device] += 1
+        else:
+            down[w.switch] += speed.get((w.device, w.device_port), 0)
     rate = IB_LANE_GBPS[c.fabric.rate] * int(c.fabric.width.rstrip("x"))
-    spines = [sw.name for rack in c.racks for sw in rack.switches if sw.role == SwitchRole.SPINE]
     for p, r, s in _switches(c):
         sw = c.racks[r].switches[s]
         if sw.role != SwitchRole.LEAF:
             continue
-        down = [w for w in all_wires if w.switch == sw.name and w.device not in spines]
-        up: dict[str, int] = defaultdict(int)
-        for w in all_wires:
-            if w.switch == sw.name and w.device in spines:
-                up[w.device] += 1
-        if len(set(up.values())) > 1 or set(up) != set(spines):
+        links = up[sw.name]
+        if len(set(links.values())) > 1 or set(links) != spines:
             rep.add(
                 p,
                 "unequal-uplinks",
-                f"leaf {sw.name!r} links to spines unevenly: {dict(sorted(up.items()))}",
+                f"leaf {sw.name!r} links to spines unevenly: {dict(sorted(links.items()))}",
             )
-        up_bw = sum(up.values()) * rate
-        down_bw = sum(_nic_gbps(c, w.device, w.device_port) for w in down)
+        up_bw, down_bw = sum(links.values()) * rate, down[sw.name]
         if up_bw == 0 or down_bw / up_bw > c.fabric.max_oversubscription:
             rep.add(
                 p,
@@ -573,14 +586,6 @@ def provisioning(c: Cluster, rep: Report) -> None:
             "invalid-value",
             f"{source.file!r} must be an absolute path, outside the repository",
         )
-
-
-def _nic_gbps(c: Cluster, host: str, port: str) -> float:
-    node = next(n for rack in c.racks for n in rack.nodes if n.name == host)
-    nic = next(
-        x for x in c.hardware.servers[node.model].nics if f"{x.device}/{x.port or 1}" == port
-    )
-    return nic.speed_gbps
 
 
 RULES: tuple[Rule, ...] = (
