@@ -6,8 +6,11 @@ Exit codes:
   2  bad input: problems in cluster/, each printed as path:line:col: rule: message
   3  internal error (a bug: please report it with the message)
 `audit` has its own: 0 every host and the fabric as expected; 1 drift; 2 some host or the
-fabric could not be collected (unreachable or error; wins over 1), or the audit could not run
-(no generated/expected/, a broken recording, no SSH key or known_hosts for a live run).
+fabric could not be collected (unreachable or error; wins over 1); 4 the audit could not run at
+all (no generated/expected/, a broken recording, an unusable SSH key, known_hosts or inventory),
+so a scheduled run fails loudly instead of reporting a fleet it never looked at.
+
+Subcommands import what they need when they run, so `compile` does not pay for SSH or git.
 """
 
 from __future__ import annotations
@@ -19,18 +22,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from audits import pipeline as audit
-from audits import ssh
-from audits.model import AuditError
-from compiler import diff, gitsource, labels, output, pipeline
+from compiler import output, pipeline, plan
 from compiler.errors import ClusterforgeError, SourceError
+from compiler.load import load
 from compiler.model import LabelStock
 
-EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
+EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
 
 
 def _compile(args: argparse.Namespace) -> int:
-    compiled = pipeline.compile_repo(args.repo, os.environ)
+    # The committed tree always carries the placeholder hash, so --check compiles without the
+    # secret: a provisioning server that has it set still checks against what git holds.
+    compiled = pipeline.compile_repo(args.repo, None if args.check else os.environ)
     for notice in compiled.notices:
         print(f"clusterforge: {notice}", file=sys.stderr)
     generated = args.repo / "generated"
@@ -50,8 +53,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    compiled = pipeline.compile_repo(args.repo)
-    p = compiled.plan
+    p = plan.build(pipeline.check(load(args.repo / "cluster")))
     print(
         f"cluster/ is valid: {len(p.hosts)} hosts, {len(p.switches)} switches, "
         f"{len(p.cables)} cables"
@@ -60,6 +62,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _labels(args: argparse.Namespace) -> int:
+    from compiler import labels
+
     only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
     try:
         files = labels.sheets_for_repo(
@@ -84,8 +88,11 @@ def _labels(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from compiler import diff, gitsource
+
     try:
-        report = gitsource.diff_revisions(args.repo, args.base, args.head, args.share_limit / 100)
+        share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
+        report = gitsource.diff_revisions(args.repo, args.base, args.head, share)
     except gitsource.RevisionError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -121,6 +128,10 @@ _LIVE = (
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from audits import pipeline as audit
+    from audits import ssh
+    from audits.model import AuditError
+
     given = {k: v for k, v in vars(args).items() if v is not None}
     live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
     try:
@@ -149,7 +160,7 @@ def _audit(args: argparse.Namespace) -> int:
             )
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        return EXIT_SETUP
     status = ", ".join(f"{n} {s}" for s, n in report["summary"]["status"].items())
     print(f"{args.out}: {status}; fabric {report['summary']['fabric']}")
     return report["exit_code"]
@@ -216,7 +227,6 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--share-limit",
         type=float,
-        default=diff.DEFAULT_SHARE_LIMIT * 100,
         metavar="PERCENT",
         help="flag a change touching more than this share of hosts or cables (default: 10)",
     )

@@ -259,7 +259,7 @@ def test_without_replay_live_collection_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["-C", str(reference), "audit"]) == 2
+    assert main(["-C", str(reference), "audit"]) == 4
     assert "live collection needs --ssh-key FILE and --known-hosts FILE" in capsys.readouterr().err
     assert not (tmp_path / "audit-report").exists()
 
@@ -267,7 +267,7 @@ def test_without_replay_live_collection_is_refused(
 def test_a_folder_that_is_no_recording_is_refused(
     reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert audit(reference, tmp_path, tmp_path / "report").code == 2
+    assert audit(reference, tmp_path, tmp_path / "report").code == 4
     assert "meta.json is missing" in capsys.readouterr().err
 
 

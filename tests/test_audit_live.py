@@ -259,7 +259,7 @@ def test_live_collection_needs_a_key_and_known_hosts(
 ) -> None:
     out = tmp_path / "report"
     argv = ["-C", str(lab_repo), "audit", "--out", str(out), "--ssh-key", str(tmp_path / "id")]
-    assert main(argv) == 2
+    assert main(argv) == 4
     assert "needs --ssh-key FILE and --known-hosts FILE" in capsys.readouterr().err
     assert not out.exists()
 
@@ -268,7 +268,7 @@ def test_live_options_are_refused_with_replay(
     lab_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["-C", str(lab_repo), "audit", "--replay", str(tmp_path), "--concurrency", "4"]
-    assert main([*argv, "--fabric-from", "sm01"]) == 2
+    assert main([*argv, "--fabric-from", "sm01"]) == 4
     assert "--concurrency, --fabric-from: for live collection" in capsys.readouterr().err
 
 
@@ -292,7 +292,7 @@ def test_a_bad_inventory_is_refused_before_connecting(
     argv = ["-C", str(lab_repo), "audit", "--out", str(tmp_path / "report")]
     (tmp_path / "id").write_text("not a key\n", encoding="utf-8")
     argv += ["--ssh-key", str(tmp_path / "id"), "--known-hosts", str(tmp_path / "kh")]
-    assert main([*argv, "--inventory", str(path)]) == 2
+    assert main([*argv, "--inventory", str(path)]) == 4
     assert message in capsys.readouterr().err
 
 
@@ -302,7 +302,7 @@ def test_an_unreadable_key_or_known_hosts_is_refused(
     (tmp_path / "id").write_text("not a key\n", encoding="utf-8")
     argv = ["-C", str(lab_repo), "audit", "--out", str(tmp_path / "report")]
     argv += ["--ssh-key", str(tmp_path / "id"), "--known-hosts", str(tmp_path / "kh")]
-    assert main(argv) == 2
+    assert main(argv) == 4
     assert f"cannot use the SSH key {tmp_path / 'id'}" in capsys.readouterr().err
 
 
