@@ -4,7 +4,9 @@ Nothing here asserts a timing: the machines are shared and noisy. It prints
 - cold start: `clusterforge validate` and `compile --check` vs a bare `python -c pass`;
 - the in-process stages on the reference cluster (load, model+checks, plan, targets);
 - scaling: the same on a cluster grown to about 1000 GPU servers, with the ratio;
-- peak memory of a compile (ru_maxrss of a child process).
+- peak memory of a compile (ru_maxrss of a child process);
+- the drift audit of the reference fleet replayed from a recording (collect, parse, compare,
+  render), the part of an audit that is ours rather than the network's.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,9 +23,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from audits import expected  # noqa: E402
+from audits import pipeline as audit  # noqa: E402
+from audits.collect import ReplayCollector  # noqa: E402
 from compiler import pipeline, targets  # noqa: E402
 from compiler.load import Source, load  # noqa: E402
 from compiler.plan import build  # noqa: E402
+from tests.lab.fleet import Fleet  # noqa: E402
 
 
 def median_s(fn: Callable[[], Any], runs: int) -> float:
@@ -40,7 +47,7 @@ def cold(argv: list[str], runs: int = 5) -> float:
 
 def grown(source: Source, racks: int, per_rack: int = 20) -> Source:
     """The reference cluster plus `racks` GPU racks of `per_rack` servers (2U, so they fit a
-    60U rack) with their switches, fresh identities, and a 3:1 oversubscription allowance."""
+    48U rack) with their switches, fresh identities, and a 3:1 oversubscription allowance."""
     template = next(r for r in source.data["racks"] if r["name"] == "r01")
     node0 = template["nodes"][0]
     extra = []
@@ -51,7 +58,7 @@ def grown(source: Source, racks: int, per_rack: int = 20) -> Source:
             return f"02:{kind:02x}:00:{rid:02x}:{n // 256:02x}:{n % 256:02x}"
 
         switches = tuple(
-            {**sw, "name": f"{sw['name'][:4]}{rid:03d}", "u": 60 - k,
+            {**sw, "name": f"{sw['name'][:4]}{rid:03d}", "u": 48 - k,
              "serial": f"BSW{rid:04d}{k}", "mac": ident(9, k),
              **({"guid": f"0x0300000000{rid:04x}{k:02x}"} if "guid" in sw else {})}
             for k, sw in enumerate(template["switches"])
@@ -64,7 +71,7 @@ def grown(source: Source, racks: int, per_rack: int = 20) -> Source:
             for slot in range(1, per_rack + 1)
         )  # fmt: skip
         extra.append(
-            {"name": f"x{rid:03d}", "id": rid, "row": "D", "col": rid, "height_u": 60,
+            {"name": f"x{rid:03d}", "id": rid, "row": "D", "col": rid, "height_u": 48,
              "switches": switches, "nodes": nodes}
         )  # fmt: skip
     hardware = dict(source.data["hardware"])
@@ -119,6 +126,13 @@ def main() -> None:
     )  # fmt: skip
     peak_kib = int(child.stdout.strip().splitlines()[-1])
     print(f"peak memory compile --check      {peak_kib / 1024:8.1f} MiB")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        recording = Fleet.load(REPO / "generated").record(Path(tmp) / "recording")
+        expectations = expected.read(REPO)
+        hosts = len(expectations.hosts)
+        replay = median_s(lambda: audit.audit(expectations, ReplayCollector(recording), None), 3)
+        print(f"audit replay ({hosts} hosts)       {replay * 1000:8.0f} ms")
 
 
 if __name__ == "__main__":
