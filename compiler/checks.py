@@ -14,7 +14,7 @@ import netaddr
 
 from compiler.errors import Diagnostic
 from compiler.load import Path_, Source
-from compiler.model import Cluster, Medium, Role, SwitchRole
+from compiler.model import Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
     HOST_LID_SLOTS,
     IB_LANE_GBPS,
@@ -250,6 +250,29 @@ def baselines(c: Cluster, rep: Report) -> None:
                     f"{node.name!r} pins {key!r}, but model {node.model!r} has none "
                     f"(its keys: {', '.join(keys)})",
                 )
+    # A rollout naming no real ring or key would silently accept nothing, and two rollouts
+    # of one key in one ring would leave "previous" ambiguous.
+    rings = {ring.name for ring in c.firmware.rings}
+    version_keys = {*c.firmware.software, *Baseline.model_fields}
+    claimed: set[tuple[str, str]] = set()
+    for i, rollout in enumerate(c.firmware.rollouts):
+        at: Path_ = ("firmware", "rollouts", i)
+        for j, ring in enumerate(rollout.rings):
+            if ring not in rings:
+                rep.add((*at, "rings", j), "unknown-reference", f"no ring named {ring!r}")
+        for key in rollout.previous:
+            if key not in version_keys:
+                rep.add(
+                    (*at, "previous", key), "unknown-reference", f"{key!r} is not a version key"
+                )
+            for ring in rollout.rings:
+                if (ring, key) in claimed:
+                    rep.add(
+                        (*at, "previous", key),
+                        "duplicate-rollout",
+                        f"{key!r} of ring {ring!r} is already rolling out",
+                    )
+                claimed.add((ring, key))
     defaults = [i for i, ring in enumerate(c.firmware.rings) if not ring.nodes]
     if defaults != [len(c.firmware.rings) - 1]:
         rep.add(

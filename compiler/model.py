@@ -19,8 +19,6 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
-    ValidationInfo,
-    field_validator,
 )
 
 
@@ -347,28 +345,6 @@ class Firmware(Strict_):
     baselines: dict[Name, Baseline]
     rings: tuple[Ring, ...] = Field(min_length=1)
     rollouts: tuple[Rollout, ...] = ()
-
-    @field_validator("rollouts")
-    @classmethod
-    def _rollouts_name_rings_and_versions(
-        cls, rollouts: tuple[Rollout, ...], info: ValidationInfo
-    ) -> tuple[Rollout, ...]:
-        # Within firmware.yaml only: a rollout naming no real ring or key would silently
-        # accept nothing, and two rollouts of one key in one ring leave "previous" ambiguous.
-        rings = {ring.name for ring in info.data.get("rings", ())}
-        keys = set(info.data.get("software", {})) | set(Baseline.model_fields)
-        claimed: set[tuple[str, str]] = set()
-        for number, rollout in enumerate(rollouts):
-            for ring in rollout.rings:
-                if ring not in rings:
-                    raise ValueError(f"rollout {number}: no ring named {ring!r}")
-                for key in rollout.previous:
-                    if key not in keys:
-                        raise ValueError(f"rollout {number}: {key!r} is not a version key")
-                    if (ring, key) in claimed:
-                        raise ValueError(f"rollout {number}: {key!r} of ring {ring!r} twice")
-                    claimed.add((ring, key))
-        return rollouts
 
 
 # --- provisioning.yaml ----------------------------------------------------------------------
