@@ -54,6 +54,7 @@ from typing import Any
 from deepdiff import DeepDiff
 from deepdiff.helper import notpresent
 
+from compiler import hostlist
 from compiler.errors import Diagnostic
 from compiler.pipeline import MANIFEST, Compiled
 from compiler.plan import Cable, CableEnd, Plan, Route, interface_prefix
@@ -1040,5 +1041,7 @@ def _end(e: CableEnd) -> str:
 
 
 def _names(names: Sequence[str], cap: int) -> str:
-    more = f", … and {len(names) - cap} more" if len(names) > cap else ""
-    return ", ".join(names[:cap]) + more
+    """Host ranges compacted (gpu[002-065,067-124]), the first `cap` of them shown."""
+    parts = hostlist.groups(names)
+    more = f", … and {len(parts) - cap} more" if len(parts) > cap else ""
+    return ", ".join(parts[:cap]) + more

@@ -11,17 +11,22 @@ _SPLIT = re.compile(r"^(.*?)(\d+)$")
 
 def compact(names: Iterable[str]) -> str:
     """`gpu001,gpu002,gpu003,gpu005` -> `gpu[001-003,005]`; names keep their digit width."""
-    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+    return ",".join(groups(names))
+
+
+def groups(names: Iterable[str]) -> list[str]:
+    """The comma-separated parts of `compact`, for callers that show only the first few."""
+    numbered: dict[tuple[str, int], list[int]] = defaultdict(list)
     plain: list[str] = []
     for name in sorted(set(names)):
         match = _SPLIT.match(name)
         if match:
             prefix, digits = match.groups()
-            groups[(prefix, len(digits))].append(int(digits))
+            numbered[(prefix, len(digits))].append(int(digits))
         else:
             plain.append(name)
     parts = list(plain)
-    for (prefix, width), numbers in sorted(groups.items()):
+    for (prefix, width), numbers in sorted(numbered.items()):
         ranges: list[str] = []
         numbers.sort()
         start = prev = numbers[0]
@@ -36,7 +41,7 @@ def compact(names: Iterable[str]) -> str:
                 start = prev = n
         only = len(ranges) == 1 and "-" not in ranges[0]
         parts.append(f"{prefix}{ranges[0]}" if only else f"{prefix}[{','.join(ranges)}]")
-    return ",".join(sorted(parts))
+    return sorted(parts)
 
 
 def expand(text: str) -> list[str]:
