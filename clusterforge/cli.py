@@ -31,16 +31,20 @@ EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
 
 
 def _compile(args: argparse.Namespace) -> int:
-    # The committed tree always carries the placeholder hash, so --check compiles without the
-    # secret: a provisioning server that has it set still checks against what git holds.
-    compiled = pipeline.compile_repo(args.repo, None if args.check else os.environ)
+    # Secrets (the root password hash) are read only for a build outside the repository:
+    # generated/ is committed, so it always carries the placeholder.
+    generated = args.repo / "generated"
+    if args.out is not None and args.out.resolve() == generated:
+        print("clusterforge: --out names generated/, which git tracks", file=sys.stderr)
+        return EXIT_INPUT
+    compiled = pipeline.compile_repo(args.repo, os.environ if args.out else None)
     for notice in compiled.notices:
         print(f"clusterforge: {notice}", file=sys.stderr)
-    generated = args.repo / "generated"
+    generated = args.out or generated
     if args.check:
         difference = output.compare(generated, compiled.files)
         if difference:
-            print("generated/ is stale; run `clusterforge compile`:", file=sys.stderr)
+            print(f"{generated} is stale; run `clusterforge compile`:", file=sys.stderr)
             for line in difference.lines():
                 print(f"  {line}", file=sys.stderr)
             return EXIT_CHECK
@@ -190,6 +194,13 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile cluster/ into generated/")
     c.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if generated/ is stale"
+    )
+    c.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="build into DIR instead, with the root password hash from the environment or "
+        "the file provisioning.yaml names (for the provisioning server; never commit it)",
     )
     c.set_defaults(run=_compile)
     v = sub.add_parser("validate", help="run every check on cluster/; write nothing")

@@ -111,7 +111,10 @@ def read_secrets(
                 [Diagnostic(source.where((*at, "file")), "unreadable-secret", str(exc))]
             ) from None
     if found is None:
-        return {}, [f"root password hash: placeholder used; set {tried} to install for real"]
+        return {}, [
+            "root password hash: placeholder used (the tree in git never holds it); for "
+            f"installable kickstarts set {tried} and compile --out DIR"
+        ]
     value, origin, key = found
     if not _CRYPT.fullmatch(value):
         message = f"{origin} is not a crypt(3) hash like $6$salt$...; never a plain password"

@@ -460,14 +460,17 @@ def test_the_cli_compiles_with_the_hash_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = copy_repo(tmp_path)
+    build = tmp_path / "provisioning-build"
     monkeypatch.setenv("CLUSTERFORGE_ROOT_HASH", TEST_HASH)
-    assert main(["-C", str(repo), "compile"]) == 0
+    assert main(["-C", str(repo), "compile", "--out", str(build)]) == 0
     assert "read from $CLUSTERFORGE_ROOT_HASH" in capsys.readouterr().err
-    assert TEST_HASH in (repo / "generated" / "kickstart" / "gpu001.ks").read_text()
-    monkeypatch.delenv("CLUSTERFORGE_ROOT_HASH")
+    assert TEST_HASH in (build / "kickstart" / "gpu001.ks").read_text()
+    assert main(["-C", str(repo), "compile", "--out", str(build), "--check"]) == 0
+    # The repository's own generated/ never takes the secret, even with it set.
     assert main(["-C", str(repo), "compile"]) == 0
     assert "placeholder used" in capsys.readouterr().err
     assert TEST_HASH not in (repo / "generated" / "kickstart" / "gpu001.ks").read_text()
+    assert main(["-C", str(repo), "compile", "--out", str(repo / "generated")]) == 2
 
 
 def test_a_plain_password_is_refused_without_being_echoed(
@@ -475,14 +478,14 @@ def test_a_plain_password_is_refused_without_being_echoed(
 ) -> None:
     repo = copy_repo(tmp_path)
     monkeypatch.setenv("CLUSTERFORGE_ROOT_HASH", "hunter2-plain")
-    assert main(["-C", str(repo), "compile"]) == 2
+    assert main(["-C", str(repo), "compile", "--out", str(tmp_path / "build")]) == 2
     err = capsys.readouterr().err
     line = 1 + (REPO / "cluster/provisioning.yaml").read_text().splitlines().index(
         "  env: CLUSTERFORGE_ROOT_HASH"
     )
     assert f"cluster/provisioning.yaml:{line}:" in err and "invalid-value" in err
     assert "hunter2" not in err
-    assert not (repo / "generated").exists()
+    assert not (tmp_path / "build").exists()
     with pytest.raises(SourceError):
         compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_ROOT_HASH": "$6$short"})
 
