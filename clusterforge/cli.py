@@ -48,11 +48,11 @@ def _compile(args: argparse.Namespace) -> int:
             for line in difference.lines():
                 print(f"  {line}", file=sys.stderr)
             return EXIT_CHECK
-        print(f"generated/ is up to date ({len(compiled.files)} files)")
+        print(f"{args.out or 'generated/'} is up to date ({len(compiled.files)} files)")
         return EXIT_OK
     wrote = output.write(generated, compiled.files)
     state = "written" if wrote else "already up to date"
-    print(f"generated/: {len(compiled.files)} files {state}")
+    print(f"{args.out or 'generated/'}: {len(compiled.files)} files {state}")
     return EXIT_OK
 
 
