@@ -180,14 +180,17 @@ def _subject(folder: Path, keys: Sequence[str]) -> Collected:
 
 
 def _json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
+    return read_object(path) if path.is_file() else None
+
+
+def read_object(path: Path, what: str = "a JSON object") -> dict[str, Any]:
+    """The JSON object in `path`; raises AuditError naming the file when it is not one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise AuditError(f"cannot read {path}: {exc}") from None
     if not isinstance(data, dict):
-        raise AuditError(f"{path}: expected a JSON object")
+        raise AuditError(f"{path}: expected {what}")
     return data
 
 

@@ -170,20 +170,10 @@ def _addresses(c: Contract, facts: Facts, sink: Sink) -> None:
 
 
 def _ib_ports(c: Contract, facts: Facts, sink: Sink) -> None:
-    expected = {
-        f"{p['device']}/{p['port']}": {
-            "port_guid": p["port_guid"],
-            "rate": p["rate"],
-            "state": p["state"],
-        }
-        for p in c["ib_ports"]
-    }
+    keys = ("port_guid", "rate", "state")
+    expected = {f"{p['device']}/{p['port']}": {k: p[k] for k in keys} for p in c["ib_ports"]}
     observed = {
-        f"{ca['name']}/{p['port']}": {
-            "port_guid": p["port_guid"],
-            "rate": p["rate"],
-            "state": p["state"],
-        }
+        f"{ca['name']}/{p['port']}": {k: p[k] for k in keys}
         for ca in facts["ibstat"]
         for p in ca["ports"]
     }

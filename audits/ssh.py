@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -42,7 +41,7 @@ from typing import Any
 import asyncssh
 
 from audits import expected, pipeline
-from audits.collect import Collected, Collection, Recorder, probe_of
+from audits.collect import Collected, Collection, Recorder, probe_of, read_object
 from audits.model import AuditError
 from audits.probes import PROBES, ProbeError
 from audits.report import Report
@@ -94,12 +93,7 @@ class SshOptions:
 
 def read_inventory(path: Path) -> dict[str, Target]:
     """Read an inventory file (host -> `address[:port]`, JSON); raises AuditError."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"cannot read the inventory {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise AuditError(f"{path}: expected a JSON object mapping hosts to address[:port]")
+    data = read_object(path, "a JSON object mapping hosts to address[:port]")
     targets = {}
     for host, text in data.items():
         try:

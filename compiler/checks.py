@@ -17,7 +17,7 @@ from compiler.load import Path_, Source
 from compiler.model import Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
     HOST_LID_SLOTS,
-    IB_LANE_GBPS,
+    link_gbps,
     nic_networks,
     node_address,
     rack_subnet,
@@ -533,7 +533,7 @@ def fabric(c: Cluster, rep: Report) -> None:
             up[w.switch][w.device] += 1
         else:
             down[w.switch] += speed.get((w.device, w.device_port), 0)
-    rate = IB_LANE_GBPS[c.fabric.rate] * int(c.fabric.width.rstrip("x"))
+    rate = link_gbps(c.fabric)
     for p, r, s in _switches(c):
         sw = c.racks[r].switches[s]
         if sw.role != SwitchRole.LEAF:

@@ -348,14 +348,10 @@ def _devices(old: Mapping[str, Place], new: Mapping[str, Place]) -> Devices:
 def _address_book(plan: Plan) -> dict[tuple[str, str], str]:
     """(device, network) -> "address/prefix" of every host port (BMC included) and switch."""
     book = {(h.name, i.network): i.cidr for h in plan.hosts for i in (*h.interfaces, h.bmc)}
-    # The plan gives a switch the address on the first network, by name, with a switch_base.
-    network = next(
-        (n for n, net in sorted(plan.cluster.networks.items()) if net.switch_base is not None),
-        None,
-    )
-    if network is not None:
-        prefix = interface_prefix(plan.cluster.networks[network])
-        book |= {(s.name, network): f"{s.address}/{prefix}" for s in plan.switches if s.address}
+    for s in plan.switches:
+        if s.address and s.network:
+            prefix = interface_prefix(plan.cluster.networks[s.network])
+            book[(s.name, s.network)] = f"{s.address}/{prefix}"
     return book
 
 

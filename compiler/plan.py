@@ -50,6 +50,11 @@ HOST_LID_BASE = 0x1000
 HOST_LID_SLOTS = 64
 
 
+def link_gbps(fabric: Fabric) -> float:
+    """The planned rate of one InfiniBand link: lanes times the per-lane rate (4x HDR = 200)."""
+    return IB_LANE_GBPS[fabric.rate] * int(fabric.width.rstrip("x"))
+
+
 def host_lid(rack: Rack, node: Node) -> int:
     return HOST_LID_BASE + rack.id * HOST_LID_SLOTS + node.slot
 
@@ -201,6 +206,7 @@ class SwitchPlan:
     serial: str
     mac: str
     guid: str | None
+    network: str | None  # the network of its management address
     address: str | None
     firmware: str | None
     lid: int | None  # InfiniBand switches
@@ -347,16 +353,15 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         routes += [Route(dst, nic_name, gateway) for dst in net.routes if gateway]
     for nic in model.nics:
         if nic.device and node.guid:
-            rate = cluster.fabric
-            lanes = int(rate.width.rstrip("x"))
+            fabric = cluster.fabric
             ib_ports.append(
                 IbPort(
                     nic.device,
                     nic.port or 1,
                     node.guid,
-                    int(IB_LANE_GBPS[rate.rate] * lanes),
-                    rate.width,
-                    rate.rate,
+                    int(link_gbps(fabric)),
+                    fabric.width,
+                    fabric.rate,
                     host_lid(rack, node),
                 )
             )
@@ -393,14 +398,14 @@ def _switch(cluster: Cluster, rack: Rack, sw: Switch, spines: list[str]) -> Swit
         lid = 1 + spines.index(sw.name)
     elif sw.role == SwitchRole.LEAF:
         lid = LEAF_LID_BASE + rack.id
-    address = next(
-        (
-            host_address(net, rack, net.switch_base + sw.u)
-            for _, net in sorted(cluster.networks.items())
-            if net.switch_base is not None
-        ),
-        None,
+    # Switch management ports live on the first network, by name, that has a switch_base.
+    network = next(
+        (n for n, net in sorted(cluster.networks.items()) if net.switch_base is not None), None
     )
+    address = None
+    if network is not None:
+        net = cluster.networks[network]
+        address = host_address(net, rack, (net.switch_base or 0) + sw.u)
     baseline = cluster.firmware.baselines.get(sw.model)
     return SwitchPlan(
         name=sw.name,
@@ -413,6 +418,7 @@ def _switch(cluster: Cluster, rack: Rack, sw: Switch, spines: list[str]) -> Swit
         serial=sw.serial,
         mac=sw.mac,
         guid=sw.guid,
+        network=network if address else None,
         address=str(address) if address else None,
         firmware=baseline.firmware if baseline else None,
         lid=lid,

@@ -17,13 +17,12 @@ def names(plan: Plan) -> list[tuple[str, str, str]]:
     port, in address order; shared with DNS and DHCP."""
     networks = sorted(plan.cluster.networks.items())
     default = {n for n, net in networks if net.default_route}
-    switch_net = next((n for n, net in networks if net.switch_base is not None), "")
     rows = []
     for host in plan.hosts:
         for iface in (*host.interfaces, host.bmc):
             suffix = "" if iface.network in default else f"-{iface.network}"
             rows.append((iface.address, f"{host.name}{suffix}", iface.network))
-    rows += [(sw.address, sw.name, switch_net) for sw in plan.switches if sw.address]
+    rows += [(sw.address, sw.name, sw.network) for sw in plan.switches if sw.address and sw.network]
     return sorted(rows, key=lambda row: (int(netaddr.IPAddress(row[0])), row[1]))
 
 
