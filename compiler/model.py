@@ -396,6 +396,7 @@ class HashSource(Strict_):
 class Provisioning(Strict_):
     os: str
     os_version: Version
+    http_root: str  # the provisioning host's HTTP document root: kickstarts, bundles, mirrors
     install_path: str
     repos: tuple[Repo, ...]
     pxe_network: Name  # the NIC that PXE boots and installs: the only one given a boot file
