@@ -122,14 +122,39 @@ class Services(Strict_):
 Duration = Annotated[str, _pattern(r"([0-9]+(ms|s|m|h|d|w|y))+", "a duration like 5m or 1h30m")]
 
 
+class Severity(StrEnum):
+    CRITICAL = "critical"
+    WARNING = "warning"
+
+
+class HashSource(Strict_):
+    """Where the compile finds a secret (the root password hash, a webhook URL): never in
+    cluster/ itself."""
+
+    env: str | None = None  # an environment variable, tried first
+    file: str | None = None  # an absolute path outside the repository
+
+
+class Receiver(Strict_):
+    """A chat-ops webhook Alertmanager notifies: every alert that matches all of its filters
+    (an empty filter matches any value). Its URL is a secret, read like the root hash."""
+
+    url: HashSource
+    severities: tuple[Annotated[Severity, Lax], ...] = ()
+    roles: tuple[Annotated[Role, Lax], ...] = ()
+    racks: tuple[Name, ...] = ()
+
+
 class Monitoring(Strict_):
-    """Alert thresholds; the alert rules are generated/monitoring/alerts.yml."""
+    """Alert thresholds (generated/monitoring/alerts.yml) and Alertmanager's receivers."""
 
     gpu_temp_c: int = Field(85, gt=0)
     ecc_corrected_increase: int = Field(10, ge=0)  # corrected ECC errors per GPU in ecc_window
     ecc_window: Duration = "1h"
     pending: Duration = "5m"  # how long a condition must hold before it alerts
     bmc_down_for: Duration = "5m"
+    audit_stale_after: Duration = "13h"  # no drift audit report for this long: it stopped
+    receivers: dict[Name, Receiver] = {}
 
 
 class Labels(Strict_):
@@ -384,13 +409,6 @@ class BootFiles(Strict_):
     uefi: str  # shim, which loads GRUB, for client architectures 7 and 9
     kernel: str  # the installer's kernel and initrd, loaded by either
     initrd: str
-
-
-class HashSource(Strict_):
-    """Where the compile finds the root password hash: never in cluster/ itself."""
-
-    env: str | None = None  # an environment variable, tried first
-    file: str | None = None  # an absolute path outside the repository
 
 
 class Provisioning(Strict_):

@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from compiler import checks, deploy, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source, load
-from compiler.model import Cluster, validate
+from compiler.model import Cluster, HashSource, validate
 from compiler.plan import Plan, build
+from compiler.targets.alertmanager import WEBHOOK
 from contract import Deploy
 
 MANIFEST = "MANIFEST.json"
@@ -96,36 +97,75 @@ def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compil
 
 # crypt(3): $id$[params$]salt$hash, the hash part 22 characters (MD5) or more.
 _CRYPT = re.compile(r"\$[0-9a-z]+\$(?:[^$\s]+\$)+[./0-9A-Za-z]{22,}")
+_URL = re.compile(r"https?://[^\s/]+(/\S*)?")
 
 
 def read_secrets(
     source: Source, cluster: Cluster, environ: Mapping[str, str] | None
 ) -> tuple[dict[str, str], list[str]]:
-    """The root password hash from the environment variable, else the file, that
-    provisioning.yaml names; raises SourceError when what is there is not a crypt(3) hash."""
-    spec, at = cluster.provisioning.root_password_hash, ("provisioning", "root_password_hash")
-    tried = " or ".join(x for x in (spec.env and f"${spec.env}", spec.file) if x)
-    found: tuple[str, str, str] | None = None  # (value, where from, key in cluster/)
+    """The secrets cluster/ names, each from its environment variable, else its file: the root
+    password hash and every Alertmanager receiver's webhook URL. Raises SourceError when what
+    is there has the wrong shape; a secret not found leaves the target's placeholder."""
+    # (key in plan.secrets, where to read it, its place in cluster/, shape, shape named, advice)
+    wanted: list[tuple[str, HashSource, tuple[str, ...], re.Pattern[str], str, str]] = [
+        (
+            "root_password_hash",
+            cluster.provisioning.root_password_hash,
+            ("provisioning", "root_password_hash"),
+            _CRYPT,
+            "a crypt(3) hash like $6$salt$...; never a plain password",
+            "keep generated/kickstart/ out of git",
+        )
+    ]
+    wanted += [
+        (
+            f"{WEBHOOK}{name}",
+            receiver.url,
+            ("site", "monitoring", "receivers", name, "url"),
+            _URL,
+            "an http(s) URL",
+            "keep generated/monitoring/alertmanager.yml out of git",
+        )
+        for name, receiver in cluster.site.monitoring.receivers.items()
+    ]
+    secrets: dict[str, str] = {}
+    placeholders: list[str] = []
+    notices: list[str] = []
+    for key, spec, at, shape, what, keep in wanted:
+        found = _read_secret(source, spec, at, environ)
+        if found is None:
+            placeholders.append(key)
+            continue
+        value, origin, where = found
+        if not shape.fullmatch(value):
+            message = f"{origin} is not {what}"
+            raise SourceError([Diagnostic(source.where((*at, where)), "invalid-value", message)])
+        secrets[key] = value
+        notices.append(f"{key} read from {origin}: {keep}")
+    if placeholders:
+        notices.insert(
+            0,
+            f"placeholder used for {', '.join(placeholders)} (the tree in git never holds "
+            "them); for installable files set the variables or files cluster/ names and "
+            "compile --out DIR",
+        )
+    return secrets, notices
+
+
+def _read_secret(
+    source: Source, spec: HashSource, at: tuple[str, ...], environ: Mapping[str, str] | None
+) -> tuple[str, str, str] | None:
+    """(value, where from, key in cluster/) or None; only when `environ` is given."""
     if environ is not None and spec.env and environ.get(spec.env):
-        found = environ[spec.env].strip(), f"${spec.env}", "env"
-    elif environ is not None and spec.file and Path(spec.file).exists():
+        return environ[spec.env].strip(), f"${spec.env}", "env"
+    if environ is not None and spec.file and Path(spec.file).exists():
         try:
-            found = Path(spec.file).read_text().strip(), spec.file, "file"
+            return Path(spec.file).read_text().strip(), spec.file, "file"
         except (OSError, UnicodeDecodeError) as exc:
             raise SourceError(
                 [Diagnostic(source.where((*at, "file")), "unreadable-secret", str(exc))]
             ) from None
-    if found is None:
-        return {}, [
-            "root password hash: placeholder used (the tree in git never holds it); for "
-            f"installable kickstarts set {tried} and compile --out DIR"
-        ]
-    value, origin, key = found
-    if not _CRYPT.fullmatch(value):
-        message = f"{origin} is not a crypt(3) hash like $6$salt$...; never a plain password"
-        raise SourceError([Diagnostic(source.where((*at, key)), "invalid-value", message)])
-    notice = f"root password hash read from {origin}: keep generated/kickstart/ out of git"
-    return {"root_password_hash": value}, [notice]
+    return None
 
 
 def manifest(files: dict[str, bytes], source_digest: str) -> bytes:

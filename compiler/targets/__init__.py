@@ -11,11 +11,14 @@ from collections.abc import Callable, Iterator
 from compiler.errors import TargetError
 from compiler.plan import Plan
 from compiler.targets import (
+    alertmanager,
+    alerts,
     dhcp,
     dns,
     expected,
     fabric,
     firmware,
+    grafana,
     hostconf,
     hosts,
     inventory,
@@ -61,6 +64,9 @@ TARGETS.add("routes", routes.render)
 TARGETS.add("dns", dns.render)
 TARGETS.add("firmware", firmware.render)
 TARGETS.add("monitoring", monitoring.render)
+TARGETS.add("alerts", alerts.render)
+TARGETS.add("alertmanager", alertmanager.render)
+TARGETS.add("grafana", grafana.render)
 TARGETS.add("dhcp", dhcp.render)
 TARGETS.add("pxe", pxe.render)
 TARGETS.add("kickstart", kickstart.render)

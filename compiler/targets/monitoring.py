@@ -1,41 +1,125 @@
-"""`generated/monitoring/`: Prometheus on the monitoring host, its targets and alert rules.
+"""`generated/monitoring/`: Prometheus on the monitoring host, its targets, and the exporters'
+own configuration.
 
-  targets/<job>.json   one per service of services.yaml with a `scrape:` (node_exporter,
-                       dcgm-exporter, ...): every host whose role runs it, on its management
-                       address and the service's port;
-  targets/ipmi.json    every BMC, scraped through the ipmi_exporter beside Prometheus;
-  prometheus.yml       the scrape jobs over those files (file-based service discovery), the
-                       rule file and the Alertmanager; paths relative to the config's folder;
-  alerts.yml           alert rules with the thresholds of site.yaml `monitoring:`.
+  targets/<job>.json     one per service of services.yaml with a `scrape:` (node_exporter,
+                         dcgm-exporter, ...): every host whose role runs it, on its management
+                         address and the service's port;
+  targets/ipmi.json      every BMC, scraped through the ipmi_exporter beside Prometheus;
+  targets/icmp.json      every BMC and every host's management address, pinged through the
+                         blackbox_exporter beside Prometheus every 60 s (the runbook's ping);
+  prometheus.yml         the scrape jobs over those files (file-based service discovery), the
+                         rule files and the Alertmanager; paths relative to the config's folder;
+  blackbox.yml           the blackbox_exporter's modules: `icmp`;
+  node_exporter.conf     node_exporter's flags: the infiniband, mdadm and textfile collectors,
+                         the textfile folder where the drift audit publishes its metrics;
+  dcgm-counters.csv      the DCGM fields dcgm-exporter exports: its defaults plus every field an
+                         alert reads (its stock file leaves ECC and NVLink errors out).
 Each target is its own group labelled instance (the host name, so alerts name the box), rack,
-role and leaf (the leaf its HCA is cabled to, from the cable plan): a rack or a leaf going dark
-shows as one label value. The drift audit exports clusterforge_drift_findings{host,kind} and
-clusterforge_hosts_unreachable; the rules alert on both above zero.
+u (its lowest rack unit), role, model and leaf (the leaf its HCA is cabled to, from the cable
+plan): a rack or a leaf going dark shows as one label value.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from compiler.deploy import services
 from compiler.model import Medium
 from compiler.plan import Host, Plan
-from compiler.targets.render import template, to_json, to_yaml
+from compiler.targets.render import template, to_json
 
-IPMI_EXPORTER = "127.0.0.1:9290"  # runs on the monitoring host, beside Prometheus
 ALERTMANAGER = "127.0.0.1:9093"
+TEXTFILE_DIR = "/var/lib/node_exporter/textfile"  # where the drift audit workflow publishes
+RULE_FILES = ("recording.yml", "alerts.yml")
 
 
-def _labels(host: Host, leaf: dict[str, str]) -> dict[str, str]:
-    labels = {"instance": host.name, "rack": host.rack, "role": host.role.value}
+@dataclass(frozen=True)
+class Probe:
+    """A job whose targets are asked through an exporter beside Prometheus."""
+
+    service: str  # of services.yaml: runs the exporter on the monitoring host
+    exporter: str  # where the exporter listens
+    path: str
+    module: str
+    interval: str | None  # the job's own scrape interval, when not the global one
+
+
+PROBES = {
+    "ipmi": Probe("ipmi-exporter", "127.0.0.1:9290", "/ipmi", "default", None),
+    "icmp": Probe("blackbox-exporter", "127.0.0.1:9115", "/probe", "icmp", "60s"),
+}
+
+# node_exporter turns these on by default; saying so keeps them on whatever the package's
+# defaults become, and the textfile collector reads nothing without its folder.
+NODE_EXPORTER_FLAGS = (
+    "--collector.infiniband",
+    "--collector.mdadm",
+    "--collector.textfile",
+    f"--collector.textfile.directory={TEXTFILE_DIR}",
+)
+
+# dcgm-exporter's etc/default-counters.csv (NVIDIA/dcgm-exporter), the fields it exports on,
+# plus those it leaves commented out that an alert or the dashboard reads.
+DCGM_COUNTERS = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption (in mJ)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Single-bit persistent ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Double-bit persistent ECC errors."),
+    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter", "NVLink flow-control CRC errors."),
+    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "NVLink data CRC errors."),
+    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "NVLink retries."),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "NVLink recovery errors."),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "NVLink bandwidth counters, all lanes."),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Rows remapped, uncorrectable errors.",
+    ),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped, correctable errors."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed."),
+    ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
+    # DCGM's health watches per GPU; the NVLINK watch fails when a link is down.
+    ("DCGM_EXP_GPU_HEALTH_STATUS", "counter", "DCGM reported health status"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor pipe is active."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles device memory is active."),
+)
+
+
+def target_labels(host: Host, leaf: dict[str, str]) -> dict[str, str]:
+    labels = {
+        "instance": host.name,
+        "rack": host.rack,
+        "u": str(host.u),
+        "role": host.role.value,
+        "model": host.model,
+    }
     return labels | ({"leaf": leaf[host.name]} if host.name in leaf else {})
 
 
-def _scrape_address(plan: Plan, host: Host) -> str:
+def scrape_address(plan: Plan, host: Host) -> str:
     """The host's address on the network that carries its default route (management)."""
     default = {n for n, net in plan.cluster.networks.items() if net.default_route}
     return next((i for i in host.interfaces if i.network in default), host.interfaces[0]).address
+
+
+def _scrape_network(plan: Plan, host: Host) -> str:
+    default = {n for n, net in plan.cluster.networks.items() if net.default_route}
+    return next((i for i in host.interfaces if i.network in default), host.interfaces[0]).network
 
 
 def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
@@ -44,93 +128,24 @@ def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     leaf = {c.b.device: c.a.device for c in plan.cables if c.network in ib}
     jobs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for host in plan.hosts:
-        labels = _labels(host, leaf)
-        address = _scrape_address(plan, host)
+        labels = target_labels(host, leaf)
+        address = scrape_address(plan, host)
         for _, service in services(plan, host):
             if service.scrape:
                 target = f"{address}:{service.scrape.port}"
                 jobs[service.scrape.job].append({"targets": [target], "labels": labels})
         jobs["ipmi"].append({"targets": [host.bmc.address], "labels": labels})
+        pings = ((host.bmc.network, host.bmc.address), (_scrape_network(plan, host), address))
+        for network, ping in pings:
+            extra = {"network": network, "address": ping}  # what to ping by hand
+            jobs["icmp"].append({"targets": [ping], "labels": labels | extra})
     return dict(jobs)
 
 
-def _ib_rate_expr(plan: Plan) -> str:
-    """Every planned HCA port whose link rate (bytes/s, from sysfs) is below its plan."""
-    planned = sorted({(p.device, p.port, p.rate_gbps) for h in plan.hosts for p in h.ib_ports})
-    return " or ".join(
-        f'node_infiniband_rate_bytes_per_second{{job="node",device="{device}",port="{port}"}}'
-        f" * 8 / 1e9 < {rate}"
-        for device, port, rate in planned
-    )
-
-
-def rules(plan: Plan) -> dict[str, Any]:
-    m = plan.site.monitoring
-
-    def alert(
-        name: str, expr: str, wait: str | None, severity: str, summary: str
-    ) -> dict[str, Any]:
-        rule: dict[str, Any] = {"alert": name, "expr": expr}
-        rule |= {"for": wait} if wait else {}
-        return rule | {"labels": {"severity": severity}, "annotations": {"summary": summary}}
-
-    return {
-        "groups": [
-            {
-                "name": "clusterforge",
-                "rules": [
-                    alert(
-                        "GpuTemperatureHigh",
-                        f"DCGM_FI_DEV_GPU_TEMP > {m.gpu_temp_c}",
-                        m.pending,
-                        "critical",
-                        f"GPU {{{{ $labels.gpu }}}} of {{{{ $labels.instance }}}} is at "
-                        f"{{{{ $value }}}} °C, above {m.gpu_temp_c} °C",
-                    ),
-                    alert(
-                        "GpuEccCorrectedRising",
-                        f"increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[{m.ecc_window}])"
-                        f" > {m.ecc_corrected_increase}",
-                        None,
-                        "warning",
-                        f"GPU {{{{ $labels.gpu }}}} of {{{{ $labels.instance }}}} corrected "
-                        f"{{{{ $value }}}} ECC errors in {m.ecc_window}",
-                    ),
-                    alert(
-                        "IbPortRateDegraded",
-                        _ib_rate_expr(plan),
-                        m.pending,
-                        "warning",
-                        "{{ $labels.device }} port {{ $labels.port }} of {{ $labels.instance }} "
-                        "(leaf {{ $labels.leaf }}) runs at {{ $value }} Gb/s, below plan "
-                        "(trained down, or the link is down)",
-                    ),
-                    alert(
-                        "BmcUnreachable",
-                        'max without (collector) (ipmi_up{job="ipmi"}) == 0',
-                        m.bmc_down_for,
-                        "warning",
-                        "the BMC of {{ $labels.instance }} does not answer IPMI",
-                    ),
-                    alert(
-                        "ClusterDrift",
-                        "sum by (host, kind) (clusterforge_drift_findings) > 0",
-                        None,
-                        "warning",
-                        "{{ $labels.host }} drifts from generated/expected: "
-                        "{{ $value }} {{ $labels.kind }} finding(s)",
-                    ),
-                    alert(
-                        "AuditHostsUnreachable",
-                        "max(clusterforge_hosts_unreachable) > 0",
-                        None,
-                        "warning",
-                        "the drift audit could not reach {{ $value }} host(s)",
-                    ),
-                ],
-            }
-        ]
-    }
+def dcgm_counters() -> str:
+    lines = ["# dcgm-exporter counters. Generated by clusterforge from cluster/; do not edit."]
+    lines += ["# DCGM FIELD, Prometheus metric type, help message"]
+    return "\n".join(lines + [", ".join(row) for row in DCGM_COUNTERS]) + "\n"
 
 
 def render(plan: Plan) -> dict[str, str]:
@@ -140,10 +155,13 @@ def render(plan: Plan) -> dict[str, str]:
         "prometheus.yml.j2",
         site=plan.site,
         jobs=sorted(jobs),
-        ipmi_exporter=IPMI_EXPORTER,
+        probes=PROBES,
+        rule_files=RULE_FILES,
         alertmanager=ALERTMANAGER,
     )
-    files["monitoring/alerts.yml"] = template("alerts-header.j2", site=plan.site) + to_yaml(
-        rules(plan)
+    files["monitoring/blackbox.yml"] = template("blackbox.yml.j2", site=plan.site)
+    files["monitoring/node_exporter.conf"] = template(
+        "node_exporter.conf.j2", flags=NODE_EXPORTER_FLAGS
     )
+    files["monitoring/dcgm-counters.csv"] = dcgm_counters()
     return files

@@ -1,0 +1,364 @@
+"""`generated/monitoring/alerts.yml` and `recording.yml`: what Prometheus alerts on, and the
+series the alerts and the dashboard share.
+
+Every failure the runbook cares about has an alert: a scrape target down (`up == 0`; a node's
+is HostDown, whose GPU and fabric alerts Alertmanager then holds back), a BMC that does not
+answer IPMI or ping, a management address that does not answer ping, a GPU too hot, with
+corrected ECC errors rising, an uncorrectable (double-bit) ECC error, a failed row remap, an
+Xid, an NVLink down (DCGM's NVLINK health watch), fewer GPUs than the model has, an InfiniBand
+port of the plan not Active or below its planned rate, a degraded md RAID, and the drift
+audit's own result (drift, hosts it could not collect, its report gone stale or absent).
+Thresholds and `for:` come from site.yaml `monitoring:`; planned GPU counts and port rates
+from the plan, per hardware model. Every alert carries host, rack, u (its lowest rack unit),
+role and severity, and the annotation `first_command`: what the runbook has an operator run
+first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from compiler.deploy import services
+from compiler.model import Monitoring, Severity
+from compiler.plan import Host, Plan
+from compiler.targets.monitoring import PROBES
+from compiler.targets.render import template, to_yaml
+
+HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still names the box
+HOST_INFO = "clusterforge:host:info"  # every host with its rack, u and role, labelled host
+IB_ACTIVE = 4  # node_infiniband_state_id: 4 is ACTIVE (1 DOWN, 2 INIT, 3 ARMED)
+HEALTH_PASS = 0  # DCGM_EXP_GPU_HEALTH_STATUS: 0 pass, 10 warn, 20 fail
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def seconds(duration: str) -> int:
+    """A Prometheus duration (`1h30m`) in whole seconds."""
+    return round(
+        sum(int(n) * _UNITS[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration))
+    )
+
+
+def _alert(
+    name: str,
+    expr: str,
+    wait: str | None,
+    severity: Severity,
+    summary: str,
+    first: str,
+    host: str | None = "{{ $labels.instance }}",
+) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    rule |= {"for": wait} if wait else {}
+    labels = {"severity": severity.value} | ({"host": host} if host else {})
+    return rule | {"labels": labels, "annotations": {"summary": summary, "first_command": first}}
+
+
+def _ssh(command: str) -> str:
+    """`command` run on the alert's host."""
+    return f"ssh {{{{ $labels.instance }}}} {command}"
+
+
+def _planned(plan: Plan, fact: Any) -> dict[tuple[Any, ...], str]:
+    """{planned value key: selector}: one selector per hardware model when every host of the
+    model has the same value, else one per host (a host that differs from its model)."""
+    by_model: dict[str, dict[tuple[Any, ...], list[Host]]] = defaultdict(lambda: defaultdict(list))
+    for host in plan.hosts:
+        for key in fact(host):
+            by_model[host.model][key].append(host)
+    out: dict[tuple[Any, ...], str] = {}
+    for model, values in sorted(by_model.items()):
+        hosts = {h.name for group in values.values() for h in group}
+        for key, group in sorted(values.items()):
+            if len(values) == 1 or {h.name for h in group} == hosts:
+                out[(model, *key)] = f'model="{model}"'
+            else:
+                for h in group:
+                    out[(h.name, *key)] = f'instance="{h.name}"'
+    return out
+
+
+def _ib_ports(plan: Plan) -> list[tuple[str, str, int, int]]:
+    """(selector, device, port, planned Gb/s) for every planned HCA port."""
+    facts = _planned(plan, lambda h: {(p.device, p.port, p.rate_gbps) for p in h.ib_ports})
+    return sorted((sel, key[1], key[2], key[3]) for key, sel in facts.items())
+
+
+def _gpu_counts(plan: Plan) -> list[tuple[str, int]]:
+    facts = _planned(plan, lambda h: {(int(h.gpus["count"]),)} if h.gpus else set())
+    return sorted((sel, key[1]) for key, sel in facts.items())
+
+
+def _either(*exprs: str) -> str:
+    return " or ".join(f"({e})" if " or " in e else e for e in exprs)
+
+
+def _ib_down(plan: Plan) -> str:
+    """A planned port whose state is not ACTIVE, or which node_exporter does not see at all
+    (the HCA gone) while the node itself answers."""
+    out = []
+    for sel, device, port, _ in _ib_ports(plan):
+        port_sel = f'device="{device}",port="{port}"'
+        missing = (
+            f'(up{{job="node",{sel}}} == 1) unless on (instance) '
+            f'node_infiniband_state_id{{job="node",{port_sel}}}'
+        )
+        out.append(f'node_infiniband_state_id{{job="node",{sel},{port_sel}}} != {IB_ACTIVE}')
+        out.append(
+            f'label_replace(label_replace({missing}, "device", "{device}", "", ""), '
+            f'"port", "{port}", "", "")'
+        )
+    return " or ".join(out)
+
+
+def _ib_slow(plan: Plan) -> str:
+    """An Active planned port whose link rate (bytes/s, from sysfs) is below its plan."""
+    return " or ".join(
+        f'node_infiniband_rate_bytes_per_second{{job="node",{sel},device="{device}",port="{port}"}}'
+        f" * 8 / 1e9 < {rate} and on (instance, device, port) "
+        f"node_infiniband_state_id == {IB_ACTIVE}"
+        for sel, device, port, rate in _ib_ports(plan)
+    )
+
+
+def _gpus_missing(plan: Plan) -> str:
+    """Fewer GPUs than the model has, counted by the series DCGM exports per GPU; a running
+    dcgm-exporter that sees none counts as 0 (no series at all is no count)."""
+    return " or ".join(
+        f'(count by ({HOST}) (DCGM_FI_DEV_GPU_TEMP{{job="dcgm",{sel}}}) or '
+        f'sum by ({HOST}) (up{{job="dcgm",{sel}}} == 1) * 0) < {count}'
+        for sel, count in _gpu_counts(plan)
+    )
+
+
+def _exporters(plan: Plan) -> list[tuple[str, str]]:
+    """(job, units) of every scrape job whose failure no other alert names: node's is
+    HostDown, ipmi's BmcUnreachable."""
+    jobs: dict[str, str] = {}
+    for host in plan.hosts:
+        for _, service in services(plan, host):
+            if service.scrape and service.scrape.job != "node":
+                jobs[service.scrape.job] = " ".join(service.units)
+    catalogue = plan.cluster.services.services
+    jobs["icmp"] = " ".join(catalogue[PROBES["icmp"].service].units)
+    return sorted(jobs.items())
+
+
+def alert_rules(plan: Plan) -> list[dict[str, Any]]:
+    m: Monitoring = plan.site.monitoring
+    crit, warn = Severity.CRITICAL, Severity.WARNING
+    gpu = "GPU {{ $labels.gpu }} of {{ $labels.instance }}"
+    ib = "{{ $labels.device }} port {{ $labels.port }} of {{ $labels.instance }}"
+    mon = plan.site.services.monitoring
+    rules = [
+        _alert(
+            "HostDown",
+            'up{job="node"} == 0',
+            m.pending,
+            crit,
+            "{{ $labels.instance }} (rack {{ $labels.rack }} U{{ $labels.u }}) does not answer "
+            "Prometheus",
+            "ping -c 3 {{ $labels.instance }}; "
+            'ipmitool -I lanplus -H {{ $labels.instance }}-bmc -U "$IPMI_USER" -E chassis status',
+        ),
+        _alert(
+            "ExporterDown",
+            f'up{{job=~"{"|".join(job for job, _ in _exporters(plan))}"}} == 0',
+            m.pending,
+            warn,
+            "the {{ $labels.job }} exporter of {{ $labels.instance }} does not answer Prometheus",
+            "".join(
+                f'{{{{ {"if" if i == 0 else "else if"} eq $labels.job "{job}" }}}}'
+                + (f"ssh {mon} " if job in PROBES else "ssh {{ $labels.instance }} ")
+                + f"systemctl status {units}"
+                for i, (job, units) in enumerate(_exporters(plan))
+            )
+            + "{{ end }}",
+        ),
+        _alert(
+            "BmcUnreachable",
+            'max without (collector) (ipmi_up{job="ipmi"}) == 0 or up{job="ipmi"} == 0',
+            m.bmc_down_for,
+            warn,
+            "the BMC of {{ $labels.instance }} does not answer IPMI",
+            'ipmitool -I lanplus -H {{ $labels.instance }}-bmc -U "$IPMI_USER" -E mc info',
+        ),
+        _alert(
+            "PingFailed",
+            'probe_success{job="icmp"} == 0',
+            m.bmc_down_for,
+            warn,
+            "the {{ $labels.network }} address of {{ $labels.instance }} does not answer ping",
+            "ping -c 3 {{ $labels.address }}",
+        ),
+        _alert(
+            "GpuTemperatureHigh",
+            f'DCGM_FI_DEV_GPU_TEMP{{job="dcgm"}} > {m.gpu_temp_c}',
+            m.pending,
+            crit,
+            f"{gpu} is at {{{{ $value }}}} °C, above {m.gpu_temp_c} °C",
+            _ssh("nvidia-smi -q -d TEMPERATURE,PERFORMANCE -i {{ $labels.gpu }}"),
+        ),
+        _alert(
+            "GpuEccCorrectedRising",
+            f'increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{{job="dcgm"}}[{m.ecc_window}])'
+            f" > {m.ecc_corrected_increase}",
+            None,
+            warn,
+            f"{gpu} corrected {{{{ $value }}}} ECC errors in {m.ecc_window}",
+            _ssh("nvidia-smi -q -d ECC -i {{ $labels.gpu }}"),
+        ),
+        _alert(
+            "GpuEccUncorrectable",
+            'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{job="dcgm"} > 0',
+            None,
+            crit,
+            f"{gpu} had {{{{ $value }}}} uncorrectable (double-bit) ECC error(s) since boot",
+            _ssh("nvidia-smi -q -d ECC,ROW_REMAPPER -i {{ $labels.gpu }}"),
+        ),
+        _alert(
+            "GpuRowRemapFailure",
+            'DCGM_FI_DEV_ROW_REMAP_FAILURE{job="dcgm"} > 0',
+            None,
+            crit,
+            f"{gpu} failed to remap a memory row: it needs replacing",
+            _ssh("nvidia-smi -q -d ROW_REMAPPER -i {{ $labels.gpu }}"),
+        ),
+        _alert(
+            "GpuXidError",
+            'DCGM_FI_DEV_XID_ERRORS{job="dcgm"} > 0',
+            None,
+            warn,
+            f"{gpu} reported Xid {{{{ $value }}}} (the last one; it holds until a GPU reset)",
+            _ssh("journalctl -k -g 'NVRM: Xid'"),
+        ),
+        _alert(
+            "GpuNvlinkDown",
+            f'DCGM_EXP_GPU_HEALTH_STATUS{{job="dcgm",health_watch="NVLINK"}} > {HEALTH_PASS}',
+            m.pending,
+            crit,
+            f"{gpu}: DCGM's NVLink health watch fails ({{{{ $labels.health_error_code }}}})",
+            _ssh("nvidia-smi nvlink --status -i {{ $labels.gpu }}"),
+        ),
+        _alert(
+            "GpusMissing",
+            _gpus_missing(plan),
+            m.pending,
+            crit,
+            "{{ $labels.instance }} shows {{ $value }} GPUs, fewer than its model has",
+            _ssh("nvidia-smi -L"),
+        ),
+        _alert(
+            "IbPortDown",
+            _ib_down(plan),
+            m.pending,
+            crit,
+            f"{ib} (leaf {{{{ $labels.leaf }}}}) is not Active",
+            _ssh("ibstat {{ $labels.device }} {{ $labels.port }}"),
+        ),
+        _alert(
+            "IbPortRateDegraded",
+            _ib_slow(plan),
+            m.pending,
+            warn,
+            f"{ib} (leaf {{{{ $labels.leaf }}}}) runs at {{{{ $value }}}} Gb/s, below plan "
+            "(trained down: cable, optics or rate negotiation)",
+            _ssh("ibstat {{ $labels.device }} {{ $labels.port }}"),
+        ),
+        _alert(
+            "MdRaidDegraded",
+            '(node_md_disks_required{job="node"} - ignoring (state) '
+            'node_md_disks{job="node",state="active"}) > 0 or '
+            'max without (state) (node_md_disks{job="node",state="failed"}) > 0',
+            m.pending,
+            warn,
+            "md RAID {{ $labels.device }} of {{ $labels.instance }} is degraded",
+            _ssh("cat /proc/mdstat"),
+        ),
+    ]
+    drift = "sum by (host, kind) (clusterforge_drift_findings) > 0"
+    rules += [
+        _alert(
+            "ClusterDrift",
+            f"({drift}) * on (host) group_left (rack, u, role) {HOST_INFO} "
+            f"or on (host, kind) ({drift})",
+            None,
+            warn,
+            "{{ $labels.host }} drifts from generated/expected: {{ $value }} "
+            "{{ $labels.kind }} finding(s)",
+            "read report.md of the last drift-audit run for {{ $labels.host }}",
+            host=None,
+        ),
+        _alert(
+            "AuditHostsUnreachable",
+            "max(clusterforge_hosts_unreachable) > 0",
+            None,
+            warn,
+            "the drift audit could not reach {{ $value }} host(s)",
+            "read report.md of the last drift-audit run: its unreachable hosts",
+            host=None,
+        ),
+        _alert(
+            "AuditStale",
+            "time() - min(clusterforge_audit_last_success_timestamp_seconds) > "
+            f"{seconds(m.audit_stale_after)} or "
+            "absent(clusterforge_audit_last_success_timestamp_seconds)",
+            None,
+            warn,
+            f"no drift audit report for {m.audit_stale_after} (or none published at all)",
+            f"ssh {mon} ls -l /var/lib/node_exporter/textfile",
+            host=None,
+        ),
+    ]
+    return rules
+
+
+def recording_rules(plan: Plan) -> list[dict[str, Any]]:
+    gpus = 'DCGM_FI_DEV_GPU_TEMP{job="dcgm"}'
+    planned: dict[str, int] = defaultdict(int)
+    for host in plan.hosts:
+        planned[host.rack] += int(host.gpus["count"]) if host.gpus else 0
+    rules: list[dict[str, Any]] = [
+        {
+            "record": HOST_INFO,
+            "expr": f'label_replace(group by ({HOST}) (up{{job="node"}}), '
+            '"host", "$1", "instance", "(.*)")',
+        },
+        {"record": "rack:hosts_up:sum", "expr": 'sum by (rack) (up{job="node"})'},
+        {"record": "rack:gpus_visible:count", "expr": f"count by (rack) ({gpus})"},
+        {"record": "cluster:gpus_visible:count", "expr": f"count({gpus})"},
+        {"record": "rack:gpu_temperature_celsius:max", "expr": f"max by (rack) ({gpus})"},
+        {"record": "rack:gpu_temperature_celsius:avg", "expr": f"avg by (rack) ({gpus})"},
+        {
+            "record": "rack:ib_ports_active:count",
+            "expr": f'count by (rack) (node_infiniband_state_id{{job="node"}} == {IB_ACTIVE})',
+        },
+        {
+            "record": "rack:ib_ports_not_active:count",
+            "expr": f'count by (rack) (node_infiniband_state_id{{job="node"}} != {IB_ACTIVE})',
+        },
+        {
+            "record": "rack:drift_findings:sum",
+            "expr": "sum by (rack) (sum by (host) (clusterforge_drift_findings) "
+            f"* on (host) group_left (rack) {HOST_INFO})",
+        },
+        {"record": "cluster:gpus_planned:count", "expr": f"vector({sum(planned.values())})"},
+    ]
+    # The plan's GPUs per rack, so the dashboard shows visible against planned.
+    rules += [
+        {"record": "rack:gpus_planned:count", "expr": f"vector({n})", "labels": {"rack": rack}}
+        for rack, n in sorted(planned.items())
+        if n
+    ]
+    return rules
+
+
+def render(plan: Plan) -> dict[str, str]:
+    alerts = {"groups": [{"name": "clusterforge", "rules": alert_rules(plan)}]}
+    recording = {"groups": [{"name": "clusterforge-recording", "rules": recording_rules(plan)}]}
+    return {
+        "monitoring/alerts.yml": template("alerts-header.j2", site=plan.site) + to_yaml(alerts),
+        "monitoring/recording.yml": template("recording-header.j2", site=plan.site)
+        + to_yaml(recording),
+    }
