@@ -1,10 +1,12 @@
-"""generated/monitoring/: promtool accepts the config, targets and rules, and each alert fires
-when its condition holds and stays quiet when it does not.
+"""generated/monitoring/: the real programs accept every file as the monitoring host's bundle
+installs it (promtool, amtool, blackbox_exporter), each alert fires on its failure and stays
+quiet otherwise (`promtool test rules`), and Alertmanager routes and holds back as planned.
 
-The unit tests for `promtool test rules` are written here, into tmp_path, from the thresholds in
-cluster/site.yaml; they run against the generated rules with the annotations left out, because
-promtool compares annotations verbatim and they are prose (`promtool check rules` still parses
-their templates on the real file).
+The `promtool test rules` cases are written here, into tmp_path, from tests/monitoring_fleet.py
+(the fleet the running-Prometheus test scrapes too) and the thresholds in cluster/site.yaml.
+They run against the generated rules with the annotations left out, because promtool compares
+annotations verbatim and they are prose (`promtool check rules` parses their templates on the
+real files).
 """
 
 from __future__ import annotations
@@ -12,15 +14,24 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 
-from compiler.pipeline import Compiled, compile_repo
+from compiler import bundle
+from compiler.errors import SourceError
+from compiler.load import load
+from compiler.pipeline import Compiled, compile_repo, compile_source
+from compiler.targets import alerts
+from compiler.targets.alerts import seconds
 from compiler.targets.render import to_yaml
-from tests.conftest import require_tool
+from tests import monitoring_fleet as fleet
+from tests.conftest import REPO, require_tool
+
+PROMETHEUS_DIR = "etc/prometheus"
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +39,9 @@ def compiled(repo: Path) -> Compiled:
     return compile_repo(repo)
 
 
-def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(tool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [require_tool("promtool"), *args],
+        [require_tool(tool), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -39,21 +50,11 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def install(compiled: Compiled, to: Path) -> Path:
-    """generated/monitoring/ laid out as on the monitoring host."""
-    for path, data in compiled.files.items():
-        if path.startswith("monitoring/"):
-            target = to / path.removeprefix("monitoring/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-    return to
-
-
-def minutes(duration: str) -> int:
-    units = {"m": 1, "h": 60, "d": 1440}
-    found = re.fullmatch(r"(\d+)([mhd])", duration)
-    assert found, f"test handles whole minutes, hours or days only, not {duration!r}"
-    return int(found.group(1)) * units[found.group(2)]
+def monitoring_overlay(compiled: Compiled, to: Path) -> Path:
+    """The monitoring host's bundle, written as `clusterforge bundle` writes it: its root."""
+    host = compiled.plan.site.services.monitoring
+    bundle.write(to, bundle.bundles(compiled, hosts=[host]))
+    return to / host
 
 
 def groups(compiled: Compiled, job: str) -> list[dict[str, Any]]:
@@ -61,205 +62,166 @@ def groups(compiled: Compiled, job: str) -> list[dict[str, Any]]:
     return data
 
 
+def rule_names(compiled: Compiled) -> set[str]:
+    rules = YAML(typ="safe").load(compiled.files["monitoring/alerts.yml"].decode())
+    return {r["alert"] for g in rules["groups"] for r in g["rules"]}
+
+
 @pytest.mark.realtool
-def test_config_and_targets_pass_promtool(compiled: Compiled, tmp_path: Path) -> None:
-    conf = install(compiled, tmp_path)
-    done = promtool("check", "config", "prometheus.yml", cwd=conf)
+def test_config_targets_and_rules_pass_promtool(compiled: Compiled, tmp_path: Path) -> None:
+    conf = monitoring_overlay(compiled, tmp_path / "bundle") / PROMETHEUS_DIR
+    done = run("promtool", "check", "config", "prometheus.yml", cwd=conf)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 6 rules found" in done.stdout + done.stderr
+    assert "SUCCESS: 2 rule files found" in done.stdout + done.stderr
+    done = run("promtool", "check", "rules", "alerts.yml", "recording.yml", cwd=conf)
+    assert done.returncode == 0, done.stdout + done.stderr  # its lint too: no duplicate rule
     # The oracle reads the target files: a bad label name there fails the config.
     (conf / "targets" / "node.json").write_text('[{"targets": ["x:1"], "labels": {"0bad": "x"}}]')
-    broken = promtool("check", "config", "prometheus.yml", cwd=conf)
-    assert broken.returncode != 0
-
-
-@pytest.mark.realtool
-def test_rules_pass_promtool(compiled: Compiled, tmp_path: Path) -> None:
-    conf = install(compiled, tmp_path)
-    done = promtool("check", "rules", "alerts.yml", cwd=conf)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert run("promtool", "check", "config", "prometheus.yml", cwd=conf).returncode != 0
     text = (conf / "alerts.yml").read_text()
     (conf / "alerts.yml").write_text(text.replace("> 85", "> > 85", 1))
-    assert promtool("check", "rules", "alerts.yml", cwd=conf).returncode != 0
+    assert run("promtool", "check", "rules", "alerts.yml", cwd=conf).returncode != 0
+
+
+# --- promtool test rules ----------------------------------------------------------------------
+
+
+def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return {"series": f"{name}{{{inner}}}", "values": values}
+
+
+def fleet_series(compiled: Compiled, span: int, interval: int, faulty: bool) -> list[Any]:
+    """The fleet's samples as promtool input series: `span` steps of `interval` seconds."""
+    plan = compiled.plan
+    out = []
+    for scrape in fleet.scrapes(plan, faulty=faulty):
+        target = fleet.labels_of(plan, scrape.host) | scrape.extra | {"job": scrape.job}
+        up = 0 if scrape.samples is None else 1
+        out.append(_series("up", target, f"{up}x{span}"))
+        for s in scrape.samples or []:
+            step = s.step + (interval if s.clock else 0)
+            values = f"{s.value:g}+{step:g}x{span}" if step else f"{s.value:g}x{span}"
+            out.append(_series(s.name, target | s.labels, values))
+    return out
+
+
+def minutes(duration: str) -> int:
+    whole, rest = divmod(seconds(duration), 60)
+    assert not rest, f"the test evaluates whole minutes, not {duration!r}"
+    return whole
 
 
 def rule_tests(compiled: Compiled, wrong: bool = False) -> dict[str, Any]:
-    """promtool unit tests: every alert once firing, once quiet (`wrong` expects a quiet one)."""
+    """Every alert fires on the faulty fleet exactly as `fleet.expected` says and not before
+    its `for:`; none fires on the healthy fleet; AuditStale fires when the audit's metrics are
+    absent and when they grow older than `audit_stale_after`. `wrong` expects a healthy GPU,
+    exactly at the limit, to alert."""
     m = compiled.plan.site.monitoring
-    pending, bmc, window = minutes(m.pending), minutes(m.bmc_down_for), minutes(m.ecc_window)
-    span = 2 * max(pending, bmc, window) + 10
-    port = compiled.plan.host("gpu001").ib_ports[0]
-    full, half = port.rate_gbps * 1e9 / 8, port.rate_gbps * 1e9 / 16
-    ib = {"job": "node", "device": port.device, "port": str(port.port)}
-    step_hot, step_cool = (
-        2 * m.ecc_corrected_increase / window,
-        m.ecc_corrected_increase / window / 2,
-    )
+    hold = max(minutes(m.pending), minutes(m.bmc_down_for))
+    early = min(minutes(m.pending), minutes(m.bmc_down_for)) - 1
+    late, span = hold + 2, hold + 10
+    names = sorted(rule_names(compiled))
+    held = {"HostDown", "ExporterDown", "BmcUnreachable", "PingFailed", "GpuTemperatureHigh"}
+    held |= {"GpuNvlinkDown", "GpusMissing", "IbPortDown", "IbPortRateDegraded", "MdRaidDegraded"}
+    want: dict[str, list[dict[str, str]]] = {n: [] for n in names}
+    for alert in fleet.expected(compiled.plan):
+        labels = dict(alert)
+        want[labels.pop("alertname")].append(labels)
+    if wrong:
+        healthy = fleet.expected(compiled.plan)[1] | fleet.labels_of(compiled.plan, "gpu017")
+        healthy |= {"host": "gpu017", "Hostname": "gpu017", "UUID": "GPU-gpu017-3"}
+        want["GpuTemperatureHigh"].append({k: v for k, v in healthy.items() if k != "alertname"})
 
-    def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
-        inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        return {"series": f"{name}{{{inner}}}", "values": values}
+    def expect(at: int, alerts: dict[str, list[dict[str, str]]]) -> list[dict[str, Any]]:
+        return [
+            {
+                "eval_time": f"{at}m",
+                "alertname": name,
+                "exp_alerts": [{"exp_labels": labels} for labels in alerts.get(name, [])],
+            }
+            for name in names
+        ]
 
-    gpu = {"job": "dcgm", "instance": "gpu001"}
-    hot_labels = gpu | {"gpu": "0", "severity": "critical"}
+    mon = fleet.labels_of(compiled.plan, compiled.plan.site.services.monitoring)
+    stale = seconds(m.audit_stale_after)
     return {
-        "rule_files": ["alerts.yml"],
+        "rule_files": ["recording.yml", "alerts.yml"],
         "evaluation_interval": "1m",
         "tests": [
-            {
+            {  # the faulty fleet: each failure's alert, and no other
                 "interval": "1m",
+                "input_series": fleet_series(compiled, span, 60, faulty=True),
+                "alert_rule_test": expect(late, want)
+                + expect(early, {n: want[n] for n in names if n not in held}),
+            },
+            {  # the healthy fleet: nothing
+                "interval": "1m",
+                "input_series": fleet_series(compiled, span, 60, faulty=False),
+                "alert_rule_test": expect(late, {}) + expect(early, {}),
+            },
+            {  # no audit textfile at all: its series absent
+                "interval": "1m",
+                "input_series": [_series("up", mon | {"job": "node"}, f"1x{span}")],
+                "alert_rule_test": expect(late, {"AuditStale": [{"severity": "warning"}]}),
+            },
+            {  # a report that stops changing goes stale after audit_stale_after
+                "interval": "1h",
                 "input_series": [
-                    series(
-                        "DCGM_FI_DEV_GPU_TEMP", gpu | {"gpu": "0"}, f"{m.gpu_temp_c + 5}x{span}"
-                    ),
-                    series("DCGM_FI_DEV_GPU_TEMP", gpu | {"gpu": "1"}, f"{m.gpu_temp_c}x{span}"),
-                    series(
-                        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu | {"gpu": "0"}, f"0+{step_hot}x{span}"
-                    ),
-                    series(
-                        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu | {"gpu": "1"}, f"0+{step_cool}x{span}"
-                    ),
-                    series(
-                        "node_infiniband_rate_bytes_per_second",
-                        ib | {"instance": "gpu001"},
-                        f"{half}x{span}",
-                    ),
-                    series(
-                        "node_infiniband_rate_bytes_per_second",
-                        ib | {"instance": "gpu002"},
-                        f"{full}x{span}",
-                    ),
-                    series(
-                        "ipmi_up",
-                        {"job": "ipmi", "instance": "gpu001", "collector": "bmc"},
-                        f"0x{span}",
-                    ),
-                    series(
-                        "ipmi_up",
-                        {"job": "ipmi", "instance": "gpu001", "collector": "ipmi"},
-                        f"0x{span}",
-                    ),
-                    series(
-                        "ipmi_up",
-                        {"job": "ipmi", "instance": "gpu002", "collector": "bmc"},
-                        f"0x{span}",
-                    ),
-                    series(
-                        "ipmi_up",
-                        {"job": "ipmi", "instance": "gpu002", "collector": "ipmi"},
-                        f"1x{span}",
-                    ),
-                    series(
-                        "clusterforge_drift_findings",
-                        {"host": "gpu003", "kind": "ofed", "instance": "mon01"},
-                        f"2x{span}",
-                    ),
-                    series(
-                        "clusterforge_drift_findings",
-                        {"host": "gpu004", "kind": "bios", "instance": "mon01"},
-                        f"0x{span}",
-                    ),
-                    series(
-                        "clusterforge_hosts_unreachable", {"instance": "mon01"}, f"0x10 3x{span}"
+                    _series("up", mon | {"job": "node"}, f"1x{stale // 3600 + 3}"),
+                    _series(
+                        "clusterforge_audit_last_success_timestamp_seconds",
+                        mon | {"job": "node"},
+                        f"0x{stale // 3600 + 3}",
                     ),
                 ],
-                "alert_rule_test": [
-                    # Hot, but not yet for `pending`: quiet. Then only the hot GPU alerts.
-                    {
-                        "eval_time": f"{pending - 1}m",
-                        "alertname": "GpuTemperatureHigh",
-                        "exp_alerts": [],
-                    },
-                    {
-                        "eval_time": f"{pending + 2}m",
-                        "alertname": "GpuTemperatureHigh",
-                        "exp_alerts": [{"exp_labels": hot_labels}]
-                        + ([{"exp_labels": hot_labels | {"gpu": "1"}}] if wrong else []),
-                    },
-                    {
-                        "eval_time": f"{window + 5}m",
-                        "alertname": "GpuEccCorrectedRising",
-                        "exp_alerts": [{"exp_labels": gpu | {"gpu": "0", "severity": "warning"}}],
-                    },
-                    {
-                        "eval_time": f"{pending - 1}m",
-                        "alertname": "IbPortRateDegraded",
-                        "exp_alerts": [],
-                    },
-                    {
-                        "eval_time": f"{pending + 2}m",
-                        "alertname": "IbPortRateDegraded",
-                        "exp_alerts": [
-                            {"exp_labels": ib | {"instance": "gpu001", "severity": "warning"}}
-                        ],
-                    },
-                    {"eval_time": f"{bmc - 1}m", "alertname": "BmcUnreachable", "exp_alerts": []},
-                    {
-                        "eval_time": f"{bmc + 2}m",
-                        "alertname": "BmcUnreachable",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {
-                                    "job": "ipmi",
-                                    "instance": "gpu001",
-                                    "severity": "warning",
-                                }
-                            }
-                        ],
-                    },
-                    {
-                        "eval_time": "5m",
-                        "alertname": "ClusterDrift",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {
-                                    "host": "gpu003",
-                                    "kind": "ofed",
-                                    "severity": "warning",
-                                }
-                            }
-                        ],
-                    },
-                    {"eval_time": "5m", "alertname": "AuditHostsUnreachable", "exp_alerts": []},
-                    {
-                        "eval_time": "15m",
-                        "alertname": "AuditHostsUnreachable",
-                        "exp_alerts": [{"exp_labels": {"severity": "warning"}}],
-                    },
-                ],
-            }
+                "alert_rule_test": expect(stale // 60 - 60, {})
+                + expect(stale // 60 + 60, {"AuditStale": [{"severity": "warning"}]}),
+            },
         ],
     }
 
 
 def _unit_test_dir(compiled: Compiled, tmp_path: Path, wrong: bool) -> Path:
-    rules = YAML(typ="safe").load(compiled.files["monitoring/alerts.yml"].decode())
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            rule.pop("annotations")
-    (tmp_path / "alerts.yml").write_text(to_yaml(rules))
-    (tmp_path / "tests.yml").write_text(to_yaml(rule_tests(compiled, wrong)))
-    return tmp_path
+    conf = monitoring_overlay(compiled, tmp_path / "bundle") / PROMETHEUS_DIR
+    out = tmp_path / "unit"
+    out.mkdir()
+    for name in ("alerts.yml", "recording.yml"):
+        rules = YAML(typ="safe").load((conf / name).read_text())
+        for group in rules["groups"]:
+            for rule in group["rules"]:
+                rule.pop("annotations", None)
+        (out / name).write_text(to_yaml(rules))
+    (out / "tests.yml").write_text(to_yaml(rule_tests(compiled, wrong)))
+    return out
 
 
 @pytest.mark.realtool
-def test_each_alert_fires_and_stays_quiet(compiled: Compiled, tmp_path: Path) -> None:
-    done = promtool("test", "rules", "tests.yml", cwd=_unit_test_dir(compiled, tmp_path, False))
+def test_each_alert_fires_on_its_failure_and_stays_quiet(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    done = run(
+        "promtool", "test", "rules", "tests.yml", cwd=_unit_test_dir(compiled, tmp_path, False)
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    alerts = {t["alertname"] for t in rule_tests(compiled)["tests"][0]["alert_rule_test"]}
-    rules = YAML(typ="safe").load(compiled.files["monitoring/alerts.yml"].decode())
-    assert alerts == {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    fired = {a["alertname"] for a in fleet.expected(compiled.plan)}
+    assert fired == rule_names(compiled)  # every alert has a failure that raises it
 
 
 @pytest.mark.realtool
 def test_a_wrong_expectation_fails(compiled: Compiled, tmp_path: Path) -> None:
     """A GPU exactly at the limit must not alert; expecting it to makes promtool fail."""
-    done = promtool("test", "rules", "tests.yml", cwd=_unit_test_dir(compiled, tmp_path, True))
+    done = run(
+        "promtool", "test", "rules", "tests.yml", cwd=_unit_test_dir(compiled, tmp_path, True)
+    )
     assert done.returncode != 0
     assert "GpuTemperatureHigh" in done.stdout + done.stderr
 
 
-def test_targets_carry_rack_role_and_leaf(compiled: Compiled) -> None:
+# --- the plan in the rules ----------------------------------------------------------------------
+
+
+def test_targets_carry_rack_u_role_model_and_leaf(compiled: Compiled) -> None:
     plan = compiled.plan
     node = {g["labels"]["instance"]: g for g in groups(compiled, "node")}
     assert set(node) == {h.name for h in plan.hosts}
@@ -267,7 +229,9 @@ def test_targets_carry_rack_role_and_leaf(compiled: Compiled) -> None:
     assert node["gpu001"]["labels"] == {
         "instance": "gpu001",
         "rack": "r01",
+        "u": "2",
         "role": "gpu",
+        "model": "hgx-a100",
         "leaf": "leaf01",
     }
     assert node["sm02"]["labels"]["leaf"] == "leaf13"  # cabled by a links: override
@@ -279,3 +243,179 @@ def test_targets_carry_rack_role_and_leaf(compiled: Compiled) -> None:
     for h in plan.hosts:  # every leaf label is where the cable plan puts the host's HCA
         cable = [c.a.device for c in plan.cables if c.b.device == h.name and c.network == "ipoib"]
         assert node[h.name]["labels"].get("leaf") == (cable[0] if cable else None)
+
+
+def test_every_bmc_and_management_address_is_pinged_every_minute(compiled: Compiled) -> None:
+    plan = compiled.plan
+    pinged = {
+        (g["labels"]["instance"], g["labels"]["network"]): g for g in groups(compiled, "icmp")
+    }
+    assert len(pinged) == 2 * len(plan.hosts)
+    for h in plan.hosts:
+        assert pinged[(h.name, "bmc")]["targets"] == [h.bmc.address]
+        assert pinged[(h.name, "mgmt")]["targets"] == [plan.address(h.name, "mgmt")]
+    config = YAML(typ="safe").load(compiled.files["monitoring/prometheus.yml"].decode())
+    icmp = next(j for j in config["scrape_configs"] if j["job_name"] == "icmp")
+    assert icmp["scrape_interval"] == "60s" and icmp["params"] == {"module": ["icmp"]}
+    blackbox = YAML(typ="safe").load(compiled.files["monitoring/blackbox.yml"].decode())
+    assert blackbox["modules"]["icmp"]["prober"] == "icmp"
+
+
+def test_planned_rates_and_gpu_counts_come_from_the_plan(compiled: Compiled) -> None:
+    text = compiled.files["monitoring/alerts.yml"].decode()
+    assert '{job="node",model="hgx-a100",device="mlx5_0",port="1"} * 8 / 1e9 < 200' in text
+    assert 'DCGM_FI_DEV_GPU_TEMP{job="dcgm",model="hgx-a100"}) or' in text and ") < 8" in text
+    # One GPU server gets a 400G fabric port: its rule names it, the others keep the model's.
+    port = compiled.plan.host("gpu005").ib_ports[0]
+    plan = replace(
+        compiled.plan,
+        hosts=tuple(
+            replace(h, ib_ports=(replace(port, rate_gbps=400),)) if h.name == "gpu005" else h
+            for h in compiled.plan.hosts
+        ),
+    )
+    rules = {r["alert"]: r["expr"] for r in alerts.alert_rules(plan)}
+    assert (
+        'instance="gpu005",device="mlx5_0",port="1"} * 8 / 1e9 < 400' in rules["IbPortRateDegraded"]
+    )
+    assert (
+        'instance="gpu001",device="mlx5_0",port="1"} * 8 / 1e9 < 200' in rules["IbPortRateDegraded"]
+    )
+
+
+def test_every_alert_names_host_rack_u_severity_and_a_first_command(compiled: Compiled) -> None:
+    rules = YAML(typ="safe").load(compiled.files["monitoring/alerts.yml"].decode())
+    for rule in rules["groups"][0]["rules"]:
+        assert rule["labels"]["severity"] in ("critical", "warning"), rule["alert"]
+        assert rule["annotations"]["first_command"], rule["alert"]
+    fleet_wide = {"AuditHostsUnreachable", "AuditStale"}
+    for alert in fleet.expected(compiled.plan):
+        if alert["alertname"] not in fleet_wide:
+            assert {"host", "rack", "u", "severity"} <= set(alert), alert
+
+
+def test_dcgm_exports_every_field_a_rule_or_the_dashboard_reads(compiled: Compiled) -> None:
+    rows = compiled.files["monitoring/dcgm-counters.csv"].decode().splitlines()
+    exported = {r.split(",")[0] for r in rows if r and not r.startswith("#")}
+    read = " ".join(
+        compiled.files[f"monitoring/{f}"].decode()
+        for f in ("alerts.yml", "recording.yml", "grafana/dashboards/cluster-overview.json")
+    )
+    used = set(re.findall(r"\bDCGM_[A-Z0-9_]+", read)) - {"DCGM_FR_OK"}
+    assert used and used <= exported, used - exported
+    for field in ("XID_ERRORS", "ECC_SBE_VOL_TOTAL", "ECC_DBE_VOL_TOTAL", "ROW_REMAP_FAILURE"):
+        assert f"DCGM_FI_DEV_{field}" in exported
+    assert "DCGM_FI_DEV_POWER_USAGE" in exported and "DCGM_EXP_GPU_HEALTH_STATUS" in exported
+
+
+# --- where it lives -------------------------------------------------------------------------
+
+
+def test_the_bundles_carry_the_monitoring(compiled: Compiled) -> None:
+    mon = {f.path: f for f in compiled.deploys[compiled.plan.site.services.monitoring].files}
+    for path in (
+        "/etc/prometheus/prometheus.yml",
+        "/etc/prometheus/alerts.yml",
+        "/etc/prometheus/recording.yml",
+        "/etc/prometheus/targets/icmp.json",
+        "/etc/prometheus/alertmanager.yml",
+        "/etc/prometheus/blackbox.yml",
+        "/etc/grafana/provisioning/datasources/clusterforge.yaml",
+        "/etc/grafana/provisioning/dashboards/clusterforge.yaml",
+        "/var/lib/grafana/dashboards/clusterforge/cluster-overview.json",
+        "/etc/default/node_exporter",
+    ):
+        assert path in mon, path
+    assert mon["/etc/prometheus/alertmanager.yml"].sha256 is None  # deployed with the secrets
+    gpu = {f.path: f.source for f in compiled.deploys["gpu001"].files}
+    assert gpu["/etc/dcgm-exporter/default-counters.csv"] == "monitoring/dcgm-counters.csv"
+    assert gpu["/etc/default/node_exporter"] == "monitoring/node_exporter.conf"
+    assert "/etc/dcgm-exporter/default-counters.csv" not in {
+        f.path for f in compiled.deploys["login01"].files
+    }
+    flags = compiled.files["monitoring/node_exporter.conf"].decode()
+    for collector in ("infiniband", "mdadm", "textfile"):
+        assert f"--collector.{collector}" in flags
+    assert "--collector.textfile.directory=/var/lib/node_exporter/textfile" in flags
+    # The textfile folder is where the drift-audit workflow publishes by default.
+    workflow = (REPO / ".github/workflows/drift-audit.yml").read_text()
+    assert "'/var/lib/node_exporter/textfile'" in workflow
+
+
+@pytest.mark.realtool
+def test_blackbox_exporter_accepts_its_config(compiled: Compiled, tmp_path: Path) -> None:
+    conf = monitoring_overlay(compiled, tmp_path / "bundle") / PROMETHEUS_DIR
+    done = run(
+        "prometheus-blackbox-exporter", "--config.file=blackbox.yml", "--config.check", cwd=conf
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (conf / "blackbox.yml").read_text()
+    (conf / "blackbox.yml").write_text(text.replace("ip4", "ip4\n      bogus: 1"))
+    assert (
+        run(
+            "prometheus-blackbox-exporter", "--config.file=blackbox.yml", "--config.check", cwd=conf
+        ).returncode
+        != 0
+    )
+
+
+# --- Alertmanager -----------------------------------------------------------------------------
+
+
+def routed(conf: Path, **labels: str) -> set[str]:
+    """The receivers `amtool config routes test` sends an alert with `labels` to."""
+    pairs = [f"{k}={v}" for k, v in sorted(labels.items())]
+    done = run(
+        "amtool", "config", "routes", "test", "--config.file=alertmanager.yml", *pairs, cwd=conf
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return set(done.stdout.split()[-1].split(","))
+
+
+@pytest.mark.realtool
+def test_alertmanager_config_passes_amtool_and_routes_by_severity_and_role(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    conf = monitoring_overlay(compiled, tmp_path / "bundle") / PROMETHEUS_DIR
+    done = run("amtool", "check-config", "alertmanager.yml", cwd=conf)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert routed(conf, alertname="HostDown", severity="critical", role="gpu", rack="r01") == {
+        "ops",
+        "oncall",
+        "gpu-team",
+    }
+    assert routed(conf, alertname="PingFailed", severity="warning", role="login", rack="s01") == {
+        "ops"
+    }
+    assert routed(conf, alertname="MdRaidDegraded", severity="warning", role="spare") == {
+        "ops",
+        "gpu-team",
+    }
+    config = YAML(typ="safe").load((conf / "alertmanager.yml").read_text())
+    assert config["route"]["group_by"] == ["rack"]  # a rack losing power: one notification
+    inhibit = config["inhibit_rules"][0]
+    assert inhibit["source_matchers"] == ['alertname="HostDown"'] and inhibit["equal"] == ["host"]
+    assert "webhook.invalid" in (conf / "alertmanager.yml").read_text()
+    (conf / "alertmanager.yml").write_text(
+        (conf / "alertmanager.yml").read_text().replace("receiver: ops", "receiver: nobody", 1)
+    )
+    assert run("amtool", "check-config", "alertmanager.yml", cwd=conf).returncode != 0
+
+
+def test_webhook_urls_are_read_at_the_edge_and_checked() -> None:
+    secret = "https://chat.example.org/hooks/T0/B0/xyz"
+    done = compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_WEBHOOK_ONCALL": secret + "\n"})
+    text = done.files["monitoring/alertmanager.yml"].decode()
+    assert f"url: {secret}\n" in text
+    assert "https://webhook.invalid/clusterforge/ops" in text  # the others keep placeholders
+    assert any("$CLUSTERFORGE_WEBHOOK_ONCALL" in n for n in done.notices)
+    plain = compile_repo(REPO).files["monitoring/alertmanager.yml"].decode()
+    assert secret not in plain and "https://webhook.invalid/clusterforge/oncall" in plain
+    with pytest.raises(SourceError) as caught:
+        compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_WEBHOOK_OPS": "not a url"})
+    (problem,) = caught.value.diagnostics
+    assert problem.rule == "invalid-value" and "not a url" not in problem.message
+    line = 1 + (REPO / "cluster/site.yaml").read_text().splitlines().index(
+        "      url: {env: CLUSTERFORGE_WEBHOOK_OPS, file: /etc/clusterforge/webhook-ops.url}"
+    )
+    assert problem.location.file.endswith("site.yaml") and problem.location.line == line

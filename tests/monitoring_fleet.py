@@ -1,0 +1,258 @@
+"""A small fleet for the monitoring tests: what each exporter of each host serves, under the
+real metric names of node_exporter, dcgm-exporter, ipmi_exporter and blackbox_exporter
+(FORMATS.md §9), healthy or in one failure state, and the alerts each failure must raise.
+
+The same samples feed `promtool test rules` (as input series) and the test exporter a real
+Prometheus scrapes (as the text exposition format), so both proofs speak of one fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.plan import Host, Plan
+from compiler.targets.monitoring import target_labels
+
+# host -> failure; every other host of FLEET is healthy.
+FAULTS = {
+    "gpu001": "host_down",  # node_exporter's scrape fails: up == 0
+    "gpu002": "gpu_hot",
+    "gpu003": "xid",
+    "gpu004": "ecc_dbe",
+    "gpu005": "row_remap",
+    "gpu006": "nvlink_down",
+    "gpu007": "gpu_missing",  # 7 of 8 GPUs visible
+    "gpu008": "ib_down",
+    "gpu009": "ib_slow",
+    "gpu010": "ecc_sbe_rising",
+    "gpu011": "bmc_ipmi",  # the BMC answers ping but not IPMI
+    "gpu012": "bmc_ping",
+    "gpu013": "mgmt_ping",
+    "gpu014": "dcgm_down",  # dcgm-exporter's scrape fails
+    "gpu015": "ib_absent",  # the HCA's port is gone from sysfs: no series at all
+    "gpu016": "ipmi_scrape_fails",  # the ipmi_exporter's scrape of this BMC fails: no ipmi_up
+    "gpu018": "gpus_none",  # dcgm-exporter runs but sees no GPU: no GPU series at all
+    "prov01": "raid_degraded",
+    "mon01": "audit_bad",  # the drift audit's textfile: drift, unreachable hosts, stale
+}
+CLEAN = ("gpu017", "login01", "sm01")
+FLEET = (*FAULTS, *CLEAN)
+DRIFTING = "gpu017"  # the host the audit textfile of `audit_bad` reports drift on
+HOT_GPU = "3"
+SBE_STEP = 50.0  # corrected ECC errors per scrape (or per promtool interval) when rising
+AUDIT_AGE = 2 * 86400  # seconds: the stale audit report is two days old
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: dict[str, str]
+    value: float
+    step: float = 0.0  # added per scrape (live) or per interval (promtool): a rising counter
+    clock: bool = False  # a Unix time: the seconds elapsed since the start are added
+
+
+@dataclass
+class Scrape:
+    """One target's answer: samples, or None when its scrape fails."""
+
+    job: str
+    host: str
+    samples: list[Sample] | None
+    extra: dict[str, str] = field(default_factory=dict)  # target labels beyond the host's
+
+
+def _leaf(plan: Plan) -> dict[str, str]:
+    return {c.b.device: c.a.device for c in plan.cables if c.network == "ipoib"}
+
+
+def labels_of(plan: Plan, host: str) -> dict[str, str]:
+    """The generated target labels of `host` (instance, rack, u, role, model, leaf)."""
+    return target_labels(plan.host(host), _leaf(plan))
+
+
+def _node(host: Host, fault: str, now: float) -> list[Sample] | None:
+    if fault == "host_down":
+        return None
+    out = []
+    for p in host.ib_ports:
+        if fault == "ib_absent":
+            continue
+        port = {"device": p.device, "port": str(p.port)}
+        down = fault == "ib_down"
+        rate = p.rate_gbps / (2 if fault == "ib_slow" else 1) * 125_000_000
+        out += [
+            Sample("node_infiniband_state_id", port, 1 if down else 4),
+            Sample("node_infiniband_physical_state_id", port, 2 if down else 5),
+            Sample("node_infiniband_rate_bytes_per_second", port, rate),
+        ]
+    if host.os_disks:
+        md = {"device": "md127"}
+        failed = 1 if fault == "raid_degraded" else 0
+        out += [
+            Sample("node_md_disks", md | {"state": "active"}, len(host.os_disks) - failed),
+            Sample("node_md_disks", md | {"state": "failed"}, failed),
+            Sample("node_md_disks", md | {"state": "spare"}, 0),
+            Sample("node_md_disks_required", md, len(host.os_disks)),
+            Sample("node_md_state", md | {"state": "active"}, 1),
+        ]
+    out.append(Sample("node_textfile_scrape_error", {}, 0))
+    if host.role.value == "monitoring":
+        bad = fault == "audit_bad"
+        for h, kind in ((DRIFTING, "ofed"), (DRIFTING, "bios"), ("fabric", "cable")):
+            value = 2 if bad and kind == "ofed" else 0
+            out.append(Sample("clusterforge_drift_findings", {"host": h, "kind": kind}, value))
+        out.append(Sample("clusterforge_hosts_unreachable", {}, 1 if bad else 0))
+        stamp = now - AUDIT_AGE if bad else now
+        out.append(
+            Sample("clusterforge_audit_last_success_timestamp_seconds", {}, stamp, clock=True)
+        )
+    return out
+
+
+def _dcgm(host: Host, fault: str, limit: int) -> list[Sample] | None:
+    if fault == "dcgm_down":
+        return None
+    assert host.gpus
+    count = {"gpu_missing": int(host.gpus["count"]) - 1, "gpus_none": 0}.get(
+        fault, int(host.gpus["count"])
+    )
+    out = []
+    for i in range(count):
+        gpu = {
+            "gpu": str(i),
+            "UUID": f"GPU-{host.name}-{i}",
+            "device": f"nvidia{i}",
+            "modelName": str(host.gpus["model"]),
+            "Hostname": host.name,
+        }
+        mine = gpu["gpu"] == HOT_GPU
+
+        def at(name: str, bad: str, ok: float = 0, worse: float = 1, g: Any = gpu) -> Sample:
+            return Sample(name, g, worse if fault == bad and g["gpu"] == HOT_GPU else ok)
+
+        sbe_step = SBE_STEP if fault == "ecc_sbe_rising" and mine else 0.0
+        nvlink = "DCGM_FR_NVLINK_DOWN" if fault == "nvlink_down" and mine else "DCGM_FR_OK"
+        out += [
+            # A healthy GPU sits exactly at the limit, which must not alert.
+            at("DCGM_FI_DEV_GPU_TEMP", "gpu_hot", limit, limit + 10),
+            Sample("DCGM_FI_DEV_POWER_USAGE", gpu, 300),
+            at("DCGM_FI_DEV_XID_ERRORS", "xid", 0, 79),
+            Sample("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu, 0, sbe_step),
+            at("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "ecc_dbe", 0, 1),
+            at("DCGM_FI_DEV_ROW_REMAP_FAILURE", "row_remap", 0, 1),
+            at("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "row_remap", 0, 4),
+            Sample(
+                "DCGM_EXP_GPU_HEALTH_STATUS",
+                gpu | {"health_watch": "NVLINK", "health_error_code": nvlink},
+                20 if nvlink != "DCGM_FR_OK" else 0,
+            ),
+        ]
+    return out
+
+
+def scrapes(plan: Plan, now: float = 0.0, faulty: bool = True) -> list[Scrape]:
+    """Every target of FLEET with what it answers (all healthy unless `faulty`); `now` is
+    the Unix time the fleet starts at."""
+    out = []
+    for name in FLEET:
+        host, fault = plan.host(name), FAULTS.get(name, "") if faulty else ""
+        out.append(Scrape("node", name, _node(host, fault, now)))
+        if host.gpus:
+            limit = plan.site.monitoring.gpu_temp_c
+            out.append(Scrape("dcgm", name, _dcgm(host, fault, limit)))
+        ipmi = [
+            Sample("ipmi_up", {"collector": c}, 0 if fault == "bmc_ipmi" else 1)
+            for c in ("bmc", "ipmi")
+        ]
+        out.append(Scrape("ipmi", name, None if fault == "ipmi_scrape_fails" else ipmi))
+        for network, bad in (("bmc", "bmc_ping"), ("mgmt", "mgmt_ping")):
+            address = host.bmc.address if network == "bmc" else plan.address(name, network)
+            ok = 0 if fault == bad else 1
+            probe = [
+                Sample("probe_success", {}, ok),
+                Sample("probe_duration_seconds", {}, 0.001),
+                Sample("probe_icmp_duration_seconds", {"phase": "rtt"}, 0.0005 * ok),
+            ]
+            out.append(Scrape("icmp", name, probe, {"network": network, "address": address}))
+    return out
+
+
+def expected(plan: Plan) -> list[dict[str, str]]:
+    """The full label set of every alert FAULTS must raise, and no other."""
+
+    def base(host: str, job: str | None, severity: str, **extra: str) -> dict[str, str]:
+        labels = labels_of(plan, host) | {"host": host, "severity": severity} | extra
+        return labels | ({"job": job} if job else {})
+
+    def gpu(host: str, **extra: str) -> dict[str, str]:
+        h = plan.host(host)
+        assert h.gpus
+        return {
+            "gpu": HOT_GPU,
+            "UUID": f"GPU-{host}-{HOT_GPU}",
+            "device": f"nvidia{HOT_GPU}",
+            "modelName": str(h.gpus["model"]),
+            "Hostname": host,
+        } | extra
+
+    def by_host(host: str, severity: str) -> dict[str, str]:
+        keep = {
+            k: v for k, v in labels_of(plan, host).items() if k in ("instance", "rack", "u", "role")
+        }
+        return keep | {"host": host, "severity": severity}
+
+    ib = {"device": "mlx5_0", "port": "1"}
+    drift_host = labels_of(plan, DRIFTING)
+    alerts = [
+        {"alertname": "HostDown"} | base("gpu001", "node", "critical"),
+        {"alertname": "GpuTemperatureHigh"} | base("gpu002", "dcgm", "critical", **gpu("gpu002")),
+        {"alertname": "GpuXidError"} | base("gpu003", "dcgm", "warning", **gpu("gpu003")),
+        {"alertname": "GpuEccUncorrectable"} | base("gpu004", "dcgm", "critical", **gpu("gpu004")),
+        {"alertname": "GpuRowRemapFailure"} | base("gpu005", "dcgm", "critical", **gpu("gpu005")),
+        {"alertname": "GpuNvlinkDown"}
+        | base(
+            "gpu006",
+            "dcgm",
+            "critical",
+            **gpu("gpu006", health_watch="NVLINK", health_error_code="DCGM_FR_NVLINK_DOWN"),
+        ),
+        {"alertname": "GpusMissing"} | by_host("gpu007", "critical"),
+        {"alertname": "IbPortDown"} | base("gpu008", "node", "critical", **ib),
+        {"alertname": "IbPortRateDegraded"} | base("gpu009", "node", "warning", **ib),
+        {"alertname": "GpuEccCorrectedRising"} | base("gpu010", "dcgm", "warning", **gpu("gpu010")),
+        {"alertname": "BmcUnreachable"} | base("gpu011", "ipmi", "warning"),
+        {"alertname": "PingFailed"}
+        | base("gpu012", "icmp", "warning", network="bmc", address=plan.host("gpu012").bmc.address),
+        {"alertname": "PingFailed"}
+        | base("gpu013", "icmp", "warning", network="mgmt", address=plan.address("gpu013", "mgmt")),
+        {"alertname": "ExporterDown"} | base("gpu014", "dcgm", "warning"),
+        {"alertname": "IbPortDown"} | base("gpu015", "node", "critical", **ib),
+        {"alertname": "BmcUnreachable"} | base("gpu016", "ipmi", "warning"),
+        {"alertname": "GpusMissing"} | by_host("gpu018", "critical"),
+        {"alertname": "MdRaidDegraded"} | base("prov01", "node", "warning", device="md127"),
+        {
+            "alertname": "ClusterDrift",
+            "host": DRIFTING,
+            "kind": "ofed",
+            "rack": drift_host["rack"],
+            "u": drift_host["u"],
+            "role": drift_host["role"],
+            "severity": "warning",
+        },
+        {"alertname": "AuditHostsUnreachable", "severity": "warning"},
+        {"alertname": "AuditStale", "severity": "warning"},
+    ]
+    return alerts
+
+
+def exposition(samples: list[Sample], scraped: int, elapsed: float) -> str:
+    """The Prometheus text format of `samples` at their `scraped`-th scrape, `elapsed`
+    seconds after the start."""
+    lines = []
+    for s in samples:
+        inner = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+        value = s.value + s.step * scraped + (elapsed if s.clock else 0)
+        lines.append(f"{s.name}{{{inner}}} {value!r}" if inner else f"{s.name} {value!r}")
+    return "\n".join(lines) + "\n"
