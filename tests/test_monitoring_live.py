@@ -1,0 +1,282 @@
+"""A real Prometheus (the Debian package) on 127.0.0.1 with the rules of the monitoring host's
+bundle raises each expected alert, and no other, from exporters in failure states; a healthy
+fleet raises none; every dashboard query answers.
+
+The exporters are one small HTTP server on loopback serving tests/monitoring_fleet.py's
+samples under the real metric names of node_exporter, dcgm-exporter, ipmi_exporter (its
+/ipmi?target=) and blackbox_exporter (its /probe?target=); gpu001's node_exporter is a closed
+port. What the test changes, and only in its own copies:
+- cluster/ is copied and its site.yaml `monitoring:` gets `pending: 2s`, `bmc_down_for: 2s`
+  and `ecc_window: 30s`, then compiled; the rules are the mon01 overlay's files, unchanged;
+- the overlay's prometheus.yml gets 1 s scrape and evaluation intervals, no Alertmanager, and
+  the probe jobs' exporter address set to the test server; the target files keep their labels
+  but only the fleet's hosts, with node/dcgm targets pointed at the test server (a
+  `__metrics_path__` label per host).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from compiler import bundle
+from compiler.pipeline import Compiled, compile_repo
+from compiler.plan import Plan
+from compiler.targets.monitoring import PROBES
+from compiler.targets.render import to_json, to_yaml
+from tests import monitoring_fleet as fleet
+from tests.conftest import REPO, require_tool
+
+DEADLINE_S = 90  # per Prometheus run; it usually settles in about ten seconds
+FAST = {"pending": "2s", "bmc_down_for": "2s", "ecc_window": "30s"}
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
+    repo = tmp_path_factory.mktemp("repo")
+    shutil.copytree(REPO / "cluster", repo / "cluster")
+    site = repo / "cluster" / "site.yaml"
+    text = site.read_text()
+    for key, value in FAST.items():
+        text, n = re.subn(rf"^(  {key}: )\S+", rf"\g<1>{value}", text, flags=re.M)
+        assert n == 1, key
+    site.write_text(text)
+    return compile_repo(repo)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Fleet:
+    """The test exporter's state: every target's scrape, found by path or probe target."""
+
+    def __init__(self, plan: Plan, faulty: bool) -> None:
+        self.start, self.faulty = time.time(), faulty
+        self.by_path: dict[str, fleet.Scrape] = {}
+        self.by_probe: dict[tuple[str, str], fleet.Scrape] = {}
+        for scrape in fleet.scrapes(plan, now=self.start, faulty=faulty):
+            if scrape.job in PROBES:
+                address = scrape.extra.get("address") or plan.host(scrape.host).bmc.address
+                self.by_probe[(scrape.job, address)] = scrape
+            else:
+                self.by_path[f"/{scrape.job}/{scrape.host}"] = scrape
+        self.scraped: dict[int, int] = {}
+        self.lock = threading.Lock()
+
+    def answer(self, path: str, query: dict[str, list[str]]) -> str | None:
+        job = {"/ipmi": "ipmi", "/probe": "icmp"}.get(path)
+        scrape = (
+            self.by_probe.get((job, query.get("target", [""])[0]))
+            if job
+            else self.by_path.get(path)
+        )
+        if scrape is None or scrape.samples is None:
+            return None
+        with self.lock:
+            n = self.scraped[id(scrape)] = self.scraped.get(id(scrape), -1) + 1
+        return fleet.exposition(scrape.samples, n, time.time() - self.start)
+
+
+@contextmanager
+def exporter(state: Fleet) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urllib.parse.urlsplit(self.path)
+            body = state.answer(url.path, urllib.parse.parse_qs(url.query))
+            if body is None:
+                self.send_error(503, "this exporter is in its failure state")
+                return
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # Prometheus gave up on a slow scrape: that scrape fails, as it should
+
+    server = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def prometheus_dir(compiled: Compiled, to: Path, exporter_at: str, faulty: bool) -> Path:
+    """The mon01 overlay's /etc/prometheus, its config and targets adjusted as the module
+    docstring says."""
+    host = compiled.plan.site.services.monitoring
+    bundle.write(to / "bundle", bundle.bundles(compiled, hosts=[host]))
+    conf = to / "bundle" / host / "etc" / "prometheus"
+    config = YAML(typ="safe").load((conf / "prometheus.yml").read_text())
+    config["global"] |= {"scrape_interval": "1s", "scrape_timeout": "1s"}
+    config["global"]["evaluation_interval"] = "1s"
+    del config["alerting"]
+    for job in config["scrape_configs"]:
+        job.pop("scrape_interval", None)
+        for relabel in job.get("relabel_configs", []):
+            if relabel.get("target_label") == "__address__":
+                relabel["replacement"] = exporter_at
+    (conf / "prometheus.yml").write_text(to_yaml(config))
+    closed = f"127.0.0.1:{_free_port()}"  # nothing listens: gpu001's node_exporter is down
+    for path in (conf / "targets").glob("*.json"):
+        job = path.stem
+        kept = []
+        for group in json.loads(path.read_text()):
+            name = group["labels"]["instance"]
+            if name not in fleet.FLEET:
+                continue
+            if job not in PROBES:
+                down = faulty and job == "node" and fleet.FAULTS.get(name) == "host_down"
+                group["targets"] = [closed if down else exporter_at]
+                group["labels"]["__metrics_path__"] = f"/{job}/{name}"
+            kept.append(group)
+        path.write_text(to_json(kept))
+    return conf
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+@contextmanager
+def prometheus(conf: Path, data: Path) -> Iterator[str]:
+    """Prometheus on loopback over `conf`, killed on the way out."""
+    port = _free_port()
+    log = (data.parent / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [
+            require_tool("prometheus"),
+            f"--config.file={conf / 'prometheus.yml'}",
+            f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        until = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (data.parent / "prometheus.log").read_text()
+            try:
+                with urllib.request.urlopen(f"{base}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < until, "Prometheus did not get ready"
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+def alerts(base: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = _get(f"{base}/api/v1/alerts")["data"]["alerts"]
+    return found
+
+
+def _key(labels: dict[str, str]) -> str:
+    return json.dumps(labels, sort_keys=True)
+
+
+def _settle(base: str, ready: Any) -> list[dict[str, Any]]:
+    until = time.monotonic() + DEADLINE_S
+    while True:
+        now = alerts(base)
+        if ready(now):
+            return now
+        assert time.monotonic() < until, json.dumps(now, indent=1)[:6000]
+        time.sleep(0.5)
+
+
+@pytest.mark.realtool
+def test_prometheus_raises_each_expected_alert_and_no_other(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    want = sorted(_key(a) for a in fleet.expected(compiled.plan))
+    state = Fleet(compiled.plan, faulty=True)
+    with (
+        exporter(state) as at,
+        prometheus(prometheus_dir(compiled, tmp_path, at, state.faulty), tmp_path / "data") as base,
+    ):
+
+        def same(now: list[dict[str, Any]]) -> bool:
+            return sorted(_key(a["labels"]) for a in now) == want
+
+        _settle(base, lambda now: same(now) and all(a["state"] == "firing" for a in now))
+        time.sleep(3)  # three more evaluations: nothing else turns up
+        now = alerts(base)
+        assert sorted(_key(a["labels"]) for a in now) == want
+        assert {a["state"] for a in now} <= {"pending", "firing"}
+        # The dashboard's every query answers from the recording rules.
+        board = json.loads(
+            compiled.files["monitoring/grafana/dashboards/cluster-overview.json"].decode()
+        )
+        for panel in board["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"].replace("$rack", ".*")
+                answer = _get(f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+                assert answer["status"] == "success" and answer["data"]["result"], expr
+
+
+@pytest.mark.realtool
+def test_a_healthy_fleet_raises_nothing(compiled: Compiled, tmp_path: Path) -> None:
+    state = Fleet(compiled.plan, faulty=False)
+    with (
+        exporter(state) as at,
+        prometheus(prometheus_dir(compiled, tmp_path, at, state.faulty), tmp_path / "data") as base,
+    ):
+        until = time.monotonic() + DEADLINE_S
+        while True:
+            targets = _get(f"{base}/api/v1/targets")["data"]["activeTargets"]
+            if targets and all(t["health"] == "up" for t in targets):
+                break
+            assert time.monotonic() < until, [t for t in targets if t["health"] != "up"]
+            time.sleep(0.5)
+        assert len(targets) == len(fleet.scrapes(compiled.plan))
+        time.sleep(4)  # evaluations over scraped data; a `for:` would show as pending already
+        assert alerts(base) == []
+        up = _get(f"{base}/api/v1/query?query=cluster:gpus_visible:count")["data"]["result"]
+        gpus = sum(
+            int(compiled.plan.host(h).gpus["count"])
+            for h in fleet.FLEET
+            if compiled.plan.host(h).gpus
+        )
+        assert up and float(up[0]["value"][1]) == gpus
