@@ -184,6 +184,10 @@ def references(c: Cluster, rep: Report) -> None:
             "model",
             ("firmware", "baselines", model_name),
         )
+    racks = [rack.name for rack in c.racks]
+    for name, receiver in c.site.monitoring.receivers.items():
+        for i, rack in enumerate(receiver.racks):
+            need(racks, rack, "rack", ("site", "monitoring", "receivers", name, "racks", i))
     for role, profile in c.provisioning.role_profiles.items():
         need([r.value for r in Role], role, "role", ("provisioning", "role_profiles", role))
         need(c.provisioning.profiles, profile, "profile", ("provisioning", "role_profiles", role))
