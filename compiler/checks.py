@@ -628,8 +628,8 @@ def services(c: Cluster, rep: Report) -> None:
                     "unknown-reference",
                     f"service {name!r} is not defined (known: {known})",
                 )
-    for name, service in cat.services.items():
-        for i, home in enumerate(service.files):
+    for name, defined in cat.services.items():
+        for i, home in enumerate(defined.files):
             allowed = {"host", "role"}
             for key, text in (("source", home.source), ("dest", home.dest)):
                 bad = set(re.findall(r"\{([^{}]*)\}", text)) - allowed
