@@ -644,7 +644,7 @@ def _conf_items(text: str) -> Iterator[tuple[str, str]]:
 def _rewrite_conf(source: Path, replace: Mapping[str, str], out_dir: Path) -> str:
     """The config text with ``replace`` applied, relative file values made absolute, and
     any other path opensm would write moved into ``out_dir``."""
-    out = [f"# lab copy of {source} (tests/lab/ibsim.py rewrote paths and log_flags)"]
+    out = [f"# lab copy of {source} (clusterforge/lab/ibsim.py rewrote paths and log_flags)"]
     pending = dict(replace)
     for raw in source.read_text(encoding="utf-8", errors="replace").splitlines():
         code, hash_, comment = raw.partition("#")
