@@ -22,7 +22,7 @@ from audits.fabric import compare_fabric
 from audits.model import HostEntry
 from audits.versions import same, tokens
 from compiler.errors import SourceError
-from tests.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet, compile_reference
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from compiler import pipeline
 from compiler.load import Source, load
 from compiler.pipeline import Compiled
 from tests.conftest import REPO, require_tool
-from tests.lab.ibsim import SimFabric
+from clusterforge.lab.ibsim import SimFabric
 
 REFERENCE = load(REPO / "cluster")
 

@@ -90,7 +90,7 @@ class Lab:
     state: Path
     repo: Path  # pass as -C to the audit: its generated/expected/ is what the lab plays
     user: str
-    hosts: dict[str, str]  # host -> address:port, down hosts left out
+    hosts: dict[str, str]  # host -> address:port (a host down: nothing listens there)
     down: tuple[str, ...]
 
     @property
@@ -156,6 +156,8 @@ def up(
     _save(state, record)
     try:
         user = _user(state, record)
+        if user.uid != os.getuid():
+            _reachable(state)
         view = repo if played == sorted(contracts) else _view(repo, state, played)
         record["view"] = str(view)
         lab = _start(state, view, user, contracts, cables, played, staged, tools, record, linger)
@@ -251,7 +253,10 @@ def _start(
     _spawn(state, record, "ibsim", ibsim, state / "fabric" / "ibsim.log", user, linger, sockname)
     _wait_ibsim(sockname, record)
     ports = _start_sshds(state, record, groups, addresses, user, python, tools, linger)
-    hosts = {h: f"{addresses[h]}:{ports[h]}" for h in served}
+    # A host down is still in the inventory, where nothing listens: the audit is refused
+    # there, and never falls back to the host's real address.
+    ports |= {h: _free_port(addresses[h]) for h in down_hosts}
+    hosts = {h: f"{addresses[h]}:{ports[h]}" for h in played}
     _client_files(state, hosts, staged, groups)
     lab = Lab(state, repo, user.name, hosts, tuple(sorted(down_hosts)))
     record.update(
@@ -347,6 +352,16 @@ def _user(state: Path, record: dict[str, Any]) -> _User:
         raise LabError(f"useradd {name} failed: {done.stderr.strip()}")
     entry = pwd.getpwnam(name)
     return _User(name, entry.pw_uid, entry.pw_gid)
+
+
+def _reachable(state: Path) -> None:
+    """Raise LabError unless any user can pass through every folder above `state`."""
+    for parent in state.parents:
+        if not parent.stat().st_mode & 0o001:
+            raise LabError(
+                f"the lab user cannot reach {state}: {parent} is closed to other users; "
+                "name a folder below /tmp with --dir"
+            )
 
 
 def _chown(state: Path, user: _User) -> None:

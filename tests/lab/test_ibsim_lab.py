@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_tool
-from tests.lab.ibsim import (
+from clusterforge.lab.ibsim import (
     LabError,
     SimFabric,
     SimFabricError,
