@@ -172,6 +172,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace) -> int:
+    from audits.model import AuditError
     from clusterforge.lab import lab
     from clusterforge.lab.ibsim import LabError
     from compiler.hostlist import expand
@@ -206,7 +207,14 @@ def _lab(args: argparse.Namespace) -> int:
         if found.audit:
             print(f"  clusterforge {shlex.join(_here(found.audit))}")
         return EXIT_OK if found.up else EXIT_CHECK
-    except LabError as exc:
+    except SourceError as exc:  # the faults file
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        print(
+            f"{len(exc.diagnostics)} problem(s) in {args.faults}; no lab started", file=sys.stderr
+        )
+        return EXIT_INPUT
+    except (LabError, AuditError) as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_SETUP
 

@@ -21,8 +21,8 @@ from audits.compare import compare_host, host_probes
 from audits.fabric import compare_fabric
 from audits.model import HostEntry
 from audits.versions import same, tokens
-from compiler.errors import SourceError
 from clusterforge.lab.fleet import Fleet, compile_reference
+from compiler.errors import SourceError
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 

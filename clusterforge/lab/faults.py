@@ -192,7 +192,7 @@ def _diagnostics(source: Source, exc: ValidationError) -> list[Diagnostic]:
             message = f"'fault' must be one of {', '.join(k.value for k in Kind)}"
         else:
             rule = "invalid-value"
-            message = f"{'.'.join(map(str, path))}: {err['msg']} (got {err['input']!r})"
+            message = f"{'.'.join(map(str, path[1:]))}: {err['msg']} (got {err['input']!r})"
         out.append(Diagnostic(where, rule, message))
     return out
 

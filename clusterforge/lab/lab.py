@@ -128,6 +128,16 @@ def twin(address: str) -> str:
     return "127." + address.split("/")[0].split(".", 1)[1]
 
 
+def loopback(address: str) -> str:
+    """`address`, if it is a loopback one; raises LabError for anything the lab must not bind."""
+    try:
+        if ipaddress.ip_address(address).is_loopback:
+            return address
+    except ValueError:
+        pass
+    raise LabError(f"refusing to bind {address!r}: the lab binds loopback addresses only")
+
+
 def up(
     repo: Path,
     state: Path | None = None,
@@ -158,12 +168,14 @@ def up(
         user = _user(state, record)
         if user.uid != os.getuid():
             _reachable(state)
-        view = repo if played == sorted(contracts) else _view(repo, state, played)
+        view = repo if played == sorted(contracts) else _view(repo, state, played, list(contracts))
         record["view"] = str(view)
         lab = _start(state, view, user, contracts, cables, played, staged, tools, record, linger)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(LabError):
             down(state)
+        if isinstance(exc, OSError):
+            raise LabError(f"cannot bring the lab up: {exc}") from None
         raise
     return lab
 
@@ -178,18 +190,24 @@ def _played(contracts: Mapping[str, Any], hosts: Sequence[str] | None) -> list[s
     return sorted(set(hosts) | managers)
 
 
-def _view(repo: Path, state: Path, played: Sequence[str]) -> Path:
-    """A repository holding only the played hosts' contracts (and the whole fabric), for the
-    audit to compare the lab with."""
+def _view(repo: Path, state: Path, played: Sequence[str], every: Sequence[str]) -> Path:
+    """A repository as if only the played hosts were installed: their contracts, the fabric
+    without the others' cables, for the lab to play and the audit to compare it with."""
     source, view = repo / "generated", state / "view" / "generated"
     (view / "expected" / "hosts").mkdir(parents=True)
-    for name in (
-        "MANIFEST.json",
-        "expected/fabric.json",
-        *(f"expected/hosts/{h}.json" for h in played),
-    ):
-        if (source / name).is_file():
-            shutil.copyfile(source / name, view / name)
+    (view / "fabric").mkdir()
+    for host in played:
+        shutil.copyfile(
+            source / f"expected/hosts/{host}.json", view / f"expected/hosts/{host}.json"
+        )
+    gone = set(every) - set(played)
+    fabric = json.loads((source / "expected" / "fabric.json").read_text(encoding="utf-8"))
+    fabric["cables"] = [c for c in fabric["cables"] if not {c["a"]["name"], c["b"]["name"]} & gone]
+    (view / "expected" / "fabric.json").write_text(
+        json.dumps(fabric, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    net = (source / "fabric" / "topology.net").read_text(encoding="utf-8")
+    (view / "fabric" / "topology.net").write_text(topology.only(net, played, every), "utf-8")
     return view.parent
 
 
@@ -282,9 +300,7 @@ def _addresses(contracts: Mapping[str, Mapping[str, Any]], played: Sequence[str]
         address = twin(mgmt[0]) if mgmt and ":" not in mgmt[0] else None
         while address is None or address in taken:
             address = next(spare)
-        if not ipaddress.ip_address(address).is_loopback:
-            raise LabError(f"refusing to bind {address} for {host}: not a loopback address")
-        taken.add(address)
+        taken.add(loopback(address))
         out[host] = address
     return out
 
@@ -510,9 +526,7 @@ def _sshd_config(
     respond = shlex.join([python, "-I", "-S", str(state / "responder.py"), str(state)])
     lines = []
     for host in group:
-        if not ipaddress.ip_address(addresses[host]).is_loopback:  # never, but never
-            raise LabError(f"refusing to bind {addresses[host]}: not a loopback address")
-        lines.append(f"ListenAddress {addresses[host]}:{ports[host]}")
+        lines.append(f"ListenAddress {loopback(addresses[host])}:{ports[host]}")
     lines += [
         f"HostKey {folder / 'host_key'}",
         "PidFile none",
@@ -545,7 +559,7 @@ def _sshd_config(
 
 def _free_port(address: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((address, 0))
+        s.bind((loopback(address), 0))
         port: int = s.getsockname()[1]
         return port
 

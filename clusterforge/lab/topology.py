@@ -12,7 +12,7 @@ port 1 GUID - 1 (see `clusterforge.lab.ibsim`); the plan's cable ends carry port
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from clusterforge.lab.faults import CableDegraded, CableSwapped, CableUnplugged, Fault
@@ -65,6 +65,26 @@ def stage(net: str, cables: Mapping[str, Mapping[str, Any]], faults: Iterable[Fa
                 old = _rate(lines[index])
                 lines[index] = lines[index].rstrip("\n").removesuffix(old) + fault.rate + "\n"
     return "".join(lines)
+
+
+def only(net: str, hosts: Collection[str], every: Collection[str]) -> str:
+    """`net` without the CAs of the hosts in `every` but not in `hosts`, nor the switch
+    ports cabled to them: the fabric as if only `hosts` were installed."""
+    gone = set(every) - set(hosts)
+    blocks = net.split("\n\n")
+    dropped = set()
+    for block in blocks:
+        for line in block.splitlines():
+            if (header := _HEADER.match(line)) and (header[2] or "").split(" ")[0] in gone:
+                dropped.add(header[1])
+    kept = []
+    for block in blocks:
+        lines = block.split("\n")
+        if any((h := _HEADER.match(line)) and h[1] in dropped for line in lines):
+            continue
+        lines = [x for x in lines if not ((p := _PORT.match(x)) and p[2] in dropped)]
+        kept.append("\n".join(lines))
+    return "\n\n".join(kept)
 
 
 def _rate(line: str) -> str:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
 from clusterforge.lab.ibsim import (
     LabError,
     SimFabric,
@@ -28,6 +27,7 @@ from clusterforge.lab.ibsim import (
     reached_master,
     routing_engine,
 )
+from tests.conftest import require_tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
