@@ -1,4 +1,5 @@
-"""A simulated InfiniBand fabric for tests: ibsim, plus the real diagnostics and opensm on it.
+"""A simulated InfiniBand fabric for the lab and the tests: ibsim, plus the real diagnostics
+and opensm on it.
 
 ``SimFabric(net_file, workdir)`` starts ``ibsim -s net_file`` on a private socket name, waits
 until its console answers, and kills it when the ``with`` block ends. Programs that use
@@ -42,6 +43,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+
+from compiler.errors import ClusterforgeError
 
 __all__ = [
     "Endpoint",
@@ -125,8 +128,9 @@ _READY_PROBE = "Attached"
 _CONSOLE_LINE_MAX = 126  # ibsim reads console lines into char[128]; longer ones get split
 
 
-class LabError(Exception):
-    """Root of the lab errors: raised when the simulated fabric cannot do what a test asked."""
+class LabError(ClusterforgeError):
+    """Root of the lab errors: raised when the lab (its sshd, its simulated fabric, its user)
+    cannot do what it was asked."""
 
 
 class SimFabricError(LabError):
@@ -204,7 +208,7 @@ def opensm_reference_options(timeout: float = 30.0) -> dict[str, str]:
     """Every option the installed opensm knows, with its default (``opensm -c``)."""
     with tempfile.TemporaryDirectory(prefix="opensm-c-") as tmp:
         path = Path(tmp, "defaults.conf")
-        _run_killable([_require("opensm"), "-c", str(path)], env=None, cwd=tmp, timeout=timeout)
+        _run_killable([require("opensm"), "-c", str(path)], env=None, cwd=tmp, timeout=timeout)
         return dict(_conf_items(path.read_text(encoding="utf-8", errors="replace")))
 
 
@@ -298,7 +302,7 @@ class SimFabric:
         if self._proc is not None:
             raise SimFabricError(f"ibsim for {self.net_file} is already running")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        argv = [_require("ibsim"), *self.ibsim_args, "-s", str(self.net_file)]
+        argv = [require("ibsim"), *self.ibsim_args, "-s", str(self.net_file)]
         env = {**_clean_env(), "IBSIM_SOCKNAME": self.sockname}
         with open(self.workdir / "ibsim.err", "wb") as err:
             self._proc = subprocess.Popen(
@@ -371,7 +375,7 @@ class SimFabric:
         """
         self._check_alive()
         env = {**self.env(sim_host), **(extra_env or {})}
-        full = [_require(argv[0]), *argv[1:]]
+        full = [require(argv[0]), *argv[1:]]
         try:
             return _run_killable(full, env=env, cwd=cwd or self.workdir, timeout=timeout)
         finally:
@@ -416,7 +420,7 @@ class SimFabric:
             "OSM_TMP_DIR": str(run_dir / "dump"),
             **(extra_env or {}),
         }
-        argv = [_require("opensm"), "-F", str(private), "-o", "-f", str(log)]
+        argv = [require("opensm"), "-F", str(private), "-o", "-f", str(log)]
         try:
             proc = _run_killable(argv, env=env, cwd=run_dir, timeout=timeout, merge_stderr=True)
         finally:
@@ -554,7 +558,7 @@ class SimFabric:
 # -- module helpers --------------------------------------------------------------------------
 
 
-def _require(name: str) -> str:
+def require(name: str) -> str:
     path = shutil.which(name) or next(
         (str(p) for d in ("/usr/sbin", "/sbin") if (p := Path(d, name)).exists()), None
     )

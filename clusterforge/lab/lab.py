@@ -54,7 +54,7 @@ from audits.probes import PROBES
 from clusterforge.lab import faults as fault
 from clusterforge.lab import topology
 from clusterforge.lab.fleet import Fleet
-from clusterforge.lab.ibsim import LabError, _require, find_umad2sim
+from clusterforge.lab.ibsim import LabError, find_umad2sim, require
 from compiler.hostlist import expand
 
 PER_SSHD = 16  # sshd's MAX_LISTEN_SOCKS
@@ -159,7 +159,7 @@ def up(
     cables = {c["id"]: c for c in expectations.fabric["cables"] if c["lifecycle"] == "installed"}
     staged = fault.read(faults_file, contracts, list(cables)) if faults_file else fault.NONE
     played = _played(contracts, hosts)
-    tools = {name: _require(name) for name in ("sshd", "ssh-keygen", "ibsim", *FABRIC_SCANS)}
+    tools = {name: require(name) for name in ("sshd", "ssh-keygen", "ibsim", *FABRIC_SCANS)}
     state.mkdir(parents=True, exist_ok=True)
     state.chmod(0o700)
     record: dict[str, Any] = {"repo": str(repo), "processes": [], "user": None}
@@ -357,7 +357,7 @@ def _user(state: Path, record: dict[str, Any]) -> _User:
         me = pwd.getpwuid(os.geteuid())
         return _User(me.pw_name, me.pw_uid, me.pw_gid)
     name = "cflab" + hashlib.sha256(str(state).encode()).hexdigest()[:6]
-    argv = [_require("useradd"), "--system", "--user-group", "--no-create-home"]
+    argv = [require("useradd"), "--system", "--user-group", "--no-create-home"]
     argv += ["--home-dir", str(state), "--shell", "/bin/sh", "--comment", "clusterforge lab"]
     record["user"] = name  # before it exists: down deletes it even if useradd half-failed
     _save(state, record)
@@ -409,7 +409,7 @@ def _spawn(
     sockname: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `argv` as the lab user in its own session, and note it in lab.json first thing."""
-    prefix = [_require("setpriv")]
+    prefix = [require("setpriv")]
     if not linger:
         prefix += ["--pdeathsig", "KILL"]
     if user.uid != os.getuid():
@@ -643,7 +643,7 @@ def down(state: Path | None = None) -> list[str]:
         if uid is not None:
             _kill_uid(uid)  # the user is the lab's own: whatever runs as it is the lab's
             done = subprocess.run(
-                [_require("userdel"), user], capture_output=True, text=True, timeout=60
+                [require("userdel"), user], capture_output=True, text=True, timeout=60
             )
             if done.returncode != 0 and _uid(user) is not None:
                 raise LabError(f"userdel {user} failed: {done.stderr.strip()}")
