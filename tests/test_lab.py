@@ -67,6 +67,7 @@ def _names_exactly_the_staged_faults(report: dict[str, Any], repo: Path) -> None
 def test_the_shipped_example_replays_to_exactly_its_staged_faults(
     repo: Path, tmp_path: Path
 ) -> None:
+    """When cluster/ changes what a host must run, re-record it as docs/lab.md says."""
     code = main(["-C", str(repo), "audit", "--replay", str(repo / EXAMPLE), "--out", str(tmp_path)])
     assert code == 2
     _names_exactly_the_staged_faults(_report(tmp_path), repo)
