@@ -22,7 +22,7 @@ import asyncssh
 import pytest
 
 from audits.collect import Collected, Collection, ReplayCollector, probe_of, write_recording
-from audits.compare import host_probes
+from audits.compare import host_probes, probe_arguments
 from audits.model import AuditError
 from audits.probes import PROBES
 from audits.ssh import SshCollector, SshOptions, Target, fabric_host
@@ -80,9 +80,10 @@ def audit_live(lab: twin.Lab, tmp: Path, *extra: str) -> Run:
     return Run(code, tmp / "report", lab.commands())
 
 
-def allowlisted(key: str) -> str:
+def allowlisted(key: str, contract: dict[str, Any] | None = None) -> str:
     iface = key.split("@", 1)[1] if "@" in key else None
-    return shlex.join(PROBES[probe_of(key)].argv_for(iface))
+    arguments = probe_arguments(contract).get(key, ()) if contract else ()
+    return shlex.join(PROBES[probe_of(key)].argv_for(iface, arguments))
 
 
 def most_at_once(commands: list[twin.Command]) -> int:
@@ -156,7 +157,7 @@ def test_each_probe_is_one_allowlisted_command_and_the_fabric_is_scanned_once(
     for host, state in fleet.hosts.items():
         sent = sorted(c.line for c in clean.commands if c.host == host)
         keys = [*host_probes(state.state), *(["ibnetdiscover"] if host == SCAN_HOST else [])]
-        assert sent == sorted(allowlisted(k) for k in keys), host
+        assert sent == sorted(allowlisted(k, state.state) for k in keys), host
 
 
 # -- drift, with at most two hosts at once ---------------------------------------------------
@@ -182,6 +183,40 @@ def test_drift_on_one_host_is_named_exactly(drift: Run) -> None:
 def test_the_concurrency_bound_holds(drift: Run) -> None:
     assert most_at_once(drift.commands) <= 2
     assert {c.host for c in drift.commands} == set(drift.status())  # and every host had its turn
+
+
+# -- deployed files and services ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deployed(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """On three hosts: a deployed file edited by hand, one missing, one unit stopped."""
+    tmp = tmp_path_factory.mktemp("deployed")
+    staged = [
+        {"fault": "file-changed", "hosts": "gpu001", "path": "/etc/chrony.conf"},
+        {"fault": "file-missing", "hosts": "sm01", "path": "/etc/opensm/opensm.conf"},
+        {"fault": "unit-state", "hosts": "prov01", "unit": "dhcpd.service", "active": "inactive"},
+    ]
+    for lab in lab_with(lab_repo, tmp, staged):
+        yield audit_live(lab, tmp)
+
+
+@pytest.mark.realtool
+def test_file_and_service_drift_is_named_exactly(deployed: Run) -> None:
+    assert deployed.code == 1
+    found = sorted((f["host"], f["kind"], f["path"]) for f in deployed.report["findings"])
+    assert found == [
+        ("gpu001", "file", "files[/etc/chrony.conf]"),
+        ("prov01", "service", "units[dhcpd.service].active"),
+        ("sm01", "file", "files[/etc/opensm/opensm.conf]"),
+    ]
+    messages = {f["host"]: f["message"] for f in deployed.report["findings"]}
+    assert "generated/chrony/gpu001.conf" in messages["gpu001"]
+    assert "generated/opensm/sm01/opensm.conf" in messages["sm01"]
+    assert {h for h, s in deployed.status().items() if s != "ok"} == {"gpu001", "prov01", "sm01"}
+    # The hosts were asked for exactly their deploy map's paths, each one word after `--`.
+    sha = next(c.line for c in deployed.commands if c.host == "sm01" and "sha256sum" in c.line)
+    assert sha.startswith("sha256sum -- /etc/") and "/etc/opensm/opensm.conf" in sha.split()
 
 
 # -- hosts that cannot be collected, each in its own way, in one run ------------------------

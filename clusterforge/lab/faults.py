@@ -19,6 +19,13 @@
     - fault: route-missing
       hosts: gpu020
       dst: 10.70.240.0/22
+    - fault: file-changed       # a deployed file edited by hand (file-missing: gone)
+      hosts: gpu001
+      path: /etc/chrony.conf
+    - fault: unit-state         # a unit of the deploy map stopped (active, enabled: as given)
+      hosts: prov01
+      unit: dhcpd.service
+      active: inactive
     - fault: cable-swapped      # the far (b) ends of two cables exchanged
       cables: [R03-IB02, R03-IB03]
     - fault: cable-unplugged
@@ -55,6 +62,9 @@ class Kind(StrEnum):
     PROBE_MISSING = "probe-missing"
     VERSION_DRIFT = "version-drift"
     ROUTE_MISSING = "route-missing"
+    FILE_CHANGED = "file-changed"
+    FILE_MISSING = "file-missing"
+    UNIT_STATE = "unit-state"
     CABLE_SWAPPED = "cable-swapped"
     CABLE_UNPLUGGED = "cable-unplugged"
     CABLE_DEGRADED = "cable-degraded"
@@ -90,6 +100,24 @@ class RouteMissing(_Fault):
     dst: str
 
 
+class FileFault(_Fault):
+    """A deployed file (a path of the host's deploy map) edited by hand, or gone."""
+
+    fault: Literal[Kind.FILE_CHANGED, Kind.FILE_MISSING]
+    hosts: str
+    path: str
+
+
+class UnitState(_Fault):
+    """A unit of the host's deploy map in another state than active and enabled."""
+
+    fault: Literal[Kind.UNIT_STATE]
+    hosts: str
+    unit: str
+    active: str = "inactive"
+    enabled: str = "enabled"
+
+
 class CableSwapped(_Fault):
     fault: Literal[Kind.CABLE_SWAPPED]
     cables: tuple[str, str]
@@ -111,6 +139,8 @@ Fault = Annotated[
     | ProbeFault
     | VersionDrift
     | RouteMissing
+    | FileFault
+    | UnitState
     | CableSwapped
     | CableUnplugged
     | CableDegraded,
@@ -141,14 +171,11 @@ class Staged:
 
 
 NONE = Staged(())
+_ON_HOSTS = HostFault | ProbeFault | VersionDrift | RouteMissing | FileFault | UnitState
 
 
 def _hosts(f: Fault) -> list[str]:
-    return (
-        expand(f.hosts)
-        if isinstance(f, HostFault | ProbeFault | VersionDrift | RouteMissing)
-        else []
-    )
+    return expand(f.hosts) if isinstance(f, _ON_HOSTS) else []
 
 
 def read(path: Path, contracts: Mapping[str, Mapping[str, Any]], cables: Sequence[str]) -> Staged:
@@ -201,7 +228,7 @@ def _problems(
     fault: Fault, contracts: Mapping[str, Mapping[str, Any]], cables: set[str]
 ) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
-    if isinstance(fault, HostFault | ProbeFault | VersionDrift | RouteMissing):
+    if isinstance(fault, _ON_HOSTS):
         try:
             hosts = expand(fault.hosts)
         except ValueError:
@@ -221,6 +248,14 @@ def _problems(
                 break
             if isinstance(fault, RouteMissing) and fault.dst not in {r["dst"] for r in c["routes"]}:
                 found.append(("dst", f"{host} has no planned route to {fault.dst!r}"))
+                break
+            deploy = c.get("deploy", {})
+            paths = {f["path"] for f in deploy.get("files", ())}
+            if isinstance(fault, FileFault) and fault.path not in paths:
+                found.append(("path", f"{host} has no deployed file {fault.path!r}"))
+                break
+            if isinstance(fault, UnitState) and fault.unit not in deploy.get("units", ()):
+                found.append(("unit", f"{host} has no unit {fault.unit!r} in its deploy map"))
                 break
     ids = (
         list(fault.cables)

@@ -196,10 +196,11 @@ def _view(repo: Path, state: Path, played: Sequence[str], every: Sequence[str]) 
     source, view = repo / "generated", state / "view" / "generated"
     (view / "expected" / "hosts").mkdir(parents=True)
     (view / "fabric").mkdir()
+    (view / "deploy").mkdir()
     for host in played:
-        shutil.copyfile(
-            source / f"expected/hosts/{host}.json", view / f"expected/hosts/{host}.json"
-        )
+        for name in (f"expected/hosts/{host}.json", f"deploy/{host}.json"):
+            if (source / name).is_file():
+                shutil.copyfile(source / name, view / name)
     gone = set(every) - set(played)
     fabric = json.loads((source / "expected" / "fabric.json").read_text(encoding="utf-8"))
     fabric["cables"] = [c for c in fabric["cables"] if not {c["a"]["name"], c["b"]["name"]} & gone]
@@ -233,6 +234,15 @@ def _start(
         elif isinstance(f, fault.RouteMissing):
             for host in expand(f.hosts):
                 fleet.drop_route(host, f.dst)
+        elif isinstance(f, fault.FileFault):
+            for host in expand(f.hosts):
+                if f.fault == fault.Kind.FILE_CHANGED:
+                    fleet.edit_file(host, f.path)
+                else:
+                    fleet.remove_file(host, f.path)
+        elif isinstance(f, fault.UnitState):
+            for host in expand(f.hosts):
+                fleet.set_unit(host, f.unit, f.active, f.enabled)
         elif isinstance(f, fault.CableDegraded):
             fleet.degrade(f.cable, f.rate)
         elif isinstance(f, fault.CableUnplugged):
@@ -321,7 +331,7 @@ def _serve(
     folder.mkdir(parents=True)
     outputs = fleet.outputs(host)
     answers: dict[str, dict[str, Any]] = {}
-    for key in host_probes(dict(contract)):
+    for key in host_probes(fleet.hosts[host].state):
         if key in outputs:
             answers[key] = {"text": outputs[key]}
     if contract["role"] == SUBNET_MANAGER and contract["ib_ports"]:
@@ -332,16 +342,18 @@ def _serve(
     def hit(key: str, faults: Mapping[str, set[str] | None]) -> bool:
         return host in faults and (faults[host] is None or probe_of(key) in (faults[host] or ()))
 
-    served = {_line(k): a for k, a in answers.items() if not hit(k, missing)}
+    arguments = fleet.arguments(host)
+
+    def line(key: str) -> str:
+        iface = key.split("@", 1)[1] if "@" in key else None
+        argv = PROBES[probe_of(key)].argv_for(iface, arguments.get(probe_of(key), ()))
+        return shlex.join(argv)
+
+    served = {line(k): a for k, a in answers.items() if not hit(k, missing)}
     (folder / "answers.json").write_text(json.dumps(served, indent=1, sort_keys=True), "utf-8")
-    waits = {_line(k): None for k in answers if hit(k, hang)}
+    waits = {line(k): None for k in answers if hit(k, hang)}
     if waits:
         (folder / "hang.json").write_text(json.dumps(waits, indent=1, sort_keys=True), "utf-8")
-
-
-def _line(key: str) -> str:
-    iface = key.split("@", 1)[1] if "@" in key else None
-    return shlex.join(PROBES[probe_of(key)].argv_for(iface))
 
 
 @dataclass(frozen=True)
