@@ -6,7 +6,7 @@ on loopback, and `down(state)` takes all of it away again:
 - **sshd**: real OpenSSH, a few processes, each listening on up to 16 hosts' addresses (sshd's
   own limit, MAX_LISTEN_SOCKS). A host's address is the loopback twin of its management
   address, 10.60.2.11 -> 127.60.2.11, and its port is a free high one, so labs coexist. Each
-  command runs `responder.py` (ForceCommand), which answers as the host the connection came
+  command runs `respond.sh` (ForceCommand), which answers as the host the connection came
   to, from what `Fleet` renders of the host's contract, faults applied.
 - **ibsim** plays `generated/fabric/topology.net`, cable faults applied (`topology.stage`);
   the subnet-manager hosts answer the fabric probes by running the real `ibnetdiscover` and
@@ -39,7 +39,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -60,7 +59,7 @@ from compiler.hostlist import expand
 PER_SSHD = 16  # sshd's MAX_LISTEN_SOCKS
 SUBNET_MANAGER = "subnet-manager"
 FABRIC_SCANS = ("ibnetdiscover", "iblinkinfo")  # answered by the real programs on ibsim
-RESPONDER = Path(__file__).with_name("responder.py")
+RESPONDER = Path(__file__).with_name("respond.sh")
 STATE_FILE = "lab.json"
 _START_ATTEMPTS = 3  # a picked port can be taken before sshd binds it: pick others
 _READY_TIMEOUT = 20.0
@@ -78,7 +77,7 @@ def default_state() -> Path:
 class Command:
     """One command a lab host was asked to run (a line of `commands.log`)."""
 
-    at_ns: int  # time.monotonic_ns() when the responder started
+    at_ns: int  # when the responder started, ns since the epoch
     host: str
     line: str  # the command line, re-quoted with shlex.join
 
@@ -262,11 +261,8 @@ def _start(
     hang = staged.probes(fault.Kind.PROBE_HANGS)
     missing = staged.probes(fault.Kind.PROBE_MISSING)
     for host in played:
-        _serve(state, host, contracts[host], fleet, hang, missing, scan_env, tools)
-    (state / "addresses.json").write_text(
-        json.dumps({addresses[h]: h for h in played}, indent=1, sort_keys=True), "utf-8"
-    )
-    shutil.copyfile(RESPONDER, state / "responder.py")
+        _serve(state, host, addresses[host], contracts[host], fleet, hang, missing, scan_env, tools)
+    shutil.copyfile(RESPONDER, state / RESPONDER.name)
     # Keys: the audit's, one host key per sshd, and an impostor's for changed keys.
     _keygen(tools, state / "client" / "id_ed25519", "lab-audit")
     _keygen(tools, state / "impostor" / "host_key", "impostor")
@@ -275,12 +271,11 @@ def _start(
         _keygen(tools, state / "sshd" / str(n) / "host_key", f"lab-sshd-{n}")
     if user.uid != os.getuid():
         _chown(state, user)
-    python = _python(user)
     # ibsim first: a scan may come as soon as an sshd answers.
     ibsim = [tools["ibsim"], "-n", "-s", str(state / "fabric" / "topology.net")]
     _spawn(state, record, "ibsim", ibsim, state / "fabric" / "ibsim.log", user, linger, sockname)
     _wait_ibsim(sockname, record)
-    ports = _start_sshds(state, record, groups, addresses, user, python, tools, linger)
+    ports = _start_sshds(state, record, groups, addresses, user, tools, linger)
     # A host down is still in the inventory, where nothing listens: the audit is refused
     # there, and never falls back to the host's real address.
     ports |= {h: _free_port(addresses[h]) for h in down_hosts}
@@ -318,6 +313,7 @@ def _addresses(contracts: Mapping[str, Mapping[str, Any]], played: Sequence[str]
 def _serve(
     state: Path,
     host: str,
+    address: str,
     contract: Mapping[str, Any],
     fleet: Fleet,
     hang: Mapping[str, set[str] | None],
@@ -325,35 +321,44 @@ def _serve(
     scan_env: Mapping[str, str],
     tools: Mapping[str, str],
 ) -> None:
-    """Write what `host` answers: its probes' outputs, and on a subnet manager the real
-    fabric scans; a probe missing is left out, a hanging one listed in hang.json."""
+    """Write what `host` answers (`answers.sh`, a case over command lines; see respond.sh):
+    its probes' outputs, and on a subnet manager the real fabric scans; a probe missing is
+    left out, a hanging one calls `hang` first."""
     folder = state / "hosts" / host
     folder.mkdir(parents=True)
+    (folder / "name").write_text(f"{host}\n", encoding="utf-8")
+    (state / "at").mkdir(exist_ok=True)
+    (state / "at" / address).symlink_to(Path("..") / "hosts" / host)
     outputs = fleet.outputs(host)
-    answers: dict[str, dict[str, Any]] = {}
+    answers: dict[str, str] = {}
     for key in host_probes(fleet.hosts[host].state):
         if key in outputs:
-            answers[key] = {"text": outputs[key]}
+            answers[key] = f"printf %s {shlex.quote(outputs[key])}"
     if contract["role"] == SUBNET_MANAGER and contract["ib_ports"]:
         env = {**scan_env, "SIM_HOST": f"{host} {contract['ib_ports'][0]['device']}"}
+        assigned = [f"{k}={v}" for k, v in sorted(env.items())]
         for name in FABRIC_SCANS:
-            answers[name] = {"run": [tools[name], *PROBES[name].argv[1:]], "env": env}
+            # A scan whose ibsim is gone would retry for ever.
+            run = ["env", *assigned, "timeout", "-s", "KILL", "60", tools[name]]
+            answers[name] = f"exec {shlex.join([*run, *PROBES[name].argv[1:]])}"
+    arguments = fleet.arguments(host)
 
     def hit(key: str, faults: Mapping[str, set[str] | None]) -> bool:
         return host in faults and (faults[host] is None or probe_of(key) in (faults[host] or ()))
 
-    arguments = fleet.arguments(host)
-
     def line(key: str) -> str:
         iface = key.split("@", 1)[1] if "@" in key else None
         argv = PROBES[probe_of(key)].argv_for(iface, arguments.get(probe_of(key), ()))
-        return shlex.join(argv)
+        return shlex.quote(shlex.join(argv))
 
-    served = {line(k): a for k, a in answers.items() if not hit(k, missing)}
-    (folder / "answers.json").write_text(json.dumps(served, indent=1, sort_keys=True), "utf-8")
-    waits = {line(k): None for k in answers if hit(k, hang)}
-    if waits:
-        (folder / "hang.json").write_text(json.dumps(waits, indent=1, sort_keys=True), "utf-8")
+    script = ["case $SSH_ORIGINAL_COMMAND in"]
+    for key, answer in sorted(answers.items()):
+        if not hit(key, missing):
+            script.append(f"{line(key)})\n{'hang; ' if hit(key, hang) else ''}{answer}\n;;")
+    script.append(
+        '*)\necho "bash: ${SSH_ORIGINAL_COMMAND%% *}: command not found" >&2\nexit 127\n;;\nesac\n'
+    )
+    (folder / "answers.sh").write_text("\n".join(script), encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -395,13 +400,6 @@ def _reachable(state: Path) -> None:
 def _chown(state: Path, user: _User) -> None:
     for path in [state, *state.rglob("*")]:
         os.chown(path, user.uid, user.gid, follow_symlinks=False)
-
-
-def _python(user: _User) -> str:
-    """An interpreter the lab user can run: ours may live in a home only we can read."""
-    if user.uid == os.getuid():
-        return sys.executable
-    return shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
 
 
 def _keygen(tools: Mapping[str, str], path: Path, comment: str) -> None:
@@ -465,7 +463,6 @@ def _start_sshds(
     groups: Sequence[Sequence[str]],
     addresses: Mapping[str, str],
     user: _User,
-    python: str,
     tools: Mapping[str, str],
     linger: bool,
 ) -> dict[str, int]:
@@ -479,7 +476,7 @@ def _start_sshds(
             folder = state / "sshd" / str(n)
             for host in group:
                 ports[host] = _free_port(addresses[host])
-            config = _sshd_config(state, folder, group, addresses, ports, user, python)
+            config = _sshd_config(state, folder, group, addresses, ports, user)
             if user.uid != os.getuid():
                 os.chown(config, user.uid, user.gid)
             (folder / "sshd.log").unlink(missing_ok=True)
@@ -533,9 +530,8 @@ def _sshd_config(
     addresses: Mapping[str, str],
     ports: Mapping[str, int],
     user: _User,
-    python: str,
 ) -> Path:
-    respond = shlex.join([python, "-I", "-S", str(state / "responder.py"), str(state)])
+    respond = "exec " + shlex.join(["/bin/sh", str(state / RESPONDER.name), str(state)])
     lines = []
     for host in group:
         lines.append(f"ListenAddress {loopback(addresses[host])}:{ports[host]}")
