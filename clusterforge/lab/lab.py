@@ -16,7 +16,7 @@ on loopback, and `down(state)` takes all of it away again:
   creates a system user of its own (`cflab` + 6 hex digits; home = the state folder, shell
   /bin/sh, no password, no groups) and runs everything as that user, because an sshd running
   as root would log the audit in as root; `down` deletes the user.
-- **the state folder** (`$XDG_RUNTIME_DIR/clusterforge-lab`, else
+- **the state folder** (`$XDG_RUNTIME_DIR/clusterforge-lab`, else (and for root)
   `/tmp/clusterforge-lab-<uid>`, outside the repository): configs, keys, answers, logs, and
   for the audit `client/id_ed25519`, `known_hosts` and `inventory.json`. `lab.json` there
   says what `down` and `status` must find; `down` removes the folder.
@@ -68,7 +68,8 @@ _READY_TIMEOUT = 20.0
 def default_state() -> Path:
     """Where a lab keeps its files unless told: never inside the repository."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
+    # Root's runtime folder is closed to the lab user that root's lab runs as.
+    if runtime and os.geteuid() != 0:
         return Path(runtime) / "clusterforge-lab"
     return Path(f"/tmp/clusterforge-lab-{os.getuid()}")
 
