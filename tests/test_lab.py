@@ -80,13 +80,19 @@ def test_the_shipped_example_replays_to_exactly_its_staged_faults(
     ("text", "message"),
     [
         ("- fault: host-gone\n  hosts: gpu001\n", "1:3: invalid-value: 'fault' must be one of"),
-        ("- fault: host-down\n  hosts: gpu999\n", "2:3: unknown-host: not hosts of this"),
+        (
+            "- fault: host-down\n  hosts: gpu999\n",
+            "2:3: unknown-host: not hosts this lab plays: gpu999",
+        ),
         ("- fault: host-down\n  host: gpu001\n", "2:3: unknown-key: unknown key 'host'"),
         (
             "- fault: version-drift\n  hosts: gpu001\n  version: ofde\n  value: '1'\n",
             "3:3: unknown-version: gpu001 has no version 'ofde'",
         ),
-        ("- fault: cable-unplugged\n  cable: R99-IB01\n", "2:3: unknown-cable: not installed"),
+        (
+            "- fault: cable-unplugged\n  cable: R99-IB01\n",
+            "2:3: unknown-cable: not cables this lab plays",
+        ),
         (
             "- fault: cable-degraded\n  cable: R01-IB01\n  rate: 4xNDR\n",
             "3:3: invalid-value: rate: String should match pattern",

@@ -235,7 +235,7 @@ def _problems(
             return [("hosts", f"{fault.hosts!r} is not a host list like gpu[001-003],sm01")]
         unknown = [h for h in hosts if h not in contracts]
         if unknown or not hosts:
-            found.append(("hosts", f"not hosts of this cluster: {', '.join(unknown) or '(none)'}"))
+            found.append(("hosts", f"not hosts this lab plays: {', '.join(unknown) or '(none)'}"))
             return found
         for host in hosts:
             c = contracts[host]
@@ -267,7 +267,7 @@ def _problems(
     field = "cables" if isinstance(fault, CableSwapped) else "cable"
     unknown_cables = [c for c in ids if c not in cables]
     if unknown_cables:
-        found.append((field, f"not installed cables of this cluster: {', '.join(unknown_cables)}"))
+        found.append((field, f"not cables this lab plays (installed): {', '.join(unknown_cables)}"))
     elif isinstance(fault, CableSwapped) and fault.cables[0] == fault.cables[1]:
         found.append((field, "a cable cannot be swapped with itself"))
     return found

@@ -80,7 +80,7 @@ class Command:
 
     at_ns: int  # when the responder started, ns since the epoch
     host: str
-    line: str  # the command line, re-quoted with shlex.join
+    line: str  # the command line as the client sent it
 
 
 @dataclass(frozen=True)
@@ -156,9 +156,16 @@ def up(
         raise LabError(f"{state} exists and is not an empty folder; name another")
     expectations = expected.read(repo)
     contracts = expectations.hosts
-    cables = {c["id"]: c for c in expectations.fabric["cables"] if c["lifecycle"] == "installed"}
-    staged = fault.read(faults_file, contracts, list(cables)) if faults_file else fault.NONE
     played = _played(contracts, hosts)
+    gone = contracts.keys() - set(played)
+    cables = {
+        c["id"]: c
+        for c in expectations.fabric["cables"]
+        if c["lifecycle"] == "installed" and not {c["a"]["name"], c["b"]["name"]} & gone
+    }
+    # Faults may name only what is played: the hosts, and the cables still installed.
+    on = {h: contracts[h] for h in played}
+    staged = fault.read(faults_file, on, list(cables)) if faults_file else fault.NONE
     tools = {name: require(name) for name in ("sshd", "ssh-keygen", "ibsim", *FABRIC_SCANS)}
     state.mkdir(parents=True, exist_ok=True)
     state.chmod(0o700)
