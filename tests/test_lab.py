@@ -12,6 +12,7 @@ import json
 import os
 import pwd
 import shlex
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,18 @@ def test_cable_faults_rewrite_both_ends_in_the_topology(repo: Path) -> None:
     ]
 
 
+def test_a_lab_never_takes_over_a_folder_that_is_not_its_own(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(LabError, match="not an empty folder"):
+        lab.up(repo, tmp_path)
+    with pytest.raises(LabError, match="holds no lab"):
+        lab.down(tmp_path)
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+    (tmp_path / lab.STATE_FILE).write_text('{"processes": []}', encoding="utf-8")
+    with pytest.raises(LabError, match="already up"):
+        lab.up(repo, tmp_path)
+
+
 # -- nothing but loopback -------------------------------------------------------------------------
 
 
@@ -243,6 +256,13 @@ def test_a_staged_incident_is_named_exactly(
     audit = _up(repo, state, capsys, "--hosts", spec, "--faults", str(repo / FAULTS))
     try:
         assert main([*audit, "--out", str(tmp_path / "report")]) == 2
+        # A lab process that died is a broken lab, and down still takes the rest away.
+        record = json.loads((state / lab.STATE_FILE).read_text(encoding="utf-8"))
+        ibsim = next(p["pid"] for p in record["processes"] if p["what"] == "ibsim")
+        os.kill(ibsim, signal.SIGKILL)
+        os.waitpid(ibsim, 0)
+        assert main(["lab", "status", "--dir", str(state)]) == 1
+        assert "lab broken" in capsys.readouterr().out
     finally:
         lab.down(state)
     report = _report(tmp_path / "report")
