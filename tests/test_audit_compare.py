@@ -1,7 +1,7 @@
 """The audit's compare stage on one host, and its fabric compare, against the reference cluster.
 
 Expectations are compiled from `cluster/` into a temporary folder; each host's outputs come
-from the fleet recorder (`tests/lab/fleet.py`), then one fact is changed per test.
+from the fleet recorder (`clusterforge/lab/fleet.py`), then one fact is changed per test.
 """
 
 from __future__ import annotations
