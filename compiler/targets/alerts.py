@@ -90,10 +90,6 @@ def _gpu_counts(plan: Plan) -> list[tuple[str, int]]:
     return sorted((sel, key[1]) for key, sel in facts.items())
 
 
-def _either(*exprs: str) -> str:
-    return " or ".join(f"({e})" if " or " in e else e for e in exprs)
-
-
 def _ib_down(plan: Plan) -> str:
     """A planned port whose state is not ACTIVE, or which node_exporter does not see at all
     (the HCA gone) while the node itself answers."""
