@@ -35,8 +35,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from compiler import bundle
-from compiler.pipeline import Compiled, compile_repo
-from compiler.plan import Plan
+from compiler.load import load
+from compiler.pipeline import Compiled, compile_repo, compile_source
+from compiler.plan import Host, Plan
 from compiler.targets.monitoring import PROBES
 from compiler.targets.render import to_json, to_yaml
 from tests import monitoring_fleet as fleet
@@ -280,3 +281,148 @@ def test_a_healthy_fleet_raises_nothing(compiled: Compiled, tmp_path: Path) -> N
             if compiled.plan.host(h).gpus
         )
         assert up and float(up[0]["value"][1]) == gpus
+
+
+# --- Alertmanager ------------------------------------------------------------------------------
+
+
+@contextmanager
+def webhooks() -> Iterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """A chat-ops stand-in on loopback: records (path, body) of every notification."""
+    got: list[tuple[str, dict[str, Any]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append((self.path, json.loads(body)))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", got
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def alertmanager(config: Path, data: Path) -> Iterator[str]:
+    """Alertmanager on loopback (no cluster peering), killed on the way out."""
+    port = _free_port()
+    log = (data.parent / "alertmanager.log").open("w")
+    proc = subprocess.Popen(
+        [
+            require_tool("prometheus-alertmanager"),
+            f"--config.file={config}",
+            f"--storage.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        until = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (data.parent / "alertmanager.log").read_text()
+            try:
+                with urllib.request.urlopen(f"{base}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < until, "Alertmanager did not get ready"
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.mark.realtool
+def test_alertmanager_groups_a_rack_and_holds_back_a_down_hosts_gpu_alerts(
+    tmp_path: Path,
+) -> None:
+    """A rack losing power (every host down, every BMC silent) is one notification per
+    receiver; the GPU alert of a host that is down is suppressed; a critical GPU alert
+    elsewhere reaches on-call and the GPU team. The config is the mon01 overlay's, built with
+    the webhook URLs read from the environment (loopback here); the test's copy only shortens
+    group_wait and group_interval to 1 s."""
+    with webhooks() as (hook, got):
+        names = {"ops": "OPS", "oncall": "ONCALL", "gpu-team": "GPU"}
+        environ = {f"CLUSTERFORGE_WEBHOOK_{v}": f"{hook}/{k}" for k, v in names.items()}
+        built = compile_source(load(REPO / "cluster"), environ)
+        host = built.plan.site.services.monitoring
+        bundle.write(tmp_path / "bundle", bundle.bundles(built, hosts=[host]))
+        installed = tmp_path / "bundle" / host / "etc" / "prometheus" / "alertmanager.yml"
+        config = YAML(typ="safe").load(installed.read_text())
+        assert {r["webhook_configs"][0]["url"] for r in config["receivers"][1:]} == {
+            f"{hook}/{k}" for k in names
+        }
+        config["route"] |= {"group_wait": "1s", "group_interval": "1s"}
+        (tmp_path / "alertmanager.yml").write_text(to_yaml(config))
+
+        plan = built.plan
+        rack = [h for h in plan.hosts if h.rack == plan.host("gpu001").rack]
+        elsewhere = plan.host("gpu017")
+
+        def alert(name: str, h: Host, severity: str, **extra: str) -> dict[str, Any]:
+            labels = {"alertname": name, "host": h.name, "instance": h.name, "rack": h.rack}
+            labels |= {"u": str(h.u), "role": h.role.value, "severity": severity}
+            return {"labels": labels | extra, "annotations": {"summary": name}}
+
+        sent = [alert("HostDown", h, "critical", job="node") for h in rack]
+        sent += [alert("BmcUnreachable", h, "warning", job="ipmi") for h in rack]
+        sent.append(alert("GpuTemperatureHigh", rack[0], "critical", job="dcgm", gpu="0"))
+        sent.append(alert("GpuTemperatureHigh", elsewhere, "critical", job="dcgm", gpu="0"))
+        with alertmanager(tmp_path / "alertmanager.yml", tmp_path / "am-data") as base:
+            request = urllib.request.Request(
+                f"{base}/api/v2/alerts",
+                data=json.dumps(sent).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            with urllib.request.urlopen(request, timeout=5) as response:
+                assert response.status == 200
+            until = time.monotonic() + DEADLINE_S
+            while len(got) < 6:  # two groups (racks) to ops and gpu-team, two to on-call
+                assert time.monotonic() < until, got
+                time.sleep(0.2)
+            time.sleep(3)  # three more group intervals: nothing else is sent
+            state = {
+                (a["labels"]["alertname"], a["labels"]["host"]): a["status"]
+                for a in _get(f"{base}/api/v2/alerts")
+            }
+    held = state[("GpuTemperatureHigh", rack[0].name)]
+    assert held["state"] == "suppressed" and held["inhibitedBy"]
+    assert state[("GpuTemperatureHigh", elsewhere.name)]["state"] == "active"
+
+    def received(path: str) -> dict[str, set[tuple[str, str]]]:
+        return {
+            body["groupLabels"]["rack"]: {
+                (a["labels"]["alertname"], a["labels"]["host"]) for a in body["alerts"]
+            }
+            for at, body in got
+            if at == path
+        }
+
+    down = {("HostDown", h.name) for h in rack}
+    bmc = {("BmcUnreachable", h.name) for h in rack}
+    hot = {("GpuTemperatureHigh", elsewhere.name)}
+    everything = {rack[0].rack: down | bmc, elsewhere.rack: hot}
+    assert received("/ops") == everything
+    assert received("/gpu-team") == everything  # every host of both racks is a GPU server
+    assert received("/oncall") == {rack[0].rack: down, elsewhere.rack: hot}
+    assert len(got) == 6, [(at, b["groupLabels"]) for at, b in got]
