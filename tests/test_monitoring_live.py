@@ -1,6 +1,7 @@
 """A real Prometheus (the Debian package) on 127.0.0.1 with the rules of the monitoring host's
 bundle raises each expected alert, and no other, from exporters in failure states; a healthy
-fleet raises none; every dashboard query answers.
+fleet raises none; every dashboard query answers. A real Alertmanager with the bundle's config
+groups a rack's alerts into one notification and holds back a down host's GPU alerts.
 
 The exporters are one small HTTP server on loopback serving tests/monitoring_fleet.py's
 samples under the real metric names of node_exporter, dcgm-exporter, ipmi_exporter (its
