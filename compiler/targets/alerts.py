@@ -17,7 +17,8 @@ first.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from compiler.deploy import services
@@ -60,34 +61,37 @@ def _ssh(command: str) -> str:
     return f"ssh {{{{ $labels.instance }}}} {command}"
 
 
-def _planned(plan: Plan, fact: Any) -> dict[tuple[Any, ...], str]:
-    """{planned value key: selector}: one selector per hardware model when every host of the
-    model has the same value, else one per host (a host that differs from its model)."""
-    by_model: dict[str, dict[tuple[Any, ...], list[Host]]] = defaultdict(lambda: defaultdict(list))
+def _planned(
+    plan: Plan, fact: Callable[[Host], dict[tuple[Any, ...], int]]
+) -> list[tuple[str, tuple[Any, ...], int]]:
+    """(selector, slot, planned value) covering every host's `fact` (slot -> value): per
+    hardware model, the value most of its hosts share selects by model, minus the hosts that
+    differ or lack the slot, which get their own selector."""
+    by_model: dict[str, list[Host]] = defaultdict(list)
     for host in plan.hosts:
-        for key in fact(host):
-            by_model[host.model][key].append(host)
-    out: dict[tuple[Any, ...], str] = {}
-    for model, values in sorted(by_model.items()):
-        hosts = {h.name for group in values.values() for h in group}
-        for key, group in sorted(values.items()):
-            if len(values) == 1 or {h.name for h in group} == hosts:
-                out[(model, *key)] = f'model="{model}"'
-            else:
-                for h in group:
-                    out[(h.name, *key)] = f'instance="{h.name}"'
+        by_model[host.model].append(host)
+    out: list[tuple[str, tuple[Any, ...], int]] = []
+    for model, hosts in sorted(by_model.items()):
+        facts = {h.name: fact(h) for h in hosts}
+        for slot in sorted({slot for f in facts.values() for slot in f}):
+            values = Counter(f[slot] for f in facts.values() if slot in f)
+            common = min(values, key=lambda v: (-values[v], v))
+            other = sorted(n for n, f in facts.items() if f.get(slot) != common)
+            sel = f'model="{model}"' + (f',instance!~"{"|".join(other)}"' if other else "")
+            out.append((sel, slot, common))
+            out += [(f'instance="{n}"', slot, facts[n][slot]) for n in other if slot in facts[n]]
     return out
 
 
 def _ib_ports(plan: Plan) -> list[tuple[str, str, int, int]]:
     """(selector, device, port, planned Gb/s) for every planned HCA port."""
-    facts = _planned(plan, lambda h: {(p.device, p.port, p.rate_gbps) for p in h.ib_ports})
-    return sorted((sel, key[1], key[2], key[3]) for key, sel in facts.items())
+    facts = _planned(plan, lambda h: {(p.device, p.port): p.rate_gbps for p in h.ib_ports})
+    return [(sel, slot[0], slot[1], rate) for sel, slot, rate in facts]
 
 
 def _gpu_counts(plan: Plan) -> list[tuple[str, int]]:
-    facts = _planned(plan, lambda h: {(int(h.gpus["count"]),)} if h.gpus else set())
-    return sorted((sel, key[1]) for key, sel in facts.items())
+    facts = _planned(plan, lambda h: {(): int(h.gpus["count"])} if h.gpus else {})
+    return [(sel, count) for sel, _, count in facts]
 
 
 def _ib_down(plan: Plan) -> str:
