@@ -27,7 +27,7 @@ from typing import Any
 
 from compiler.deploy import services
 from compiler.model import Medium
-from compiler.plan import Host, Plan
+from compiler.plan import Host, Interface, Plan
 from compiler.targets.render import template, to_json
 
 ALERTMANAGER = "127.0.0.1:9093"
@@ -111,15 +111,11 @@ def target_labels(host: Host, leaf: dict[str, str]) -> dict[str, str]:
     return labels | ({"leaf": leaf[host.name]} if host.name in leaf else {})
 
 
-def scrape_address(plan: Plan, host: Host) -> str:
-    """The host's address on the network that carries its default route (management)."""
+def management(plan: Plan, host: Host) -> Interface:
+    """The host's interface on the network that carries its default route: where it is
+    scraped and pinged."""
     default = {n for n, net in plan.cluster.networks.items() if net.default_route}
-    return next((i for i in host.interfaces if i.network in default), host.interfaces[0]).address
-
-
-def _scrape_network(plan: Plan, host: Host) -> str:
-    default = {n for n, net in plan.cluster.networks.items() if net.default_route}
-    return next((i for i in host.interfaces if i.network in default), host.interfaces[0]).network
+    return next((i for i in host.interfaces if i.network in default), host.interfaces[0])
 
 
 def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
@@ -129,16 +125,15 @@ def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     jobs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for host in plan.hosts:
         labels = target_labels(host, leaf)
-        address = scrape_address(plan, host)
+        mgmt = management(plan, host)
         for _, service in services(plan, host):
             if service.scrape:
-                target = f"{address}:{service.scrape.port}"
+                target = f"{mgmt.address}:{service.scrape.port}"
                 jobs[service.scrape.job].append({"targets": [target], "labels": labels})
         jobs["ipmi"].append({"targets": [host.bmc.address], "labels": labels})
-        pings = ((host.bmc.network, host.bmc.address), (_scrape_network(plan, host), address))
-        for network, ping in pings:
-            extra = {"network": network, "address": ping}  # what to ping by hand
-            jobs["icmp"].append({"targets": [ping], "labels": labels | extra})
+        for iface in (host.bmc, mgmt):
+            extra = {"network": iface.network, "address": iface.address}  # to ping by hand
+            jobs["icmp"].append({"targets": [iface.address], "labels": labels | extra})
     return dict(jobs)
 
 
