@@ -127,7 +127,7 @@ class Severity(StrEnum):
     WARNING = "warning"
 
 
-class HashSource(Strict_):
+class SecretSource(Strict_):
     """Where the compile finds a secret (the root password hash, a webhook URL): never in
     cluster/ itself."""
 
@@ -139,7 +139,7 @@ class Receiver(Strict_):
     """A chat-ops webhook Alertmanager notifies: every alert that matches all of its filters
     (an empty filter matches any value). Its URL is a secret, read like the root hash."""
 
-    url: HashSource
+    url: SecretSource
     severities: tuple[Annotated[Severity, Lax], ...] = ()
     roles: tuple[Annotated[Role, Lax], ...] = ()
     racks: tuple[Name, ...] = ()
@@ -420,7 +420,7 @@ class Provisioning(Strict_):
     pxe_network: Name  # the NIC that PXE boots and installs: the only one given a boot file
     dhcp_networks: tuple[Name, ...]  # networks whose rack subnets the DHCP server serves
     boot_files: BootFiles
-    root_password_hash: HashSource
+    root_password_hash: SecretSource
     profiles: dict[Name, Profile]
     role_profiles: dict[str, Name]
 

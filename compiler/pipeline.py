@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from compiler import checks, deploy, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source, load
-from compiler.model import Cluster, HashSource, validate
+from compiler.model import Cluster, SecretSource, validate
 from compiler.plan import Plan, build
 from compiler.targets.alertmanager import WEBHOOK
 from contract import Deploy
@@ -107,7 +107,7 @@ def read_secrets(
     password hash and every Alertmanager receiver's webhook URL. Raises SourceError when what
     is there has the wrong shape; a secret not found leaves the target's placeholder."""
     # (key in plan.secrets, where to read it, its place in cluster/, shape, shape named, advice)
-    wanted: list[tuple[str, HashSource, tuple[str, ...], re.Pattern[str], str, str]] = [
+    wanted: list[tuple[str, SecretSource, tuple[str, ...], re.Pattern[str], str, str]] = [
         (
             "root_password_hash",
             cluster.provisioning.root_password_hash,
@@ -134,7 +134,8 @@ def read_secrets(
     for key, spec, at, shape, what, keep in wanted:
         found = _read_secret(source, spec, at, environ)
         if found is None:
-            placeholders.append(key)
+            tried = " or ".join(x for x in (spec.env and f"${spec.env}", spec.file) if x)
+            placeholders.append(f"{key} ({tried or 'no source named'})")
             continue
         value, origin, where = found
         if not shape.fullmatch(value):
@@ -145,15 +146,14 @@ def read_secrets(
     if placeholders:
         notices.insert(
             0,
-            f"placeholder used for {', '.join(placeholders)} (the tree in git never holds "
-            "them); for installable files set the variables or files cluster/ names and "
-            "compile --out DIR",
+            f"placeholder used for {', '.join(placeholders)}: the tree in git never holds "
+            "them; for installable files set one and compile --out DIR",
         )
     return secrets, notices
 
 
 def _read_secret(
-    source: Source, spec: HashSource, at: tuple[str, ...], environ: Mapping[str, str] | None
+    source: Source, spec: SecretSource, at: tuple[str, ...], environ: Mapping[str, str] | None
 ) -> tuple[str, str, str] | None:
     """(value, where from, key in cluster/) or None; only when `environ` is given."""
     if environ is not None and spec.env and environ.get(spec.env):
