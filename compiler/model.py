@@ -145,6 +145,14 @@ class Receiver(Strict_):
     racks: tuple[Name, ...] = ()
 
 
+class IpmiLogin(Strict_):
+    """How ipmi_exporter logs into every BMC: a user with IPMI `user` privilege (reads
+    sensors, changes nothing); the password is a secret, read like the root hash."""
+
+    user: str
+    password: SecretSource
+
+
 class Monitoring(Strict_):
     """Alert thresholds (generated/monitoring/alerts.yml) and Alertmanager's receivers."""
 
@@ -155,6 +163,7 @@ class Monitoring(Strict_):
     bmc_down_for: Duration = "5m"
     audit_stale_after: Duration = "13h"  # no drift audit report for this long: it stopped
     receivers: dict[Name, Receiver] = {}
+    ipmi: IpmiLogin | None = None  # without it, ipmi_exporter tries the BMCs without a login
 
 
 class Labels(Strict_):

@@ -20,6 +20,7 @@ from compiler.load import Source, load
 from compiler.model import Cluster, SecretSource, validate
 from compiler.plan import Plan, build
 from compiler.targets.alertmanager import WEBHOOK
+from compiler.targets.monitoring import IPMI_PASSWORD
 from contract import Deploy
 
 MANIFEST = "MANIFEST.json"
@@ -98,6 +99,7 @@ def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compil
 # crypt(3): $id$[params$]salt$hash, the hash part 22 characters (MD5) or more.
 _CRYPT = re.compile(r"\$[0-9a-z]+\$(?:[^$\s]+\$)+[./0-9A-Za-z]{22,}")
 _URL = re.compile(r"https?://[^\s/]+(/\S*)?")
+_LINE = re.compile(r"[^\r\n]+")
 
 
 def read_secrets(
@@ -128,6 +130,17 @@ def read_secrets(
         )
         for name, receiver in cluster.site.monitoring.receivers.items()
     ]
+    if cluster.site.monitoring.ipmi:
+        wanted.append(
+            (
+                IPMI_PASSWORD,
+                cluster.site.monitoring.ipmi.password,
+                ("site", "monitoring", "ipmi", "password"),
+                _LINE,
+                "one line of text",
+                "keep generated/monitoring/ipmi_exporter.yml out of git",
+            )
+        )
     secrets: dict[str, str] = {}
     placeholders: list[str] = []
     notices: list[str] = []

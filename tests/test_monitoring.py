@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
+import time
+import urllib.request
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -318,13 +321,15 @@ def test_the_bundles_carry_the_monitoring(compiled: Compiled) -> None:
         "/etc/prometheus/targets/icmp.json",
         "/etc/prometheus/alertmanager.yml",
         "/etc/prometheus/blackbox.yml",
+        "/etc/prometheus/ipmi_remote.yml",
         "/etc/grafana/provisioning/datasources/clusterforge.yaml",
         "/etc/grafana/provisioning/dashboards/clusterforge.yaml",
         "/var/lib/grafana/dashboards/clusterforge/cluster-overview.json",
         "/etc/default/node_exporter",
     ):
         assert path in mon, path
-    assert mon["/etc/prometheus/alertmanager.yml"].sha256 is None  # deployed with the secrets
+    for secret in ("/etc/prometheus/alertmanager.yml", "/etc/prometheus/ipmi_remote.yml"):
+        assert mon[secret].sha256 is None and mon[secret].mode == "0640"  # hold secrets
     gpu = {f.path: f.source for f in compiled.deploys["gpu001"].files}
     assert gpu["/etc/dcgm-exporter/default-counters.csv"] == "monitoring/dcgm-counters.csv"
     assert gpu["/etc/default/node_exporter"] == "monitoring/node_exporter.conf"
@@ -355,6 +360,55 @@ def test_blackbox_exporter_accepts_its_config(compiled: Compiled, tmp_path: Path
         ).returncode
         != 0
     )
+
+
+@pytest.mark.realtool
+def test_ipmi_exporter_reads_its_config_and_reports_a_silent_bmc(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    """The real ipmi_exporter with the overlay's config: asked for a BMC that does not answer
+    (loopback, nothing there), it serves ipmi_up 0 per collector, the series BmcUnreachable
+    reads; a config with an unknown key stops it at start."""
+    conf = monitoring_overlay(compiled, tmp_path / "bundle") / PROMETHEUS_DIR
+    exporter = require_tool("prometheus-ipmi-exporter")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = f"--config.file={conf / 'ipmi_remote.yml'}"
+    proc = subprocess.Popen(
+        [exporter, config, f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/ipmi?target=127.0.0.1&module=default"
+    try:
+        until = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, "ipmi_exporter refused the generated config"
+            try:
+                with urllib.request.urlopen(url, timeout=20) as response:
+                    text = response.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < until, "ipmi_exporter did not answer"
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    for collector in ("bmc", "ipmi", "chassis"):
+        assert f'ipmi_up{{collector="{collector}"}} 0' in text
+    text = (conf / "ipmi_remote.yml").read_text()
+    (conf / "ipmi_remote.yml").write_text(
+        text.replace("privilege: user", "privilege: user\n    bogus: 1")
+    )
+    done = subprocess.run(
+        [exporter, config, f"--web.listen-address=127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode != 0 and "bogus" in done.stderr
 
 
 # --- Alertmanager -----------------------------------------------------------------------------
@@ -400,15 +454,21 @@ def test_alertmanager_config_passes_amtool_and_routes_by_severity_and_role(
     assert run("amtool", "check-config", "alertmanager.yml", cwd=conf).returncode != 0
 
 
-def test_webhook_urls_are_read_at_the_edge_and_checked() -> None:
+def test_webhook_urls_and_the_bmc_password_are_read_at_the_edge_and_checked() -> None:
     secret = "https://chat.example.org/hooks/T0/B0/xyz"
-    done = compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_WEBHOOK_ONCALL": secret + "\n"})
+    environ = {
+        "CLUSTERFORGE_WEBHOOK_ONCALL": secret + "\n",
+        "CLUSTERFORGE_IPMI_PASSWORD": "s3 cret",
+    }
+    done = compile_source(load(REPO / "cluster"), environ)
+    assert "pass: s3 cret\n" in done.files["monitoring/ipmi_exporter.yml"].decode()
     text = done.files["monitoring/alertmanager.yml"].decode()
     assert f"url: {secret}\n" in text
     assert "https://webhook.invalid/clusterforge/ops" in text  # the others keep placeholders
     assert any("$CLUSTERFORGE_WEBHOOK_ONCALL" in n for n in done.notices)
     plain = compile_repo(REPO).files["monitoring/alertmanager.yml"].decode()
     assert secret not in plain and "https://webhook.invalid/clusterforge/oncall" in plain
+    assert "s3 cret" not in compile_repo(REPO).files["monitoring/ipmi_exporter.yml"].decode()
     with pytest.raises(SourceError) as caught:
         compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_WEBHOOK_OPS": "not a url"})
     (problem,) = caught.value.diagnostics

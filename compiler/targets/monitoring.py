@@ -10,6 +10,9 @@ own configuration.
   prometheus.yml         the scrape jobs over those files (file-based service discovery), the
                          rule files and the Alertmanager; paths relative to the config's folder;
   blackbox.yml           the blackbox_exporter's modules: `icmp`;
+  ipmi_exporter.yml      the ipmi_exporter's module `default`: the BMC login of site.yaml
+                         `monitoring: ipmi:` (its password a placeholder in generated/, read
+                         like the root hash for `compile --out`);
   node_exporter.conf     node_exporter's flags: the infiniband, mdadm and textfile collectors,
                          the textfile folder where the drift audit publishes its metrics;
   dcgm-counters.csv      the DCGM fields dcgm-exporter exports: its defaults plus every field an
@@ -28,9 +31,11 @@ from typing import Any
 from compiler.deploy import services
 from compiler.model import Medium
 from compiler.plan import Host, Interface, Plan
-from compiler.targets.render import template, to_json
+from compiler.targets.render import template, to_json, to_yaml
 
 ALERTMANAGER = "127.0.0.1:9093"
+IPMI_PASSWORD = "ipmi_password"  # key of the BMC password in plan.secrets
+IPMI_PLACEHOLDER = "PLACEHOLDER-not-the-bmc-password"
 TEXTFILE_DIR = "/var/lib/node_exporter/textfile"  # where the drift audit workflow publishes
 RULE_FILES = ("recording.yml", "alerts.yml")
 
@@ -143,6 +148,21 @@ def dcgm_counters() -> str:
     return "\n".join(lines + [", ".join(row) for row in DCGM_COUNTERS]) + "\n"
 
 
+def ipmi_exporter(plan: Plan) -> str:
+    login = plan.site.monitoring.ipmi
+    module: dict[str, Any] = {}
+    if login:
+        module |= {"user": login.user, "pass": plan.secrets.get(IPMI_PASSWORD, IPMI_PLACEHOLDER)}
+    # `user` privilege reads sensors and the chassis state and cannot change a thing.
+    module |= {"driver": "LAN_2_0", "privilege": "user", "timeout": 10000}
+    module["collectors"] = ["bmc", "ipmi", "chassis"]
+    header = (
+        f"# ipmi_exporter on {plan.site.services.monitoring}: how it reads every BMC. Generated "
+        "by clusterforge from cluster/; do not edit.\n"
+    )
+    return header + to_yaml({"modules": {PROBES["ipmi"].module: module}})
+
+
 def render(plan: Plan) -> dict[str, str]:
     jobs = targets(plan)
     files = {f"monitoring/targets/{job}.json": to_json(groups) for job, groups in jobs.items()}
@@ -159,4 +179,5 @@ def render(plan: Plan) -> dict[str, str]:
         "node_exporter.conf.j2", flags=NODE_EXPORTER_FLAGS
     )
     files["monitoring/dcgm-counters.csv"] = dcgm_counters()
+    files["monitoring/ipmi_exporter.yml"] = ipmi_exporter(plan)
     return files
