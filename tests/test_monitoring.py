@@ -15,6 +15,7 @@ import json
 import re
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import replace
@@ -409,6 +410,49 @@ def test_ipmi_exporter_reads_its_config_and_reports_a_silent_bmc(
         check=False,
     )
     assert done.returncode != 0 and "bogus" in done.stderr
+
+
+_PROBE = """
+import sys, time, urllib.request
+for target in sys.argv[1:]:
+    url = "http://127.0.0.1:9115/probe?module=icmp&target=" + target
+    for _ in range(100):
+        try:
+            print(urllib.request.urlopen(url, timeout=10).read().decode(), "=" * 8)
+            break
+        except OSError:
+            time.sleep(0.1)
+"""
+
+
+@pytest.mark.realtool
+def test_blackbox_exporter_pings_with_the_generated_module(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    """The real blackbox_exporter with the overlay's blackbox.yml, in a network namespace of
+    its own (loopback only): 127.0.0.1 answers its ICMP probe, a planned BMC address, with no
+    route there, does not."""
+    conf = monitoring_overlay(compiled, tmp_path / "bundle") / PROMETHEUS_DIR
+    bmc = compiled.plan.host("gpu001").bmc.address
+    script = (
+        f"set -e; {require_tool('ip')} link set lo up; "
+        f"{require_tool('prometheus-blackbox-exporter')} --config.file={conf / 'blackbox.yml'} "
+        "--web.listen-address=127.0.0.1:9115 >/dev/null 2>&1 & trap 'kill $!' EXIT; "
+        f"{sys.executable} -c '{_PROBE}' 127.0.0.1 {bmc}"
+    )
+    done = subprocess.run(
+        [require_tool("unshare"), "-n", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    loopback, planned, _ = done.stdout.split("=" * 8)
+    assert (
+        "\nprobe_success 1\n" in loopback and 'probe_icmp_duration_seconds{phase="rtt"}' in loopback
+    )
+    assert "\nprobe_success 0\n" in planned
 
 
 # --- Alertmanager -----------------------------------------------------------------------------
