@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 import netaddr
@@ -247,8 +247,12 @@ class Plan:
     # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
     secrets: dict[str, str] = field(default_factory=dict)
 
+    @cached_property
+    def _host_by_name(self) -> dict[str, Host]:
+        return {h.name: h for h in self.hosts}
+
     def host(self, name: str) -> Host:
-        return next(h for h in self.hosts if h.name == name)
+        return self._host_by_name[name]
 
     def address(self, name: str, network: str) -> str:
         """A host's address on `network`; the site services are named by host."""

@@ -76,13 +76,17 @@ def render(plan: Plan) -> dict[str, str]:
     pxe = prov.pxe_network
     ntp = ",".join(plan.address(h, pxe) for h in plan.site.services.ntp)
     repos = [(r.name, http_url(plan, r.path)) for r in prov.repos]
-    route_files = routes.render(plan)
+    # The routes target's files, grouped by host once (not filtered per host).
+    route_files: dict[str, dict[str, str]] = {}
+    for path, text in routes.render(plan).items():
+        _, host_name, name = path.split("/")
+        if name.startswith("route-"):
+            route_files.setdefault(host_name, {})[name] = text
     files = {}
     for host in plan.hosts:
         boot = boot_nic(plan, host)
         if boot is None:
             continue
-        prefix = f"routes/{host.name}/route-"
         files[f"kickstart/{host.name}.ks"] = template(
             "kickstart.ks.j2",
             host=host,
@@ -95,9 +99,7 @@ def render(plan: Plan) -> dict[str, str]:
             root_hash=plan.secrets.get("root_password_hash", PLACEHOLDER_ROOT_HASH),
             profile=prov.profiles[host.profile],
             variables={key.upper(): value for key, value in host.versions.items()},
-            route_files={
-                p.rsplit("/", 1)[1]: text for p, text in route_files.items() if p.startswith(prefix)
-            },
+            route_files=route_files.get(host.name, {}),
             expected=to_json(host_contract(host)),
         )
     return files

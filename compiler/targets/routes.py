@@ -31,7 +31,19 @@ def static_routes(host: Host, iface: Interface) -> list[Route]:
     ]
 
 
+# The last plan rendered and its files: kickstart embeds the route files of the same plan the
+# routes target just rendered, and a frozen plan's files never change. By identity, one slot.
+_last: tuple[Plan, dict[str, str]] | None = None
+
+
 def render(plan: Plan) -> dict[str, str]:
+    global _last
+    if _last is None or _last[0] is not plan:
+        _last = (plan, _render(plan))
+    return dict(_last[1])
+
+
+def _render(plan: Plan) -> dict[str, str]:
     files: dict[str, str] = {}
     for host in plan.hosts:
         for iface in host.interfaces:
