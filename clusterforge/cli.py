@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from compiler import output, pipeline, plan
 from compiler.errors import ClusterforgeError, SourceError
-from compiler.load import load
-from compiler.model import LabelStock
+from compiler.kinds import LabelStock
 
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
 
 
 def _compile(args: argparse.Namespace) -> int:
+    from compiler import output, pipeline
+
     # Secrets (the root password hash) are read only for a build outside the repository:
     # generated/ is committed, so it always carries the placeholder.
     generated = args.repo / "generated"
@@ -57,6 +57,9 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from compiler import pipeline, plan
+    from compiler.load import load
+
     p = plan.build(pipeline.check(load(args.repo / "cluster")))
     print(
         f"cluster/ is valid: {len(p.hosts)} hosts, {len(p.switches)} switches, "

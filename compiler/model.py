@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from enum import StrEnum
 from typing import Annotated, Any
 
 import netaddr
@@ -20,6 +19,8 @@ from pydantic import (
     Field,
     Strict,
 )
+
+from compiler.kinds import LabelStock, Medium, Role, SwitchRole
 
 
 class Strict_(BaseModel):
@@ -64,35 +65,7 @@ Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z._-]*", "a version (quo
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 Lax = Strict(False)  # closed vocabularies: a YAML string becomes the StrEnum member
-
-
-class Role(StrEnum):
-    GPU = "gpu"
-    LOGIN = "login"
-    SUBNET_MANAGER = "subnet-manager"
-    PROVISIONING = "provisioning"
-    MONITORING = "monitoring"
-    SPARE = "spare"
-
-
-class SwitchRole(StrEnum):
-    LEAF = "leaf"
-    SPINE = "spine"
-    MANAGEMENT = "management"
-    STORAGE = "storage"
-
-
-class Medium(StrEnum):
-    ETHERNET = "ethernet"
-    INFINIBAND = "infiniband"
-
-
-class LabelStock(StrEnum):
-    """Label stock the cable label sheets are laid out on; geometry in `compiler/labels.py`."""
-
-    WRAP_LETTER = "wrap-letter"
-    AVERY_5160 = "avery-5160"
-    AVERY_L7163 = "avery-l7163"
+__all__ = ["LabelStock", "Medium", "Role", "SwitchRole"]  # the vocabularies, re-exported
 
 
 # --- site.yaml ------------------------------------------------------------------------------
