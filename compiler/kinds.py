@@ -18,6 +18,7 @@ class Role(StrEnum):
 class SwitchRole(StrEnum):
     LEAF = "leaf"
     SPINE = "spine"
+    CORE = "core"  # the top tier of a three-tier fat tree: joins the pods' spines
     MANAGEMENT = "management"
     STORAGE = "storage"
 
