@@ -60,10 +60,11 @@ def _validate(args: argparse.Namespace) -> int:
     from compiler import pipeline, plan
     from compiler.load import load
 
-    p = plan.build(pipeline.check(load(args.repo / "cluster")))
+    cluster = pipeline.check(load(args.repo / "cluster"))
+    p = plan.build(cluster)
     print(
         f"cluster/ is valid: {len(p.hosts)} hosts, {len(p.switches)} switches, "
-        f"{len(p.cables)} cables"
+        f"{len(p.cables)} cables; {plan.room(cluster)}"
     )
     return EXIT_OK
 

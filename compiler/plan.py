@@ -16,6 +16,7 @@ from typing import Any
 import netaddr
 
 from compiler.model import (
+    MAX_RACK_ID,
     Cluster,
     Fabric,
     Medium,
@@ -102,6 +103,59 @@ def nic_networks(cluster: Cluster, node: Node) -> list[tuple[str, str]]:
     if model is None:
         return []
     return [(nic.name, nic.network) for nic in model.nics] + [("bmc", model.bmc)]
+
+
+@dataclass(frozen=True)
+class Room:
+    """How far the plan's rules reach: the highest rack id every network and the LID plan
+    hold, the highest rack id a leaf may have (its spine ports, or the core's ports for pods),
+    and how many rack ids below those are still free."""
+
+    max_rack_id: int
+    limited_by: str
+    max_leaf_rack_id: int
+    leaf_limited_by: str
+    free_ids: int
+    free_leaf_ids: int
+
+    def __str__(self) -> str:
+        return (
+            f"room for {self.free_ids} more racks (rack ids up to {self.max_rack_id}: "
+            f"{self.limited_by}), {self.free_leaf_ids} of them with a leaf (up to "
+            f"{self.max_leaf_rack_id}: {self.leaf_limited_by})"
+        )
+
+
+def room(cluster: Cluster) -> Room:
+    """How many racks the address, LID and port rules can still take; see `Room`."""
+    limits = [(MAX_RACK_ID, "static LIDs")]
+    for name, net in sorted(cluster.networks.items()):
+        subnets = 2 ** (net.rack_prefix - netaddr.IPNetwork(net.cidr).prefixlen)
+        limits.append(((subnets - 1 - net.offset) // net.stride, f"network {name!r}"))
+    top, why = min(limits)
+    fabric = cluster.fabric
+    ports = {
+        sw.role: cluster.hardware.switches[sw.model].ports
+        for rack in cluster.racks
+        for sw in rack.switches
+        if sw.model in cluster.hardware.switches
+    }
+    leaf = [(top, why)]
+    if fabric.racks_per_pod is None and SwitchRole.SPINE in ports:
+        leaf.append((ports[SwitchRole.SPINE] // fabric.links_per_spine, "spine ports"))
+    elif fabric.racks_per_pod is not None and SwitchRole.CORE in ports:
+        pods = ports[SwitchRole.CORE] // fabric.links_per_core
+        leaf.append((pods * fabric.racks_per_pod, f"core ports: {pods} pods"))
+    leaf_top, leaf_why = min(leaf)
+    ids = {rack.id for rack in cluster.racks}
+    return Room(
+        top,
+        why,
+        leaf_top,
+        leaf_why,
+        top - sum(1 for i in ids if i <= top),
+        leaf_top - sum(1 for i in ids if i <= leaf_top),
+    )
 
 
 def standard_length(metres: float) -> float:
