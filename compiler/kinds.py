@@ -28,6 +28,18 @@ class Medium(StrEnum):
     INFINIBAND = "infiniband"
 
 
+class FirewallPolicy(StrEnum):
+    RESTRICTED = "restricted"
+    TRUSTED = "trusted"
+
+
+class FileCheck(StrEnum):
+    """How the audit checks a deployed file: its bytes, or only that it is there."""
+
+    CONTENT = "content"
+    EXISTS = "exists"
+
+
 class LabelStock(StrEnum):
     """Label stock the cable label sheets are laid out on; geometry in `compiler/labels.py`."""
 
