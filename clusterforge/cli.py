@@ -159,11 +159,21 @@ def _audit(args: argparse.Namespace) -> int:
 
     given = {k: v for k, v in vars(args).items() if v is not None}
     live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
+    part = (args.shard, args.hosts)
     try:
-        if args.replay is not None:
+        if args.merge:
+            if args.merge[0] != "merge" or len(args.merge) < 2:
+                raise AuditError("usage: clusterforge audit merge DIR... [--out DIR]")
+            others = [o for o in (*live, "replay", "shard", "hosts", "now") if o in given]
+            if others:
+                raise AuditError("audit merge takes report folders, --out and --textfile only")
+            report = audit.merge([Path(d) for d in args.merge[1:]], args.out, args.textfile)
+        elif args.replay is not None:
             if live:
                 raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
-            report = audit.audit_replay(args.repo, args.replay, args.out, args.textfile, args.now)
+            report = audit.audit_replay(
+                args.repo, args.replay, args.out, args.textfile, args.now, part
+            )
         elif args.ssh_key is None or args.known_hosts is None:
             raise AuditError(
                 "live collection needs --ssh-key FILE and --known-hosts FILE (an unknown host "
@@ -182,6 +192,7 @@ def _audit(args: argparse.Namespace) -> int:
                 args.out,
                 args.textfile,
                 args.now,
+                part,
             )
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
@@ -199,6 +210,15 @@ def _instant(text: str) -> datetime:
     if when is None or when.utcoffset() is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not ISO 8601 with a UTC offset")
     return when
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from audits.shard import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -272,6 +292,19 @@ def parser() -> argparse.ArgumentParser:
     )
     d.set_defaults(run=_diff)
     a = sub.add_parser("audit", help="compare what hosts and the fabric run with generated/")
+    a.add_argument(
+        "merge",
+        nargs="*",
+        metavar="merge DIR",
+        help="`audit merge DIR...`: fold the report folders of shards 1..N into one report",
+    )
+    a.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="K/N",
+        help="audit shard K of N: every Nth rack by name (shard 1 also scans the fabric)",
+    )
+    a.add_argument("--hosts", metavar="SPEC", help="only these hosts, e.g. gpu[001-010],login01")
     a.add_argument(
         "--replay", type=Path, metavar="DIR", help="audit a recording (audits/collect.py layout)"
     )
