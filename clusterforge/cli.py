@@ -16,6 +16,7 @@ Subcommands import what they need when they run, so `compile` does not pay for S
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -28,9 +29,17 @@ from compiler.kinds import LabelStock
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
 
 
+def _batch() -> None:
+    """A compile builds a few hundred thousand objects that live until exit, with no reference
+    cycles to speak of; the cyclic collector rescanning them made a 2,000-server compile a
+    fifth slower (and grow worse than linearly). A one-shot command does without it."""
+    gc.disable()
+
+
 def _compile(args: argparse.Namespace) -> int:
     from compiler import output, pipeline
 
+    _batch()
     # Secrets (the root password hash) are read only for a build outside the repository:
     # generated/ is committed, so it always carries the placeholder.
     generated = args.repo / "generated"
@@ -77,6 +86,7 @@ def _validate(args: argparse.Namespace) -> int:
     from compiler import pipeline, plan
     from compiler.load import load
 
+    _batch()
     cluster = pipeline.check(load(args.repo / "cluster"))
     p = plan.build(cluster)
     print(
@@ -115,6 +125,7 @@ def _labels(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from compiler import diff, gitsource
 
+    _batch()
     try:
         share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
         report = gitsource.diff_revisions(args.repo, args.base, args.head, share)
@@ -347,6 +358,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.repo = args.repo.resolve()
+    collecting = gc.isenabled()  # main() also runs inside test sessions: leave gc as found
     try:
         code: int = args.run(args)
     except SourceError as exc:
@@ -359,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterforgeError as exc:
         print(f"clusterforge: internal error: {exc}", file=sys.stderr)
         return EXIT_BUG
+    finally:
+        if collecting:
+            gc.enable()
     return code
 
 

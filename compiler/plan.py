@@ -8,6 +8,7 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any
@@ -159,7 +160,8 @@ def room(cluster: Cluster) -> Room:
 
 
 def standard_length(metres: float) -> float:
-    return next((s for s in STOCK_LENGTHS_M if s >= metres - 1e-9), math.ceil(metres / 10) * 10)
+    i = bisect_left(STOCK_LENGTHS_M, metres - 1e-9)
+    return STOCK_LENGTHS_M[i] if i < len(STOCK_LENGTHS_M) else math.ceil(metres / 10) * 10
 
 
 # --- the plan -------------------------------------------------------------------------------
