@@ -147,7 +147,8 @@ def main() -> None:
     out["sizes"] = {}
     steps = ("compile", "recompile", "validate", "diff")
     print(
-        f"\n{'servers':>7}  {'step':<10}{'seconds':>9}{'peak MiB':>10}{'ratio':>8}{'/doubling':>10}"
+        f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'wall s':>8}{'peak MiB':>10}{'ratio':>8}"
+        f"{'/doubling':>10}"
     )
     previous: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -196,7 +197,7 @@ def audit_replay() -> dict[str, float]:
     from audits import expected
     from audits import pipeline as audit
     from audits.collect import ReplayCollector
-    from tests.lab.fleet import Fleet
+    from clusterforge.lab.fleet import Fleet
 
     with tempfile.TemporaryDirectory() as tmp:
         recording = Fleet.load(REPO / "generated").record(Path(tmp) / "recording")

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from audits.parsers import ibnetdiscover
+from clusterforge.lab.ibsim import SimFabric
 from compiler import generate, pipeline
 from compiler.load import Source, load
 from compiler.pipeline import Compiled
 from tests.conftest import REPO, require_tool
-from tests.lab.ibsim import SimFabric
 
 REFERENCE = load(REPO / "cluster")
 
