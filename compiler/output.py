@@ -106,9 +106,12 @@ def _write_whole(root: Path, files: dict[str, bytes]) -> None:
     root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.new-", dir=root.parent))
     try:
+        made: set[Path] = set()  # one mkdir per folder, not per file
         for rel, data in files.items():
             path = staging / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.parent not in made:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                made.add(path.parent)
             path.write_bytes(data)
         staging.chmod(0o755)
         staging.rename(root)
