@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from compiler import checks, deploy, targets
+from compiler import checks, deploy, output, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source, load
 from compiler.model import Cluster, SecretSource, validate
@@ -23,7 +23,7 @@ from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
 from contract import Deploy
 
-MANIFEST = "MANIFEST.json"
+MANIFEST = output.MANIFEST
 
 # pydantic error types -> our rule names, so a reader can look a rule up in one vocabulary.
 _RULES = {
