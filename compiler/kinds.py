@@ -46,3 +46,10 @@ class LabelStock(StrEnum):
     WRAP_LETTER = "wrap-letter"
     AVERY_5160 = "avery-5160"
     AVERY_L7163 = "avery-l7163"
+
+
+class Severity(StrEnum):
+    """An alert's severity: what Alertmanager's receivers filter on."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"

@@ -20,7 +20,15 @@ from pydantic import (
     Strict,
 )
 
-from compiler.kinds import FileCheck, FirewallPolicy, LabelStock, Medium, Role, SwitchRole
+from compiler.kinds import (
+    FileCheck,
+    FirewallPolicy,
+    LabelStock,
+    Medium,
+    Role,
+    Severity,
+    SwitchRole,
+)
 
 
 class Strict_(BaseModel):
@@ -81,11 +89,6 @@ class Services(Strict_):
 
 
 Duration = Annotated[str, _pattern(r"([0-9]+(ms|s|m|h|d|w|y))+", "a duration like 5m or 1h30m")]
-
-
-class Severity(StrEnum):
-    CRITICAL = "critical"
-    WARNING = "warning"
 
 
 class SecretSource(Strict_):

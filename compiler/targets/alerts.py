@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from compiler.deploy import services
-from compiler.model import Monitoring, Severity
+from compiler.kinds import Severity
+from compiler.model import Monitoring
 from compiler.plan import Host, Plan
 from compiler.targets.monitoring import PROBES
 from compiler.targets.render import template, to_yaml
