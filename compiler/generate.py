@@ -229,6 +229,8 @@ services:
     units: [node_exporter.service]
     ports: [9100/tcp]
     scrape: {job: node, port: 9100}
+    files:
+      - {source: monitoring/node_exporter.conf, dest: /etc/default/node_exporter, reload: node_exporter.service}
   opensm:
     description: the InfiniBand subnet manager, master or standby by priority
     packages: [opensm]
@@ -282,16 +284,36 @@ services:
     files:
       - {source: monitoring/prometheus.yml, dest: /etc/prometheus/prometheus.yml, reload: prometheus.service}
       - {source: monitoring/alerts.yml, dest: /etc/prometheus/alerts.yml, reload: prometheus.service}
+      - {source: monitoring/recording.yml, dest: /etc/prometheus/recording.yml, reload: prometheus.service}
       - {source: "monitoring/targets/*", dest: "/etc/prometheus/targets/{name}"}
   alertmanager:
     description: routes the alerts Prometheus raises
     packages: [alertmanager]
     units: [alertmanager.service]
     ports: [9093/tcp]
+    files:
+      - {source: monitoring/alertmanager.yml, dest: /etc/prometheus/alertmanager.yml, mode: "0640", owner: "root:prometheus", reload: alertmanager.service, check: exists}
   ipmi-exporter:
     description: reads every BMC over IPMI for Prometheus (runs beside it)
     packages: [ipmi_exporter]
     units: [ipmi_exporter.service]
+    files:
+      - {source: monitoring/ipmi_exporter.yml, dest: /etc/prometheus/ipmi_remote.yml, mode: "0640", owner: "root:prometheus", reload: ipmi_exporter.service, check: exists}
+  blackbox-exporter:
+    description: pings every BMC and every host's management address for Prometheus (beside it)
+    packages: [blackbox_exporter]
+    units: [blackbox_exporter.service]
+    files:
+      - {source: monitoring/blackbox.yml, dest: /etc/prometheus/blackbox.yml, reload: blackbox_exporter.service}
+  grafana:
+    description: the cluster overview dashboard over Prometheus
+    packages: [grafana]
+    units: [grafana-server.service]
+    ports: [3000/tcp]
+    files:
+      - {source: monitoring/grafana/datasources.yaml, dest: /etc/grafana/provisioning/datasources/clusterforge.yaml, mode: "0640", owner: "root:grafana", reload: grafana-server.service}
+      - {source: monitoring/grafana/dashboards.yaml, dest: /etc/grafana/provisioning/dashboards/clusterforge.yaml, mode: "0640", owner: "root:grafana", reload: grafana-server.service}
+      - {source: "monitoring/grafana/dashboards/*", dest: "/var/lib/grafana/dashboards/clusterforge/{name}"}
   rdma:
     description: the InfiniBand HCA's user space and IPoIB (rdma-core comes with MLNX_OFED)
     packages: [infiniband-diags]
@@ -318,6 +340,8 @@ services:
     units: [nvidia-dcgm.service, dcgm-exporter.service]
     ports: [9400/tcp]
     scrape: {job: dcgm, port: 9400}
+    files:
+      - {source: monitoring/dcgm-counters.csv, dest: /etc/dcgm-exporter/default-counters.csv, reload: dcgm-exporter.service}
   nccl-bootstrap:
     description: NCCL/MPI bootstrap between GPU servers
     ports: [32768-60999/tcp]
@@ -327,7 +351,7 @@ roles:
   login: [base, rdma, node-exporter]
   subnet-manager: [base, rdma, node-exporter, opensm]
   provisioning: [base, node-exporter, dhcpd, tftp, http, dns, ntp]
-  monitoring: [base, node-exporter, prometheus, alertmanager, ipmi-exporter]
+  monitoring: [base, node-exporter, prometheus, alertmanager, ipmi-exporter, blackbox-exporter, grafana]
 review_only:
   - inventory.json              # every host and switch with its derived facts
   - expected/fabric.json

@@ -7,6 +7,7 @@ import pytest
 from compiler import generate, pipeline
 from compiler.errors import SourceError
 from compiler.load import Source, parse
+from tests.conftest import REPO
 
 
 @pytest.mark.parametrize("servers", [1, 17, 124])
@@ -83,3 +84,10 @@ def test_room_says_how_many_racks_the_plan_still_takes() -> None:
     big = room(pipeline.check(generate.source(4096)))
     assert (big.max_rack_id, big.limited_by) == (703, "static LIDs")
     assert (big.max_leaf_rack_id, big.free_leaf_ids) == (512, 256)
+
+
+def test_generated_services_are_the_reference_sites() -> None:
+    """The generator's services.yaml is cluster/services.yaml less its comment lines."""
+    reference = (REPO / "cluster" / "services.yaml").read_text().splitlines()
+    kept = [line for line in reference if not line.lstrip().startswith("#")]
+    assert generate.generate(1)["services.yaml"] == "\n".join(kept) + "\n"

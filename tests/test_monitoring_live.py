@@ -9,7 +9,7 @@ samples under the real metric names of node_exporter, dcgm-exporter, ipmi_export
 port. What the test changes, and only in its own copies:
 - cluster/ is copied and its site.yaml `monitoring:` gets `pending: 2s`, `bmc_down_for: 2s`
   and `ecc_window: 30s`, then compiled; the rules are the mon01 overlay's files, unchanged;
-- the overlay's prometheus.yml gets 1 s scrape and evaluation intervals, no Alertmanager, and
+- the overlay's prometheus.yml gets a 3 s scrape and 1 s evaluation interval, no Alertmanager, and
   the probe jobs' exporter address set to the test server; the target files keep their labels
   but only the fleet's hosts, with node/dcgm targets pointed at the test server (a
   `__metrics_path__` label per host).
@@ -138,7 +138,9 @@ def prometheus_dir(compiled: Compiled, to: Path, exporter_at: str, faulty: bool)
     bundle.write(to / "bundle", bundle.bundles(compiled, hosts=[host]))
     conf = to / "bundle" / host / "etc" / "prometheus"
     config = YAML(typ="safe").load((conf / "prometheus.yml").read_text())
-    config["global"] |= {"scrape_interval": "1s", "scrape_timeout": "1s"}
+    # 3 s to answer: on a loaded test machine a scrape of the Python exporter that times out
+    # would be a real ExporterDown, pending, and spoil "no other alert".
+    config["global"] |= {"scrape_interval": "3s", "scrape_timeout": "3s"}
     config["global"]["evaluation_interval"] = "1s"
     del config["alerting"]
     for job in config["scrape_configs"]:

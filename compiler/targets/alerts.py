@@ -25,7 +25,7 @@ from compiler.deploy import services
 from compiler.kinds import Severity
 from compiler.model import Monitoring
 from compiler.plan import Host, Plan
-from compiler.targets.monitoring import PROBES
+from compiler.targets.monitoring import PROBES, probe_jobs
 from compiler.targets.render import template, to_yaml
 
 HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still names the box
@@ -141,9 +141,34 @@ def _exporters(plan: Plan) -> list[tuple[str, str]]:
         for _, service in services(plan, host):
             if service.scrape and service.scrape.job != "node":
                 jobs[service.scrape.job] = " ".join(service.units)
-    catalogue = plan.cluster.services.services
-    jobs["icmp"] = " ".join(catalogue[PROBES["icmp"].service].units)
+    if "icmp" in probe_jobs(plan):
+        catalogue = plan.cluster.services.services
+        jobs["icmp"] = " ".join(catalogue[PROBES["icmp"].service].units)
     return sorted(jobs.items())
+
+
+def _exporter_down(plan: Plan) -> list[dict[str, Any]]:
+    """ExporterDown, whose first command depends on the job; none without such jobs."""
+    exporters = _exporters(plan)
+    if not exporters:
+        return []
+    mon = plan.site.services.monitoring
+    first = "".join(
+        f'{{{{ {"if" if i == 0 else "else if"} eq $labels.job "{job}" }}}}'
+        + (f"ssh {mon} " if job in PROBES else "ssh {{ $labels.instance }} ")
+        + f"systemctl status {units}"
+        for i, (job, units) in enumerate(exporters)
+    )
+    return [
+        _alert(
+            "ExporterDown",
+            f'up{{job=~"{"|".join(job for job, _ in exporters)}"}} == 0',
+            plan.site.monitoring.pending,
+            Severity.WARNING,
+            "the {{ $labels.job }} exporter of {{ $labels.instance }} does not answer Prometheus",
+            first + "{{ end }}",
+        )
+    ]
 
 
 def alert_rules(plan: Plan) -> list[dict[str, Any]]:
@@ -163,20 +188,7 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
             "ping -c 3 {{ $labels.instance }}; "
             'ipmitool -I lanplus -H {{ $labels.instance }}-bmc -U "$IPMI_USER" -E chassis status',
         ),
-        _alert(
-            "ExporterDown",
-            f'up{{job=~"{"|".join(job for job, _ in _exporters(plan))}"}} == 0',
-            m.pending,
-            warn,
-            "the {{ $labels.job }} exporter of {{ $labels.instance }} does not answer Prometheus",
-            "".join(
-                f'{{{{ {"if" if i == 0 else "else if"} eq $labels.job "{job}" }}}}'
-                + (f"ssh {mon} " if job in PROBES else "ssh {{ $labels.instance }} ")
-                + f"systemctl status {units}"
-                for i, (job, units) in enumerate(_exporters(plan))
-            )
-            + "{{ end }}",
-        ),
+        *_exporter_down(plan),
         _alert(
             "BmcUnreachable",
             'max without (collector) (ipmi_up{job="ipmi"}) == 0 or up{job="ipmi"} == 0',

@@ -123,11 +123,18 @@ def management(plan: Plan, host: Host) -> Interface:
     return next((i for i in host.interfaces if i.network in default), host.interfaces[0])
 
 
+def probe_jobs(plan: Plan) -> set[str]:
+    """The probe jobs whose exporter some host (the monitoring host) runs."""
+    running = {name for host in plan.hosts for name in host.services}
+    return {job for job, probe in PROBES.items() if probe.service in running}
+
+
 def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """Job name -> file_sd target groups."""
     ib = {n for n, net in plan.cluster.networks.items() if net.medium == Medium.INFINIBAND}
     leaf = {c.b.device: c.a.device for c in plan.cables if c.network in ib}
     jobs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    probes = probe_jobs(plan)
     for host in plan.hosts:
         labels = target_labels(host, leaf)
         mgmt = management(plan, host)
@@ -135,10 +142,12 @@ def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
             if service.scrape:
                 target = f"{mgmt.address}:{service.scrape.port}"
                 jobs[service.scrape.job].append({"targets": [target], "labels": labels})
-        jobs["ipmi"].append({"targets": [host.bmc.address], "labels": labels})
-        for iface in (host.bmc, mgmt):
-            extra = {"network": iface.network, "address": iface.address}  # to ping by hand
-            jobs["icmp"].append({"targets": [iface.address], "labels": labels | extra})
+        if "ipmi" in probes:
+            jobs["ipmi"].append({"targets": [host.bmc.address], "labels": labels})
+        if "icmp" in probes:
+            for iface in (host.bmc, mgmt):
+                extra = {"network": iface.network, "address": iface.address}  # to ping by hand
+                jobs["icmp"].append({"targets": [iface.address], "labels": labels | extra})
     return dict(jobs)
 
 
