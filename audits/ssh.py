@@ -32,7 +32,7 @@ import asyncio
 import ipaddress
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +49,7 @@ from audits.report import Report
 SSH_PORT = 22
 SUBNET_MANAGER = "subnet-manager"  # the role whose hosts sit on the fabric to scan it from
 _REASON_MAX = 300  # characters of a command's stderr kept in a reason
+Progress = Callable[[int, int], None]  # (hosts done, hosts in all): the CLI's progress line
 
 
 @dataclass(frozen=True)
@@ -138,13 +139,18 @@ class SshCollector:
     """Collects over SSH; see the module docstring. `fabric_from` None: no fabric scan."""
 
     def __init__(
-        self, targets: Mapping[str, Target], options: SshOptions, fabric_from: str | None
+        self,
+        targets: Mapping[str, Target],
+        options: SshOptions,
+        fabric_from: str | None,
+        progress: Progress | None = None,
     ) -> None:
         if options.concurrency < 1 or options.timeout <= 0:
             raise AuditError("concurrency must be at least 1 and the timeout above 0 seconds")
         self.targets = dict(targets)
         self.options = options
         self.fabric_from = fabric_from
+        self.progress = progress
         try:
             self._key = asyncssh.read_private_key(options.key)
         except (OSError, ValueError, asyncssh.Error) as exc:
@@ -166,9 +172,17 @@ class SshCollector:
         gate = asyncio.Semaphore(self.options.concurrency)
         names = sorted(hosts)
         scan = self.fabric_from if fabric else None
-        results = await asyncio.gather(
-            *(self._host(gate, name, hosts[name], fabric if name == scan else ()) for name in names)
-        )
+        done = 0
+
+        async def counted(name: str) -> tuple[Collected, Collected]:
+            nonlocal done
+            result = await self._host(gate, name, hosts[name], fabric if name == scan else ())
+            done += 1
+            if self.progress is not None:
+                self.progress(done, len(names))
+            return result
+
+        results = await asyncio.gather(*(counted(name) for name in names))
         by_host = dict(zip(names, results, strict=True))
         if not fabric:
             scanned = Collected({}, {})
@@ -280,13 +294,15 @@ def audit_live(
     out: Path,
     metrics: Path | None,
     now: datetime | None,
+    progress: Progress | None = None,
 ) -> Report:
     """Collect over SSH into the recording `record`, audit it against `repo`'s
-    generated/expected/, and write the report; raises AuditError when it cannot run."""
+    generated/expected/, and write the report; raises AuditError when it cannot run.
+    `progress(done, total)` is called as each host is finished."""
     expectations = expected.read(repo)
     hosts = expectations.hosts
     addresses = targets(hosts, read_inventory(inventory) if inventory else {})
-    collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from))
+    collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from), progress)
     report = pipeline.audit(expectations, Recorder(collector, record), now)
     pipeline.write(report, out, metrics)
     return report

@@ -20,7 +20,9 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
+from typing import TextIO
 
 from compiler import output, pipeline, plan
 from compiler.errors import ClusterforgeError, SourceError
@@ -28,6 +30,22 @@ from compiler.load import load
 from compiler.model import LabelStock
 
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
+
+
+class Progress:
+    """`what: done/total` redrawn in place on stderr, only when stderr is a terminal and not
+    in CI: a log file or a CI console gets no carriage returns, only the final summary."""
+
+    def __init__(self, what: str, stream: TextIO | None = None) -> None:
+        self.what = what
+        self.stream = stream or sys.stderr
+        self.shown = self.stream.isatty() and os.environ.get("CI") != "true"
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.shown:
+            end = "\n" if done == total else ""
+            self.stream.write(f"\r{self.what}: {done}/{total}{end}")
+            self.stream.flush()
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -38,21 +56,27 @@ def _compile(args: argparse.Namespace) -> int:
         print("clusterforge: --out names generated/, which git tracks", file=sys.stderr)
         return EXIT_INPUT
     compiled = pipeline.compile_repo(args.repo, os.environ if args.out else None)
-    for notice in compiled.notices:
-        print(f"clusterforge: {notice}", file=sys.stderr)
     generated = args.out or generated
+    name = args.out or "generated/"
     if args.check:
+        # A check answers one question; notices about how to build belong to a build.
         difference = output.compare(generated, compiled.files)
         if difference:
-            print(f"{generated} is stale; run `clusterforge compile`:", file=sys.stderr)
+            print(f"{name} is stale ({difference.summary()}); run `clusterforge compile`:",
+                  file=sys.stderr)  # fmt: skip
             for line in difference.lines():
                 print(f"  {line}", file=sys.stderr)
             return EXIT_CHECK
-        print(f"{args.out or 'generated/'} is up to date ({len(compiled.files)} files)")
+        print(f"{name} is up to date ({len(compiled.files)} files)")
         return EXIT_OK
-    wrote = output.write(generated, compiled.files)
-    state = "written" if wrote else "already up to date"
-    print(f"{args.out or 'generated/'}: {len(compiled.files)} files {state}")
+    changed = output.write(generated, compiled.files)
+    # Said once, when the tree is written, not on every compile that finds it current.
+    if changed:
+        for notice in compiled.notices:
+            print(f"clusterforge: {notice}", file=sys.stderr)
+        print(f"{name}: {changed.summary()} of {len(compiled.files)}")
+    else:
+        print(f"{name}: up to date ({len(compiled.files)} files, none changed)")
     return EXIT_OK
 
 
@@ -71,7 +95,11 @@ def _labels(args: argparse.Namespace) -> int:
     only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
     try:
         files = labels.sheets_for_repo(
-            args.repo, args.stock and LabelStock(args.stock), args.rack, only
+            args.repo,
+            args.stock and LabelStock(args.stock),
+            args.rack,
+            only,
+            Progress("label sheets, racks done"),
         )
     except labels.SelectionError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
@@ -136,7 +164,9 @@ def _audit(args: argparse.Namespace) -> int:
     from audits import ssh
     from audits.model import AuditError
 
-    given = {k: v for k, v in vars(args).items() if v is not None}
+    # Inside the repository but under build/, which git ignores: a report is not source.
+    args.out = args.out or args.repo / "build" / "audit-report"
+    given = {k: v for k, v in vars(args).items() if v is not None and k != "out"}
     live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
     try:
         if args.replay is not None:
@@ -161,6 +191,7 @@ def _audit(args: argparse.Namespace) -> int:
                 args.out,
                 args.textfile,
                 args.now,
+                Progress("audit, hosts done"),
             )
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
@@ -180,18 +211,59 @@ def _instant(text: str) -> datetime:
     return when
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="clusterforge", description=__doc__.split("\n")[0])
-    top.add_argument(
+_ABOUT = """\
+Compile your cluster's YAML (cluster/) into the configs its services read (generated/), review
+what a change does before it merges, print the cable labels, and audit what the machines run."""
+
+_EPILOG = """\
+daily work:
+  clusterforge compile                 after editing cluster/; commit generated/ with it
+  clusterforge diff main HEAD          what your branch changes: hosts, cables, addresses
+  clusterforge labels --rack r07       label sheets for the technicians (build/labels/)
+  clusterforge audit --ssh-key K --known-hosts F
+                                       what the fleet really runs vs generated/expected/
+
+Run it anywhere inside the repository, or name it with -C DIR (before or after the command).
+
+exit codes: 0 ok; 1 a check failed (stale generated/, drift); 2 bad input, each problem as
+file:line:col: rule: message (audit: a host could not be collected); 3 a bug, please report
+it; 4 the audit could not run at all. docs/ has the how-tos and the field reference."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("clusterforge")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _repo_option(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument(
         "-C",
         dest="repo",
         type=Path,
-        default=Path.cwd(),
+        default=default,
         metavar="DIR",
-        help="the repository to work on (its cluster/ and generated/); default: here",
+        help="the repository to work on (default: the one this folder is in)",
     )
-    sub = top.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("compile", help="compile cluster/ into generated/")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="clusterforge",
+        description=_ABOUT,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("--version", action="version", version=f"clusterforge {_version()}")
+    _repo_option(top, None)
+    # -C after the subcommand too; SUPPRESS keeps a subcommand from resetting the top's value.
+    common = argparse.ArgumentParser(add_help=False)
+    _repo_option(common, argparse.SUPPRESS)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    c = sub.add_parser(
+        "compile", parents=[common], help="turn cluster/ into generated/ (commit the two together)"
+    )
     c.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if generated/ is stale"
     )
@@ -203,11 +275,14 @@ def parser() -> argparse.ArgumentParser:
         "the file provisioning.yaml names (for the provisioning server; never commit it)",
     )
     c.set_defaults(run=_compile)
-    v = sub.add_parser("validate", help="run every check on cluster/; write nothing")
+    v = sub.add_parser(
+        "validate", parents=[common], help="check cluster/ for mistakes; write nothing"
+    )
     v.set_defaults(run=_validate)
     lab = sub.add_parser(
         "labels",
-        help="render cable label sheets and pull sheets (PDF); generated/ is not touched",
+        parents=[common],
+        help="cable label sheets and pull sheets as PDFs, into build/labels/",
     )
     lab.add_argument(
         "--rack", action="append", default=[], metavar="R", help="only this rack (repeatable)"
@@ -229,7 +304,9 @@ def parser() -> argparse.ArgumentParser:
     )
     lab.set_defaults(run=_labels)
     d = sub.add_parser(
-        "diff", help="compare what two git revisions of cluster/ compile to (PR review)"
+        "diff",
+        parents=[common],
+        help="what a change does: hosts, cables, addresses, labels to print (review)",
     )
     d.add_argument("base", help="the revision to compare from (commit, branch or tag)")
     d.add_argument("head", help="the revision to compare to")
@@ -242,11 +319,21 @@ def parser() -> argparse.ArgumentParser:
         help="flag a change touching more than this share of hosts or cables (default: 10)",
     )
     d.set_defaults(run=_diff)
-    a = sub.add_parser("audit", help="compare what hosts and the fabric run with generated/")
+    a = sub.add_parser(
+        "audit",
+        parents=[common],
+        help="what the machines and the fabric really run, against generated/expected/",
+    )
     a.add_argument(
         "--replay", type=Path, metavar="DIR", help="audit a recording (audits/collect.py layout)"
     )
-    a.add_argument("--out", type=Path, default=Path("audit-report"), metavar="DIR")
+    a.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="where the report goes (default: build/audit-report/ in the repository, which "
+        "git ignores)",
+    )
     live = a.add_argument_group("live collection over SSH (without --replay)")
     live.add_argument("--ssh-key", type=Path, metavar="FILE", help="private key to log in with")
     live.add_argument(
@@ -282,9 +369,19 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def find_repo(start: Path) -> Path:
+    """The repository `start` is in: the nearest folder, `start` or above, holding cluster/.
+    `start` itself when there is none, so the error names the folder the operator meant."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / "cluster").is_dir():
+            return folder
+    return start
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    args.repo = args.repo.resolve()
+    args.repo = find_repo(args.repo or Path.cwd())
     try:
         code: int = args.run(args)
     except SourceError as exc:

@@ -58,7 +58,14 @@ def read_dir(cluster_dir: Path) -> dict[str, bytes]:
     """Every YAML file below `cluster_dir`, by its path as diagnostics print it (cluster/...)."""
     if not cluster_dir.is_dir():
         raise SourceError(
-            [Diagnostic(Location(str(cluster_dir)), "missing-source", "no cluster/ folder here")]
+            [
+                Diagnostic(
+                    Location(str(cluster_dir)),
+                    "missing-source",
+                    "no cluster/ folder here or in any folder above; start one with "
+                    "`clusterforge init DIR`, or name the repository with -C DIR",
+                )
+            ]
         )
     return {
         f"cluster/{p.relative_to(cluster_dir).as_posix()}": p.read_bytes()

@@ -24,6 +24,17 @@ class Difference:
     def __bool__(self) -> bool:
         return bool(self.missing or self.extra or self.changed)
 
+    def summary(self) -> str:
+        """'3 files changed (1 added, 1 removed)': the counts an operator reads after a compile."""
+        n = len(self.missing) + len(self.extra) + len(self.changed)
+        parts = [
+            f"{len(x)} {what}"
+            for x, what in ((self.missing, "added"), (self.extra, "removed"))
+            if x
+        ]
+        detail = f" ({', '.join(parts)})" if parts else ""
+        return f"{n} file{'' if n == 1 else 's'} changed{detail}"
+
     def lines(self) -> list[str]:
         return (
             [f"missing  {p}" for p in self.missing]
@@ -51,10 +62,11 @@ def compare(root: Path, files: dict[str, bytes]) -> Difference:
     )
 
 
-def write(root: Path, files: dict[str, bytes]) -> bool:
-    """Make `root` hold exactly `files`; returns False when it already did (nothing touched)."""
-    if not compare(root, files):
-        return False
+def write(root: Path, files: dict[str, bytes]) -> Difference:
+    """Make `root` hold exactly `files`; returns what differed (empty: nothing touched)."""
+    difference = compare(root, files)
+    if not difference:
+        return difference
     root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.new-", dir=root.parent))
     try:
@@ -71,4 +83,4 @@ def write(root: Path, files: dict[str, bytes]) -> bool:
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise OutputError(f"cannot write {root}: {exc}") from exc
-    return True
+    return difference

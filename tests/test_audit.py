@@ -271,13 +271,14 @@ def test_a_folder_that_is_no_recording_is_refused(
     assert "meta.json is missing" in capsys.readouterr().err
 
 
-def test_the_report_goes_to_audit_report_here_by_default(
+def test_the_report_goes_to_build_in_the_repository_by_default(
     clean: Run, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     recording = clean.out.parent / "recording"
     assert main(["-C", str(reference), "audit", "--replay", str(recording)]) == 0
-    assert sorted(p.name for p in (tmp_path / "audit-report").iterdir()) == [
+    assert not (tmp_path / "audit-report").exists()
+    assert sorted(p.name for p in (reference / "build" / "audit-report").iterdir()) == [
         "junit.xml",
         "report.json",
         "report.md",
