@@ -386,9 +386,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
     except SourceError as exc:
         for diagnostic in exc.diagnostics:
-            print(diagnostic, file=sys.stderr)
+            print("\n".join(diagnostic.lines()), file=sys.stderr)
+        follow = exc.count - len(exc.diagnostics)
+        also = f" (and {follow} that follow from them)" if follow else ""
         print(
-            f"{len(exc.diagnostics)} problem(s) in cluster/; generated/ untouched", file=sys.stderr
+            f"{len(exc.diagnostics)} problem(s) in cluster/{also}; generated/ untouched",
+            file=sys.stderr,
         )
         return EXIT_INPUT
     except ClusterforgeError as exc:

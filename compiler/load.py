@@ -39,6 +39,13 @@ class Source:
 
     data: dict[str, Any]
     locations: dict[Path_, Location] = field(repr=False)
+    # The text of every scalar that did not load as a string (`12.20` is the float 12.2), so
+    # a message can quote what the operator typed.
+    texts: dict[Path_, str] = field(default_factory=dict, repr=False)
+
+    def text(self, path: Path_, value: object) -> str:
+        """`value` at `path` as written in the file, where known."""
+        return self.texts.get(path, value if isinstance(value, str) else repr(value))
 
     def where(self, path: Path_) -> Location:
         """Location of `path`, or of its nearest ancestor that has one (a missing key)."""
@@ -84,6 +91,7 @@ def parse(files: dict[str, bytes]) -> Source:
     raise SourceError listing every file that is missing, unknown or not valid YAML."""
     data: dict[str, Any] = {}
     locations: dict[Path_, Location] = {}
+    texts: dict[Path_, str] = {}
     diagnostics: list[Diagnostic] = []
 
     def read(name: str, at: Path_) -> Any:
@@ -98,7 +106,7 @@ def parse(files: dict[str, bytes]) -> Source:
         if tree is None:
             locations[at] = Location(name, 1, 1)
             return None
-        return _plain(tree, at, name, locations, diagnostics)
+        return _plain(tree, at, name, locations, texts, diagnostics)
 
     known = {f"cluster/{s}.yaml" for s in SECTIONS}
     racks_prefix = f"cluster/{RACKS_DIR}/"
@@ -124,29 +132,38 @@ def parse(files: dict[str, bytes]) -> Source:
 
     if diagnostics:
         raise SourceError(diagnostics)
-    return Source(data, locations)
+    return Source(data, locations, texts)
 
 
 def _plain(
-    node: Node, at: Path_, name: str, locations: dict[Path_, Location], problems: list[Diagnostic]
+    node: Node,
+    at: Path_,
+    name: str,
+    locations: dict[Path_, Location],
+    texts: dict[Path_, str],
+    problems: list[Diagnostic],
 ) -> Any:
     """Turn a composed node into dicts, tuples and scalars, recording each value's position."""
     locations.setdefault(at, Location(name, node.start_mark.line + 1, node.start_mark.column + 1))
     if isinstance(node, MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _plain(key_node, (*at, "<key>"), name, locations, problems)
+            key = _plain(key_node, (*at, "<key>"), name, locations, texts, problems)
             where = Location(name, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if key in out:
                 problems.append(Diagnostic(where, "duplicate-key", f"key {key!r} appears twice"))
                 continue
             # Point at the key, not the value: a nested block's value starts on the next line.
             locations[(*at, key)] = where
-            out[key] = _plain(value_node, (*at, key), name, locations, problems)
+            out[key] = _plain(value_node, (*at, key), name, locations, texts, problems)
         locations.pop((*at, "<key>"), None)
         return out
     if isinstance(node, SequenceNode):
         return tuple(
-            _plain(item, (*at, i), name, locations, problems) for i, item in enumerate(node.value)
+            _plain(item, (*at, i), name, locations, texts, problems)
+            for i, item in enumerate(node.value)
         )
-    return _SCALARS.construct_object(node)
+    value = _SCALARS.construct_object(node)
+    if not isinstance(value, str):
+        texts[at] = node.value
+    return value
