@@ -79,7 +79,8 @@ def test_an_independent_problem_is_not_folded(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("find", "replace", "expected"),
     [
-        ('    bios: "2.6"', "    bios: 2.6", 'bios: 2.6 reads as a number, not text: quote it, bios: "2.6"'),
+        ('    bios: "2.6"', "    bios: 2.6", 'bios: 2.6 reads as a number, not text: quote it, '
+         'bios: "2.6"'),
         ('    cuda: "12.2"', "    cuda: 12.20", 'quote it, cuda: "12.20"'),
     ],
 )  # fmt: skip
