@@ -66,7 +66,7 @@ from audits.model import (
 from audits.observe import observe
 from audits.parsers.base import RegistryError
 from audits.sink import Contract, Facts, Sink
-from compiler.plan import normal_routes
+from contract import normal_routes
 
 _BMC_PARTS = 2  # ipmitool prints "%u.%02x": major.minor of the BMC firmware, nothing more
 

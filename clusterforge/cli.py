@@ -80,6 +80,23 @@ def _compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bundle(args: argparse.Namespace) -> int:
+    from compiler import bundle
+
+    compiled = pipeline.compile_repo(args.repo, os.environ)
+    for notice in compiled.notices:
+        print(f"clusterforge: {notice}", file=sys.stderr)
+    try:
+        files = bundle.bundles(compiled, args.host, args.role)
+    except bundle.SelectionError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    bundle.write(args.out, files)
+    hosts = sorted({path.split("/", 1)[0].removesuffix(".json") for path in files})
+    print(f"{args.out}: bundles of {len(hosts)} host(s), {len(files)} files")
+    return EXIT_OK
+
+
 def _validate(args: argparse.Namespace) -> int:
     p = plan.build(pipeline.check(load(args.repo / "cluster")))
     print(
@@ -220,6 +237,7 @@ daily work:
   clusterforge compile                 after editing cluster/; commit generated/ with it
   clusterforge diff main HEAD          what your branch changes: hosts, cables, addresses
   clusterforge labels --rack r07       label sheets for the technicians (build/labels/)
+  clusterforge bundle --out DIR        each host's files, for the provisioning server
   clusterforge audit --ssh-key K --known-hosts F
                                        what the fleet really runs vs generated/expected/
 
@@ -275,6 +293,15 @@ def parser() -> argparse.ArgumentParser:
         "the file provisioning.yaml names (for the provisioning server; never commit it)",
     )
     c.set_defaults(run=_compile)
+    b = sub.add_parser(
+        "bundle",
+        parents=[common],
+        help="each host's files as a root-filesystem overlay DIR/<host>/ plus DIR/<host>.json",
+    )
+    b.add_argument("--out", type=Path, required=True, metavar="DIR")
+    b.add_argument("--host", action="append", default=[], metavar="H", help="only host H")
+    b.add_argument("--role", action="append", default=[], metavar="R", help="only role R")
+    b.set_defaults(run=_bundle)
     v = sub.add_parser(
         "validate", parents=[common], help="check cluster/ for mistakes; write nothing"
     )
