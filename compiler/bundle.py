@@ -28,9 +28,7 @@ class SelectionError(ClusterforgeError):
 
 
 def _overlay(compiled: Compiled, deploy: Deploy, prefix: str = "") -> dict[str, tuple[bytes, int]]:
-    files = {
-        f"{prefix}{f.path}": (compiled.files[f.source], int(f.mode, 8)) for f in deploy.files
-    }
+    files = {f"{prefix}{f.path}": (compiled.files[f.source], int(f.mode, 8)) for f in deploy.files}
     manifest = json.dumps(deploy.as_json(), indent=2, sort_keys=True) + "\n"
     files[f"{prefix}.json"] = (manifest.encode(), 0o644)
     return files
