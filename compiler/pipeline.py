@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import date, datetime
 from hashlib import sha256
 from pathlib import Path
 
@@ -94,8 +95,11 @@ def _message(source: Source, err: ErrorDetails, path: Path_) -> str:
         return f"required key {path[-1]!r} is missing"
     if kind == "value_error":  # our own validators' words, without pydantic's prefix
         return str(ctx.get("error", err["msg"]))
-    if kind == "string_type" and isinstance(value, int | float | bool):
-        return f'{key}: {typed} reads as a number, not text: quote it, {key}: "{typed}"'
+    if kind == "string_type" and value is not None and not isinstance(value, str):
+        # YAML reads 2.6 as a number, yes as true and 2026-06-30 as a date: quotes keep text.
+        reads = {bool: "true or false", date: "a date", datetime: "a date and time"}
+        what = reads.get(type(value), "a number")
+        return f'{key}: {typed} reads as {what}, not text: quote it, {key}: "{typed}"'
     if kind in ("model_type", "dict_type"):
         needs = _keys(model_at(path), required=True)
         needs = f"; it needs the keys {needs}" if needs else ""
