@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 from audits import expected  # noqa: E402
 from audits import pipeline as audit  # noqa: E402
 from audits.collect import ReplayCollector  # noqa: E402
-from compiler import pipeline, targets  # noqa: E402
+from compiler import generate, pipeline, targets  # noqa: E402
 from compiler.load import Source, load  # noqa: E402
 from compiler.plan import build  # noqa: E402
 from tests.lab.fleet import Fleet  # noqa: E402
@@ -43,44 +43,6 @@ def median_s(fn: Callable[[], Any], runs: int) -> float:
 
 def cold(argv: list[str], runs: int = 5) -> float:
     return median_s(lambda: subprocess.run(argv, cwd=REPO, check=True, capture_output=True), runs)
-
-
-def grown(source: Source, racks: int, per_rack: int = 20) -> Source:
-    """The reference cluster plus `racks` GPU racks of `per_rack` servers (2U, so they fit a
-    48U rack) with their switches, fresh identities, and a 3:1 oversubscription allowance."""
-    template = next(r for r in source.data["racks"] if r["name"] == "r01")
-    node0 = template["nodes"][0]
-    extra = []
-    for i in range(racks):
-        rid = 26 + i
-
-        def ident(kind: int, n: int, rid: int = rid) -> str:
-            return f"02:{kind:02x}:00:{rid:02x}:{n // 256:02x}:{n % 256:02x}"
-
-        switches = tuple(
-            {**sw, "name": f"{sw['name'][:4]}{rid:03d}", "u": 48 - k,
-             "serial": f"BSW{rid:04d}{k}", "mac": ident(9, k),
-             **({"guid": f"0x0300000000{rid:04x}{k:02x}"} if "guid" in sw else {})}
-            for k, sw in enumerate(template["switches"])
-        )  # fmt: skip
-        nodes = tuple(
-            {**node0, "name": f"x{rid:03d}n{slot:02d}", "slot": slot, "u": 2 + (slot - 1) * 2,
-             "serial": f"BENCH{rid:04d}{slot:02d}",
-             "mac": {k: ident(j, slot) for j, k in enumerate(node0["mac"])},
-             "guid": f"0x02000000{rid:04x}{slot:04x}"}
-            for slot in range(1, per_rack + 1)
-        )  # fmt: skip
-        extra.append(
-            {"name": f"x{rid:03d}", "id": rid, "row": "D", "col": rid, "height_u": 48,
-             "switches": switches, "nodes": nodes}
-        )  # fmt: skip
-    hardware = dict(source.data["hardware"])
-    servers = dict(hardware["servers"])
-    servers["hgx-a100"] = {**servers["hgx-a100"], "height_u": 2}
-    hardware["servers"] = servers
-    fabric = {**source.data["fabric"], "max_oversubscription": 3.0}
-    data = {**source.data, "hardware": hardware, "fabric": fabric}
-    return Source({**data, "racks": (*source.data["racks"], *extra)}, source.locations)
 
 
 def stages(source: Source, runs: int) -> dict[str, float]:
@@ -112,7 +74,7 @@ def main() -> None:
     for name, s in ref.items():
         print(f"reference   {name:<20}{s * 1000:8.1f} ms")
 
-    big = grown(source, 39)  # rack ids 26-64 (a spine has 64 ports): 124 + 39 * 20 servers
+    big = generate.source(1024)  # 64 racks of 16: one two-tier fabric's reach
     hosts = len(build(pipeline.check(big)).hosts)
     scaled = stages(big, 3)
     for name, s in scaled.items():
