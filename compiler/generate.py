@@ -164,35 +164,171 @@ rings:
 rollouts: []
 """
 
+# The policy sections are the reference site's (cluster/provisioning.yaml, services.yaml).
 _PROVISIONING = """\
 os: rocky
 os_version: "8.9"
+http_root: /var/www/html     # httpd's DocumentRoot on Rocky 8: /ks/, /bundle/ and the mirrors
 install_path: /rocky/8.9/BaseOS/x86_64/os/
 repos:
   - {name: appstream, path: /rocky/8.9/AppStream/x86_64/os/}
   - {name: cuda, path: /mirror/cuda/rhel8/x86_64/}
-pxe_network: mgmt
-dhcp_networks: [bmc, mgmt]
-boot_files:
+  - {name: mlnx-ofed, path: /mirror/mlnx-ofed/23.10-1.1.9.0/rhel8.9/x86_64/}
+  - {name: epel, path: /mirror/epel/8/Everything/x86_64/}      # dkms
+  - {name: monitoring, path: /mirror/monitoring/el8/x86_64/}  # the exporters, Prometheus, Alertmanager
+pxe_network: mgmt            # the NIC that PXE boots; only its reservation gets a boot file
+dhcp_networks: [bmc, mgmt]   # every rack's BMC and OS subnets, relayed to the provisioning host
+boot_files:                  # paths on the TFTP root
   bios: pxelinux.0
   uefi: shimx64.efi
   kernel: /rocky/8.9/BaseOS/x86_64/os/images/pxeboot/vmlinuz
   initrd: /rocky/8.9/BaseOS/x86_64/os/images/pxeboot/initrd.img
-root_password_hash: {env: CLUSTERFORGE_ROOT_HASH, file: /etc/clusterforge/root.hash}
+root_password_hash:          # never in git: the compile reads it from here, else a placeholder
+  env: CLUSTERFORGE_ROOT_HASH
+  file: /etc/clusterforge/root.hash
 profiles:
   gpu:
-    packages: ["@^minimal-environment", rdma-core, infiniband-diags, nvme-cli, ipmitool]
-    post:
-      - dnf -y install "nvidia-driver-${GPU_DRIVER}" node_exporter
+    packages: ["@^minimal-environment", nvme-cli, ipmitool, pciutils]
+  login:
+    packages: ["@^server-product-environment", ipmitool, git, tmux]
   service:
-    packages: ["@^server-product-environment", rdma-core, infiniband-diags, ipmitool]
+    packages: ["@^server-product-environment", ipmitool]
 role_profiles:
   gpu: gpu
   spare: gpu
-  login: service
+  login: login
   subnet-manager: service
   provisioning: service
   monitoring: service
+"""
+
+_SERVICES = """\
+services:
+  base:
+    description: every host; SSH, time, the firewall, NetworkManager with the generated keyfiles
+    packages: [chrony, firewalld, NetworkManager, openssh-server]
+    units: [chronyd.service, firewalld.service, NetworkManager.service, sshd.service]
+    ports: [22/tcp]
+    files:
+      - {source: "routes/{host}/*.nmconnection", dest: "/etc/NetworkManager/system-connections/{name}", mode: "0600", reload: NetworkManager.service}
+      - {source: "firewall/{role}/*.xml", dest: "/etc/firewalld/zones/{name}", reload: firewalld.service}
+      - {source: "chrony/{host}.conf", dest: /etc/chrony.conf, reload: chronyd.service}
+      - {source: "modules/{role}.conf", dest: /etc/modules-load.d/clusterforge.conf}
+      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}
+  node-exporter:
+    description: host metrics for Prometheus
+    packages: [node_exporter]
+    units: [node_exporter.service]
+    ports: [9100/tcp]
+    scrape: {job: node, port: 9100}
+  opensm:
+    description: the InfiniBand subnet manager, master or standby by priority
+    packages: [opensm]
+    units: [opensmd.service]
+    files:
+      - {source: "opensm/{host}/opensm.conf", dest: /etc/opensm/opensm.conf, reload: opensmd.service}
+      - {source: opensm/root_guids, dest: /etc/opensm/root_guids, reload: opensmd.service}
+      - {source: opensm/cn_guids, dest: /etc/opensm/cn_guids, reload: opensmd.service}
+      - {source: opensm/ib-node-name-map, dest: /etc/opensm/ib-node-name-map, reload: opensmd.service}
+      - {source: opensm/partitions.conf, dest: /etc/opensm/partitions.conf, reload: opensmd.service}
+      - {source: opensm/guid2lid, dest: /var/cache/opensm/guid2lid, reload: opensmd.service}
+  dhcpd:
+    description: DHCP for the BMC and OS subnets of every rack, relayed by the rack routers
+    packages: [dhcp-server]
+    units: [dhcpd.service]
+    ports: [67/udp]
+    files:
+      - {source: dhcp/dhcpd.conf, dest: /etc/dhcp/dhcpd.conf, reload: dhcpd.service}
+  tftp:
+    description: PXE boot menus by MAC for BIOS (PXELINUX) and UEFI (GRUB) clients
+    packages: [tftp-server, syslinux-tftpboot, shim-x64, grub2-efi-x64]
+    units: [tftp.socket]
+    ports: [69/udp]
+    files:
+      - {source: "pxe/pxelinux.cfg/*", dest: "/var/lib/tftpboot/pxelinux.cfg/{name}"}
+      - {source: "pxe/grub.cfg-*", dest: "/var/lib/tftpboot/{name}"}
+  http:
+    description: the kickstarts, every host's bundle and the package mirrors, over HTTP
+    packages: [httpd]
+    units: [httpd.service]
+    ports: [80/tcp]
+    files:
+      - {source: "kickstart/*.ks", dest: "/var/www/html/ks/{name}", mode: "0640", owner: "root:apache", check: exists}
+  dns:
+    description: authoritative DNS for the site's zones
+    packages: [bind]
+    units: [named.service]
+    ports: [53/udp, 53/tcp]
+    files:
+      - {source: dns/named.conf, dest: /etc/named.conf, mode: "0640", owner: "root:named", reload: named.service}
+      - {source: dns/named.conf.zones, dest: /etc/named/named.conf.zones, mode: "0640", owner: "root:named", reload: named.service}
+      - {source: "dns/db.*", dest: "/var/named/{name}", mode: "0640", owner: "root:named", reload: named.service}
+  ntp:
+    description: the site's time server; every other host's chrony follows it
+    ports: [123/udp]
+  prometheus:
+    description: scrapes every exporter, evaluates the alert rules
+    packages: [prometheus2]
+    units: [prometheus.service]
+    ports: [9090/tcp]
+    files:
+      - {source: monitoring/prometheus.yml, dest: /etc/prometheus/prometheus.yml, reload: prometheus.service}
+      - {source: monitoring/alerts.yml, dest: /etc/prometheus/alerts.yml, reload: prometheus.service}
+      - {source: "monitoring/targets/*", dest: "/etc/prometheus/targets/{name}"}
+  alertmanager:
+    description: routes the alerts Prometheus raises
+    packages: [alertmanager]
+    units: [alertmanager.service]
+    ports: [9093/tcp]
+  ipmi-exporter:
+    description: reads every BMC over IPMI for Prometheus (runs beside it)
+    packages: [ipmi_exporter]
+    units: [ipmi_exporter.service]
+  rdma:
+    description: the InfiniBand HCA's user space and IPoIB (rdma-core comes with MLNX_OFED)
+    packages: [infiniband-diags]
+    units: [openibd.service]
+  nvidia-driver:
+    description: the NVIDIA driver, built for the pinned kernel after MLNX_OFED
+    module_streams: ["nvidia-driver:{gpu_driver_major}-dkms"]
+    packages: [dkms, "nvidia-driver-{gpu_driver}", "nvidia-driver-cuda-{gpu_driver}", "kmod-nvidia-latest-dkms-{gpu_driver}"]
+    kernel_modules: [nvidia]
+  nvidia-persistenced:
+    description: keeps the GPUs initialised between jobs
+    packages: ["nvidia-persistenced-{gpu_driver}"]
+    units: [nvidia-persistenced.service]
+  fabric-manager:
+    description: programs the NVSwitches so the 8 GPUs of an HGX board can talk over NVLink
+    packages: ["nvidia-fabric-manager-{gpu_driver}"]
+    units: [nvidia-fabricmanager.service]
+  gpudirect:
+    description: GPUDirect RDMA, so NCCL moves GPU memory straight to the HCA
+    kernel_modules: [nvidia-peermem]
+  dcgm-exporter:
+    description: GPU metrics (DCGM) for Prometheus
+    packages: [datacenter-gpu-manager, dcgm-exporter]
+    units: [nvidia-dcgm.service, dcgm-exporter.service]
+    ports: [9400/tcp]
+    scrape: {job: dcgm, port: 9400}
+  nccl-bootstrap:
+    description: NCCL/MPI bootstrap between GPU servers
+    ports: [32768-60999/tcp]
+roles:
+  gpu: [base, rdma, node-exporter, nvidia-driver, nvidia-persistenced, fabric-manager, gpudirect, dcgm-exporter, nccl-bootstrap]
+  spare: [base, rdma, node-exporter, nvidia-driver, nvidia-persistenced, fabric-manager, gpudirect, dcgm-exporter, nccl-bootstrap]
+  login: [base, rdma, node-exporter]
+  subnet-manager: [base, rdma, node-exporter, opensm]
+  provisioning: [base, node-exporter, dhcpd, tftp, http, dns, ntp]
+  monitoring: [base, node-exporter, prometheus, alertmanager, ipmi-exporter]
+review_only:
+  - inventory.json              # every host and switch with its derived facts
+  - expected/fabric.json
+  - "deploy/*"                  # this map itself, read by `clusterforge bundle` and the audit
+  - "fabric/*"                  # ibsim topology, cable schedule, BOM, Slurm topology (no slurmctld yet)
+  - "firmware/*"                # the firmware manifest, applied by the vendor tools
+  - "labels/*"                  # for the label printer
+  - dhcp/kea-dhcp4.json         # for sites that choose Kea over dhcpd
+  - hosts                       # /etc/hosts form of the names, for hosts outside DNS
 """
 
 # name, model, role, whether it is on the InfiniBand fabric
@@ -252,6 +388,7 @@ def generate(servers: int, *, name: str = "gen", per_rack: int = PER_RACK) -> di
         "fabric.yaml": _FABRIC.format(uplink=UPLINK_PORT),
         "firmware.yaml": _FIRMWARE.format(canary=f"gpu{1:0{width}d}"),
         "provisioning.yaml": _PROVISIONING,
+        "services.yaml": _SERVICES,
     }
     gpu = 0
     for r in range(1, racks + 1):
