@@ -97,6 +97,39 @@ def _bundle(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# What an adopted repository ignores: built label sheets, audit reports, virtualenvs.
+_GITIGNORE = "/build/\n/.venv/\n__pycache__/\n"
+
+
+def _init(args: argparse.Namespace) -> int:
+    from compiler import generate
+
+    target = args.dir.resolve()
+    if (target / "cluster").exists():
+        print(f"clusterforge: {target / 'cluster'} exists; init never overwrites", file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        tree = generate.generate(args.racks * args.per_rack, name=args.name, per_rack=args.per_rack)
+    except ValueError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    for path, text in sorted(tree.items()):
+        out = target / "cluster" / path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    ignore = target / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(_GITIGNORE, encoding="utf-8")
+    print(
+        f"{target}/cluster: {len(tree)} files, {args.racks} GPU rack(s) of {args.per_rack} "
+        "servers, plus a network and a service rack.\n"
+        "The MACs, GUIDs and serials are placeholders (02:...): replace them with your "
+        "hardware's, by hand or with `clusterforge import`. Next:\n"
+        f"  cd {args.dir} && git init && clusterforge compile && git add . && git commit"
+    )
+    return EXIT_OK
+
+
 def _validate(args: argparse.Namespace) -> int:
     p = plan.build(pipeline.check(load(args.repo / "cluster")))
     print(
@@ -233,6 +266,10 @@ Compile your cluster's YAML (cluster/) into the configs its services read (gener
 what a change does before it merges, print the cable labels, and audit what the machines run."""
 
 _EPILOG = """\
+start:
+  clusterforge init mysite --racks 2 --per-rack 8
+                                       a small valid cluster/ of your own to grow
+
 daily work:
   clusterforge compile                 after editing cluster/; commit generated/ with it
   clusterforge diff main HEAD          what your branch changes: hosts, cables, addresses
@@ -279,6 +316,18 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     _repo_option(common, argparse.SUPPRESS)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    i = sub.add_parser(
+        "init",
+        parents=[common],
+        help="write a small valid cluster/ into DIR to start your own from",
+    )
+    i.add_argument("dir", type=Path, metavar="DIR", help="the new repository (created if need be)")
+    i.add_argument("--racks", type=int, default=1, metavar="N", help="GPU racks (default: 1)")
+    i.add_argument(
+        "--per-rack", type=int, default=4, metavar="M", help="GPU servers per rack (default: 4)"
+    )
+    i.add_argument("--name", default="site", help="the site's name (default: site)")
+    i.set_defaults(run=_init)
     c = sub.add_parser(
         "compile", parents=[common], help="turn cluster/ into generated/ (commit the two together)"
     )
