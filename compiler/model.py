@@ -37,10 +37,12 @@ def _pattern(regex: str, what: str) -> AfterValidator:
             raise ValueError(f"{value!r} is not {what}")
         return value
 
+    check.__doc__ = what  # the field reference (compiler/reference.py) quotes it
     return AfterValidator(check)
 
 
 def _ipv4(value: str) -> str:
+    """an IPv4 address"""
     try:
         return str(netaddr.IPAddress(value, version=4, flags=netaddr.INET_PTON))
     except (netaddr.AddrFormatError, ValueError):
@@ -48,6 +50,7 @@ def _ipv4(value: str) -> str:
 
 
 def _cidr(value: str) -> str:
+    """an IPv4 network a.b.c.d/len"""
     try:
         net = netaddr.IPNetwork(value, version=4)
     except (netaddr.AddrFormatError, ValueError):
@@ -67,6 +70,7 @@ _MAC = re.compile(
 
 
 def _mac(value: str) -> str:
+    """a MAC address: aa:bb:cc:dd:ee:ff, AA-BB-..., aabb.ccdd.eeff or 12 hex digits"""
     if not _MAC.fullmatch(value.lower()):
         raise ValueError(f"{value!r} is not a MAC address (like 3c:ec:ef:43:33:87)")
     digits = re.sub(r"[^0-9a-f]", "", value.lower())
@@ -347,6 +351,7 @@ class Ring(Strict_):
 
 
 def _iso_date(value: str) -> str:
+    """a calendar date"""
     try:
         date.fromisoformat(value)
     except ValueError:

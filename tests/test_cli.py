@@ -140,3 +140,21 @@ def test_install_tools_starts_no_service(tmp_path: Path) -> None:
     subprocess.run([str(tests / "install-tools")], check=True, env=env, capture_output=True)
     assert log.read_text().splitlines()[-1] == "policy 101"
     assert policy.read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_init_writes_a_cluster_that_compiles_and_never_overwrites(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "mysite"
+    assert main(["init", str(site), "--racks", "2", "--per-rack", "3", "--name", "lab"]) == 0
+    assert (site / ".gitignore").read_text().startswith("/build/")
+    assert sorted(p.name for p in (site / "cluster" / "racks").iterdir()) == [
+        "n01.yaml", "r001.yaml", "r002.yaml", "s01.yaml"
+    ]  # fmt: skip
+    assert main(["-C", str(site), "compile"]) == 0
+    assert main(["-C", str(site), "validate"]) == 0
+    assert "cluster/ is valid: 12 hosts" in capsys.readouterr().out  # 6 GPU + 6 service
+    assert main(["init", str(site)]) == 2
+    assert "init never overwrites" in capsys.readouterr().err
+    assert main(["init", str(tmp_path / "other"), "--per-rack", "99"]) == 2
+    assert not (tmp_path / "other" / "cluster").exists()
