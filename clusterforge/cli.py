@@ -130,6 +130,33 @@ def _init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _import(args: argparse.Namespace) -> int:
+    from compiler import importer
+
+    source = load(args.repo / "cluster")
+    cluster = pipeline.check(source)
+    p = plan.build(cluster)
+    try:
+        facts, conflicts = importer.from_csv(
+            args.csv.read_text(encoding="utf-8-sig"), args.csv.name, p
+        )
+    except (OSError, UnicodeDecodeError, importer.ImportError_) as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    changes, conflicts = importer.resolve(cluster, source, p, facts, conflicts)
+    for change in changes:
+        print(change)
+    for conflict in conflicts:
+        print(conflict, file=sys.stderr)
+    files = [] if args.dry_run else importer.apply(args.repo, changes)
+    done = "would change" if args.dry_run else f"changed in {len(files)} rack file(s)"
+    print(
+        f"{len(changes)} value(s) {done}; {len(conflicts)} conflict(s) left as they were"
+        + ("" if args.dry_run or not changes else "; now run `clusterforge compile`")
+    )
+    return EXIT_INPUT if conflicts else EXIT_OK
+
+
 def _validate(args: argparse.Namespace) -> int:
     p = plan.build(pipeline.check(load(args.repo / "cluster")))
     print(
@@ -328,6 +355,20 @@ def parser() -> argparse.ArgumentParser:
     )
     i.add_argument("--name", default="site", help="the site's name (default: site)")
     i.set_defaults(run=_init)
+    im = sub.add_parser(
+        "import",
+        parents=[common],
+        help="fill serials, MACs and GUIDs into the rack files from a racking sheet (CSV)",
+    )
+    im.add_argument(
+        "--csv",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="columns rack, u, serial, guid and one per NIC (eno1, bmc, ...); see docs/import.md",
+    )
+    im.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    im.set_defaults(run=_import)
     c = sub.add_parser(
         "compile", parents=[common], help="turn cluster/ into generated/ (commit the two together)"
     )

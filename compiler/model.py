@@ -69,7 +69,7 @@ _MAC = re.compile(
 )
 
 
-def _mac(value: str) -> str:
+def normal_mac(value: str) -> str:
     """a MAC address: aa:bb:cc:dd:ee:ff, AA-BB-..., aabb.ccdd.eeff or 12 hex digits"""
     if not _MAC.fullmatch(value.lower()):
         raise ValueError(f"{value!r} is not a MAC address (like 3c:ec:ef:43:33:87)")
@@ -77,7 +77,7 @@ def _mac(value: str) -> str:
     return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
 
 
-Mac = Annotated[str, AfterValidator(_mac)]
+Mac = Annotated[str, AfterValidator(normal_mac)]
 Guid = Annotated[str, _pattern(r"0x[0-9a-f]{16}", "a GUID (quoted '0x' + 16 hex digits)")]
 Serial = Annotated[str, _pattern(r"[A-Z0-9][A-Z0-9-]{3,31}", "a serial number (A-Z, 0-9, '-')")]
 Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z._-]*", "a version (quote it)")]
