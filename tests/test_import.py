@@ -48,8 +48,8 @@ def test_a_sheet_sets_just_its_values_and_keeps_the_file_as_written(
     assert all(a.split(":")[0] == b.split(":")[0] for a, b in changed), "keys and layout stay"
     assert after[0].startswith("#"), "comments stay"
     assert (
-        '    mac: {eno1: "3c:ec:ef:00:00:01", ens2f0: "0c:42:a1:00:00:01", bmc: "3c:ec:ef:00:00:02"}'
-        in after
+        '    mac: {eno1: "3c:ec:ef:00:00:01", ens2f0: "0c:42:a1:00:00:01", '
+        'bmc: "3c:ec:ef:00:00:02"}' in after
     )
     assert '    guid: "0x0c42a1fffe000001"' in after
     # Every other rack file is untouched, byte for byte, and the result compiles.
