@@ -137,9 +137,13 @@ def _import(args: argparse.Namespace) -> int:
     cluster = pipeline.check(source)
     p = plan.build(cluster)
     try:
-        facts, conflicts = importer.from_csv(
-            args.csv.read_text(encoding="utf-8-sig"), args.csv.name, p
-        )
+        if args.csv is not None:
+            text = args.csv.read_text(encoding="utf-8-sig")
+            facts, conflicts = importer.from_csv(text, args.csv.name, p)
+        else:
+            report = args.audit / "report.json" if args.audit.is_dir() else args.audit
+            facts = importer.from_report(report.read_text(encoding="utf-8"), report.name)
+            conflicts = []
     except (OSError, UnicodeDecodeError, importer.ImportError_) as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -358,14 +362,22 @@ def parser() -> argparse.ArgumentParser:
     im = sub.add_parser(
         "import",
         parents=[common],
-        help="fill serials, MACs and GUIDs into the rack files from a racking sheet (CSV)",
+        help="fill serials, MACs and GUIDs into the rack files from a racking sheet (CSV) "
+        "or a drift report",
     )
-    im.add_argument(
+    given = im.add_mutually_exclusive_group(required=True)
+    given.add_argument(
         "--csv",
         type=Path,
-        required=True,
         metavar="FILE",
         help="columns rack, u, serial, guid and one per NIC (eno1, bmc, ...); see docs/import.md",
+    )
+    given.add_argument(
+        "--audit",
+        type=Path,
+        metavar="REPORT",
+        help="a drift audit's report.json (or its folder): the MACs and HCA GUIDs it saw "
+        "instead of the planned ones, i.e. replaced parts",
     )
     im.add_argument("--dry-run", action="store_true", help="report, change nothing")
     im.set_defaults(run=_import)

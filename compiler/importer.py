@@ -1,7 +1,8 @@
 """`clusterforge import`: real hardware facts (serials, MACs, GUIDs) into `cluster/racks/*.yaml`.
 
 A site racks its servers and then has their identities on a vendor's shipping list or a racking
-sheet. `from_csv` reads such a sheet into `Fact`s (which device, which key, what value, from
+sheet; later the drift audit sees a replaced NIC's MAC or HCA's GUID. `from_csv` reads such a
+sheet, `from_report` an audit's report.json, into `Fact`s (which device, which key, what value, from
 which line); `resolve` checks them against the cluster and splits them into `Change`s and
 `Conflict`s; `apply` is the one IO step: it edits the rack files in place with ruamel.yaml's
 round-trip mode, so comments, key order, flow style and quoting stay and only the values set
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -147,6 +149,31 @@ def from_csv(text: str, name: str, plan: Plan) -> tuple[list[Fact], list[Conflic
     return facts, conflicts
 
 
+# Findings of a drift audit (report.json) that are a replaced part, not a fault to repair.
+_REPLACED = {
+    re.compile(r"interfaces\[([^\]]+)\]\.mac"): "mac",
+    re.compile(r"ib_ports\[[^\]]+\]\.port_guid"): "guid",
+}
+
+
+def from_report(text: str, name: str) -> list[Fact]:
+    """The MACs and HCA GUIDs a drift audit saw where it expected others (`report.json`):
+    a replaced NIC or HCA, so its fix is a one-line pull request, not a visit."""
+    try:
+        findings = json.loads(text)["findings"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ImportError_(f"{name}: not a drift report (report.json): {exc}") from None
+    facts = []
+    for f in findings:
+        for pattern, what in _REPLACED.items():
+            match = pattern.fullmatch(f.get("path", ""))
+            if match and isinstance(f.get("observed"), str):
+                key: Key = ("mac", match[1]) if what == "mac" else ("guid",)
+                origin = f"{name}: {f['host']} {f['path']}"
+                facts.append(Fact(f["host"], key, f["observed"], origin))
+    return facts
+
+
 def resolve(
     cluster: Cluster,
     source: Source,
@@ -160,6 +187,9 @@ def resolve(
     conflicts = list(earlier)
     wanted: dict[tuple[str, Key], list[Fact]] = defaultdict(list)
     for fact in facts:
+        if fact.device not in devices:
+            conflicts.append(Conflict(fact.origin, f"{fact.device!r} is not in cluster/"))
+            continue
         problem = _invalid(devices[fact.device], fact)
         if problem:
             conflicts.append(Conflict(fact.origin, problem))

@@ -3,6 +3,7 @@ edits (comments, order, flow style and quotes kept), every conflict reported, no
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -97,3 +98,25 @@ def test_dry_run_changes_nothing_and_a_sheet_without_places_is_refused(
     assert (repo / R03).read_bytes() == before
     assert _run(repo, "serial,eno1\nX,Y\n") == 2
     assert "needs a 'rack' and a 'u' column" in capsys.readouterr().err
+
+
+def test_a_replaced_hca_seen_by_the_audit_becomes_a_one_line_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _site(tmp_path)
+    report = tmp_path / "audit-report"
+    report.mkdir()
+    findings = [
+        {"host": "gpu011", "kind": "ib-port", "path": "ib_ports[mlx5_0/1].port_guid",
+         "expected": "0x0c42a103005ef939", "observed": "0x0c42a10300aaaaaa"},
+        {"host": "gpu011", "kind": "firmware", "path": "versions.bios",
+         "expected": "2.6", "observed": "2.5"},  # a fault to fix on the box, not a new part
+    ]  # fmt: skip
+    (report / "report.json").write_text(json.dumps({"findings": findings}))
+    before = (repo / R03).read_text().splitlines()
+    assert main(["-C", str(repo), "import", "--audit", str(report)]) == 0
+    assert "gpu011 guid: 0x0c42a103005ef939 -> 0x0c42a10300aaaaaa" in capsys.readouterr().out
+    after = (repo / R03).read_text().splitlines()
+    assert [(a, b) for a, b in zip(before, after, strict=True) if a != b] == [
+        ('    guid: "0x0c42a103005ef939"', '    guid: "0x0c42a10300aaaaaa"')
+    ]
