@@ -140,11 +140,16 @@ def _import(args: argparse.Namespace) -> int:
         if args.csv is not None:
             text = args.csv.read_text(encoding="utf-8-sig")
             facts, conflicts = importer.from_csv(text, args.csv.name, p)
+        elif args.ibnetdiscover is not None:
+            from audits import discovered
+
+            text = args.ibnetdiscover.read_text(encoding="utf-8")
+            facts, conflicts = discovered.facts(text, args.ibnetdiscover.name, p)
         else:
             report = args.audit / "report.json" if args.audit.is_dir() else args.audit
             facts = importer.from_report(report.read_text(encoding="utf-8"), report.name)
             conflicts = []
-    except (OSError, UnicodeDecodeError, importer.ImportError_) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, importer.ImportError_) as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
     changes, conflicts = importer.resolve(cluster, source, p, facts, conflicts)
@@ -371,6 +376,12 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="columns rack, u, serial, guid and one per NIC (eno1, bmc, ...); see docs/import.md",
+    )
+    given.add_argument(
+        "--ibnetdiscover",
+        type=Path,
+        metavar="FILE",
+        help="the output of `ibnetdiscover`: switch and HCA GUIDs by planned port",
     )
     given.add_argument(
         "--audit",

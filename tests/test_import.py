@@ -120,3 +120,45 @@ def test_a_replaced_hca_seen_by_the_audit_becomes_a_one_line_change(
     assert [(a, b) for a, b in zip(before, after, strict=True) if a != b] == [
         ('    guid: "0x0c42a103005ef939"', '    guid: "0x0c42a10300aaaaaa"')
     ]
+
+
+def test_a_fabric_scan_names_the_guids_at_planned_ports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.lab.fleet import Fleet
+
+    repo = _site(tmp_path)
+    scan = Fleet.load(REPO / "generated").record(tmp_path / "recording") / "fabric"
+    rack = repo / R03
+    text = rack.read_text()
+    for real in ('"0xb8cef603006dbcca"', '"0x0c42a103005ef939"'):  # leaf03, gpu011's HCA
+        assert real in text
+        text = text.replace(
+            real, '"0x02000000000000ff"' if "b8" in real else '"0x0200000000000011"'
+        )
+    rack.write_text(text)  # as typed before the hardware came: placeholders
+    assert (
+        main(["-C", str(repo), "import", "--ibnetdiscover", str(scan / "ibnetdiscover.txt")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "leaf03 guid: 0x02000000000000ff -> 0xb8cef603006dbcca" in out
+    assert "gpu011 guid: 0x0200000000000011 -> 0x0c42a103005ef939" in out
+    assert rack.read_bytes() == (REPO / R03).read_bytes()
+
+
+def test_a_miswired_hca_is_a_conflict_not_a_swap_of_identities(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.lab.fleet import Fleet
+
+    repo = _site(tmp_path)
+    fleet = Fleet.load(REPO / "generated")
+    cable_of = {c["b"]["name"]: cable for cable, c in fleet.cables.items()}
+    fleet.swap_far_ends(cable_of["gpu011"], cable_of["gpu012"])
+    scan = fleet.record(tmp_path / "recording") / "fabric" / "ibnetdiscover.txt"
+    before = (repo / R03).read_bytes()
+    assert main(["-C", str(repo), "import", "--ibnetdiscover", str(scan)]) == 2
+    err = capsys.readouterr().err
+    assert "gpu012's HCA is where gpu011's is planned (a miswire?)" in err
+    assert "gpu011's HCA is where gpu012's is planned (a miswire?)" in err
+    assert (repo / R03).read_bytes() == before
