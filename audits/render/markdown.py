@@ -167,6 +167,10 @@ REMEDIES = {
     "clusterforge labels --only ID), or replace it when it trains below its rate",
     Kind.GPU: "drain the node and open a hardware ticket: a GPU off the bus, a lost NVLink or "
     "ECC errors past the threshold do not heal by themselves",
+    Kind.FILE: "redeploy the host's bundle (clusterforge bundle --host H) and reload the "
+    "unit the deploy map names; a file edited by hand on the host is lost at the next deploy",
+    Kind.SERVICE: "start and enable the unit (systemctl enable --now UNIT), and read its "
+    "journal for why it stopped; a service that should not run there belongs off its role",
 }
 
 
