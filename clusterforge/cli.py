@@ -140,6 +140,9 @@ def _import(args: argparse.Namespace) -> int:
         if args.csv is not None:
             text = args.csv.read_text(encoding="utf-8-sig")
             facts, conflicts = importer.from_csv(text, args.csv.name, p)
+        elif args.leases is not None:
+            text = args.leases.read_text(encoding="utf-8")
+            facts, conflicts = importer.from_leases(text, args.leases.name, p), []
         elif args.ibnetdiscover is not None:
             from audits import discovered
 
@@ -376,6 +379,12 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="columns rack, u, serial, guid and one per NIC (eno1, bmc, ...); see docs/import.md",
+    )
+    given.add_argument(
+        "--leases",
+        type=Path,
+        metavar="FILE",
+        help="ISC dhcpd.leases of the DHCP server the hosts use today: their MACs by address",
     )
     given.add_argument(
         "--ibnetdiscover",

@@ -1,13 +1,14 @@
 """`clusterforge import`: real hardware facts (serials, MACs, GUIDs) into `cluster/racks/*.yaml`.
 
-A site racks its servers and then has their identities on a vendor's shipping list or a racking
-sheet; later the drift audit sees a replaced NIC's MAC or HCA's GUID. `from_csv` reads such a
-sheet, `from_report` an audit's report.json, into `Fact`s (which device, which key, what value, from
-which line); `resolve` checks them against the cluster and splits them into `Change`s and
-`Conflict`s; `apply` is the one IO step: it edits the rack files in place with ruamel.yaml's
-round-trip mode, so comments, key order, flow style and quoting stay and only the values set
-change. Nothing is guessed: a row that names no device, a MAC, GUID or serial another device
-already has, or two rows that disagree, is a conflict, reported and not applied.
+A site racks its servers and then has their identities on a vendor's shipping list or a
+racking sheet, or in its current DHCP server's leases; later the drift audit sees a replaced
+NIC's MAC or HCA's GUID. `from_csv`, `from_leases` and `from_report` read them into `Fact`s
+(which device, which key, what value, from which line); `resolve` checks them against the
+cluster and splits them into `Change`s and `Conflict`s; `apply` is the one IO step: it edits
+the rack files in place with ruamel.yaml's round-trip mode, so comments, key order, flow
+style and quoting stay and only the values set change. Nothing is guessed: a row that names
+no device, a MAC, GUID or serial another device already has, or two rows that disagree, is a
+conflict, reported and not applied.
 
 The CSV: a header row, then one row per device. Columns (case and spaces ignored):
 `rack` and `u` (which device: the node whose units cover U, or the switch at U), `serial`,
@@ -154,6 +155,31 @@ _REPLACED = {
     re.compile(r"interfaces\[([^\]]+)\]\.mac"): "mac",
     re.compile(r"ib_ports\[[^\]]+\]\.port_guid"): "guid",
 }
+
+
+_LEASE = re.compile(r"^lease\s+(\d+\.\d+\.\d+\.\d+)\s*\{(.*?)^\}", re.M | re.S)
+_HARDWARE = re.compile(r"hardware\s+ethernet\s+([0-9A-Fa-f:]+)\s*;")
+_STATE = re.compile(r"^\s*binding\s+state\s+(\w+)\s*;", re.M)
+
+
+def from_leases(text: str, name: str, plan: Plan) -> list[Fact]:
+    """The MACs of ISC dhcpd's leases file for the planned addresses: a site that already runs
+    DHCP for its hosts adopts their MACs. The last lease of an address wins (dhcpd appends);
+    a lease not in `binding state active` (expired, free) says nothing."""
+    port = {i.address: (h.name, i.name) for h in plan.hosts for i in (*h.interfaces, h.bmc)}
+    latest: dict[str, tuple[str, int]] = {}
+    for match in _LEASE.finditer(text):
+        address, body = match[1], match[2]
+        state, mac = _STATE.search(body), _HARDWARE.search(body)
+        line = text.count("\n", 0, match.start()) + 1
+        if mac and address in port and (state is None or state[1] == "active"):
+            latest[address] = (mac[1], line)
+        elif address in port:
+            latest.pop(address, None)
+    return [
+        Fact(port[address][0], ("mac", port[address][1]), mac, f"{name}:{line}")
+        for address, (mac, line) in sorted(latest.items(), key=lambda i: i[1][1])
+    ]
 
 
 def from_report(text: str, name: str) -> list[Fact]:

@@ -162,3 +162,26 @@ def test_a_miswired_hca_is_a_conflict_not_a_swap_of_identities(
     assert "gpu012's HCA is where gpu011's is planned (a miswire?)" in err
     assert "gpu011's HCA is where gpu012's is planned (a miswire?)" in err
     assert (repo / R03).read_bytes() == before
+
+
+def test_the_leases_of_a_running_dhcp_server_give_the_macs_by_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _site(tmp_path)
+    leases = tmp_path / "dhcpd.leases"
+    leases.write_text(
+        "# The format of this file is documented in the dhcpd.leases(5) manual page.\n"
+        "lease 10.60.6.11 {\n  starts 1 2026/05/04 06:00:00;\n  binding state active;\n"
+        "  hardware ethernet 3c:ec:ef:00:00:0a;\n}\n"
+        "lease 10.60.5.11 {\n  binding state free;\n  hardware ethernet 3c:ec:ef:00:00:0b;\n}\n"
+        "lease 10.60.6.11 {\n  binding state active;\n  hardware ethernet 3C:EC:EF:00:00:0C;\n}\n"
+        "lease 10.99.0.1 {\n  binding state active;\n  hardware ethernet 3c:ec:ef:00:00:0d;\n}\n"
+    )
+    assert main(["-C", str(repo), "import", "--leases", str(leases)]) == 0
+    out = capsys.readouterr().out
+    # The last active lease of gpu011's mgmt address; a free lease and a stranger say nothing.
+    assert out.splitlines() == [
+        f"{R03}: gpu011 mac.eno1: 3c:ec:ef:43:33:87 -> 3c:ec:ef:00:00:0c (from dhcpd.leases:11)",
+        "1 value(s) changed in 1 rack file(s); 0 conflict(s) left as they were; now run "
+        "`clusterforge compile`",
+    ]
