@@ -125,7 +125,7 @@ def test_a_replaced_hca_seen_by_the_audit_becomes_a_one_line_change(
 def test_a_fabric_scan_names_the_guids_at_planned_ports(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.lab.fleet import Fleet
+    from clusterforge.lab.fleet import Fleet
 
     repo = _site(tmp_path)
     scan = Fleet.load(REPO / "generated").record(tmp_path / "recording") / "fabric"
@@ -149,7 +149,7 @@ def test_a_fabric_scan_names_the_guids_at_planned_ports(
 def test_a_miswired_hca_is_a_conflict_not_a_swap_of_identities(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.lab.fleet import Fleet
+    from clusterforge.lab.fleet import Fleet
 
     repo = _site(tmp_path)
     fleet = Fleet.load(REPO / "generated")
