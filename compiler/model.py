@@ -113,8 +113,7 @@ Duration = Annotated[str, _pattern(r"([0-9]+(ms|s|m|h|d|w|y))+", "a duration lik
 
 class SecretSource(Strict_):
     """Where the compile finds a secret (the root password hash, a webhook URL, the BMC
-    password): never in
-    cluster/ itself."""
+    password): never in cluster/ itself."""
 
     env: str | None = None  # an environment variable, tried first
     file: str | None = None  # an absolute path outside the repository
