@@ -14,6 +14,8 @@ and hands on what replay reads back, so any report can be reproduced from its in
     <dir>/hosts/<host>/<key>.txt       a probe's stdout, as in tests/fixtures/<probe>/*.txt
     <dir>/hosts/<host>/status.json     optional; either the host could not be reached:
                                          {"status": "unreachable", "reason": "ssh: timed out"}
+                                       or collecting it hit a bug (the audit exits 3):
+                                         {"status": "error", "reason": "internal error: ..."}
                                        or some commands ran but gave nothing usable:
                                          {"failed": {"ipmitool_mc_info": "exit 127: not found"}}
     <dir>/fabric/<key>.txt             the fabric probes, run once from a host on the fabric
@@ -59,6 +61,7 @@ class Collected:
     outputs: dict[str, str]
     failed: dict[str, str]  # probe key -> why the command gave no usable output
     unreachable: str | None = None  # why no connection was made; then nothing else is set
+    crashed: str | None = None  # the collector's own bug (exit 3); then nothing else is set
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,9 @@ def _write_subject(folder: Path, collected: Collected) -> None:
             folder / "status.json", {"status": "unreachable", "reason": collected.unreachable}
         )
         return
+    if collected.crashed is not None:
+        _write_json(folder / "status.json", {"status": "error", "reason": collected.crashed})
+        return
     if collected.failed:
         _write_json(folder / "status.json", {"failed": collected.failed})
     for key, text in collected.outputs.items():
@@ -161,8 +167,10 @@ def _subject(folder: Path, keys: Sequence[str]) -> Collected:
     state = status.get("status", "reached")
     if state == "unreachable":
         return Collected({}, {}, str(status.get("reason") or "unreachable"))
+    if state == "error":
+        return Collected({}, {}, crashed=str(status.get("reason") or "error"))
     if state != "reached":
-        raise AuditError(f"{folder}/status.json: status {state!r} is not 'unreachable'")
+        raise AuditError(f"{folder}/status.json: status {state!r} is not 'unreachable' or 'error'")
     noted = status.get("failed", {})
     if not isinstance(noted, dict):
         raise AuditError(f"{folder}/status.json: 'failed' must map probe keys to reasons")

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from audits import expected
-from audits.collect import Collector, ReplayCollector
-from audits.compare import compare_host, host_probes
-from audits.fabric import compare_fabric, fabric_probes
+from audits.collect import Collected, Collection, Collector, ReplayCollector
+from audits.compare import INTERNAL_ERROR, compare_host, crashed_host, host_probes
+from audits.fabric import compare_fabric, crashed_fabric, fabric_probes
 from audits.model import AuditError
 from audits.render import junit, markdown, textfile
 from audits.report import Report, build, to_json
@@ -24,16 +24,47 @@ def audit(
     expectations: expected.Expectations, collector: Collector, now: datetime | None = None
 ) -> Report:
     """Collect, compare and report; rollout windows are judged at `now`, by default the time
-    the state was collected (so a replay gives the same report as the original run)."""
+    the state was collected (so a replay gives the same report as the original run).
+
+    Never costs the fleet its report: an exception nobody expected (a bug) while collecting
+    makes every host `error`, while comparing one host (or the fabric) only that one; each
+    names the exception, and the report's exit code is 3."""
     hosts = expectations.hosts
-    collection = collector.collect(
-        {name: host_probes(c) for name, c in hosts.items()}, fabric_probes(expectations.fabric)
-    )
+    try:
+        collection = collector.collect(
+            {name: host_probes(c) for name, c in hosts.items()},
+            fabric_probes(expectations.fabric),
+        )
+    except AuditError:
+        raise  # the audit cannot run at all (exit 4): no report would be true
+    except Exception as exc:  # a bug: reported on every host, exit 3
+        lost = Collected({}, {}, crashed=_bug(exc))
+        at = now or datetime.now(UTC).replace(microsecond=0)
+        collection = Collection(at, dict.fromkeys(hosts, lost), lost)
     when = now or collection.collected_at
-    audits = [compare_host(hosts[name], collection.hosts[name], when) for name in sorted(hosts)]
+    audits = []
+    for name in sorted(hosts):
+        collected = collection.hosts[name]
+        try:
+            if collected.crashed is not None:
+                audits.append(crashed_host(hosts[name], collected.crashed))
+            else:
+                audits.append(compare_host(hosts[name], collected, when))
+        except Exception as exc:  # a bug: this host is error, exit 3
+            audits.append(crashed_host(hosts[name], _bug(exc)))
     ports = {p["port_guid"]: name for name, c in hosts.items() for p in c["ib_ports"]}
-    fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
+    try:
+        if collection.fabric.crashed is not None:
+            fabric = crashed_fabric(collection.fabric.crashed)
+        else:
+            fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
+    except Exception as exc:  # a bug: the fabric is error, exit 3
+        fabric = crashed_fabric(_bug(exc))
     return build(expectations, collection.collected_at, when, audits, fabric)
+
+
+def _bug(exc: BaseException) -> str:
+    return f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}"
 
 
 def files(report: Report) -> dict[str, str]:

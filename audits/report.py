@@ -9,16 +9,18 @@ Schema 1:
      "expectations": {"commit": str | null, "source_sha256": str | null},
      "collected_at": ISO 8601,            when the state was read (the recording's meta.json)
      "now": ISO 8601,                     the clock rollout windows were judged by
-     "exit_code": 0 | 1 | 2,
+     "exit_code": 0 | 1 | 2 | 3,
      "summary": {"hosts": int, "status": {"ok": int, "drift": int, "unreachable": int,
-                 "error": int}, "findings": int, "by_kind": {kind: int}, "fabric": status},
+                 "error": int}, "findings": int, "by_kind": {kind: int}, "fabric": status,
+                 "internal_errors": int},       hosts (and the fabric) a bug kept from judging
      "hosts": [HostEntry],                by host name (audits/model.py)
      "fabric": FabricEntry,               (audits/fabric.py)
      "findings": [Finding]}               by host, check, path (audits/model.py)
 
 Exit codes: 0 every host and the fabric complied; 1 drift; 2 some host or the fabric could
 not be collected (unreachable or error); 2 wins over 1, because a partial audit proves nothing
-about the hosts it could not see.
+about the hosts it could not see; 3 the audit hit a bug of its own on some host or the fabric
+(that one is `error`, its reason starts "internal error"; every other is reported as usual).
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ from collections import Counter
 from datetime import datetime
 from typing import TypedDict
 
-from audits.compare import HostAudit
+from audits.compare import INTERNAL_ERROR, HostAudit
 from audits.expected import Expectations
 from audits.fabric import FabricAudit, FabricEntry
 from audits.model import Finding, HostEntry, Kind, Status, finding_order
 
 SCHEMA = 1
-EXIT_CLEAN, EXIT_DRIFT, EXIT_UNCOLLECTED = 0, 1, 2
+EXIT_CLEAN, EXIT_DRIFT, EXIT_UNCOLLECTED, EXIT_BUG = 0, 1, 2, 3
 
 
 class Named(TypedDict):
@@ -48,6 +50,7 @@ class Summary(TypedDict):
     findings: int
     by_kind: dict[str, int]
     fabric: str
+    internal_errors: int
 
 
 class Report(TypedDict):
@@ -80,6 +83,9 @@ def build(
         findings=len(findings),
         by_kind={k.value: kinds[k.value] for k in Kind if kinds[k.value]},
         fabric=fabric.entry["status"],
+        internal_errors=sum(
+            1 for e in [*entries, fabric.entry] if (e["reason"] or "").startswith(INTERNAL_ERROR)
+        ),
     )
     return Report(
         schema=SCHEMA,
@@ -95,7 +101,10 @@ def build(
 
 
 def exit_code(summary: Summary) -> int:
-    """2 when anything could not be collected, else 1 on drift, else 0."""
+    """3 on a bug of the audit's own, 2 when anything could not be collected, else 1 on drift,
+    else 0."""
+    if summary["internal_errors"]:
+        return EXIT_BUG
     uncollected = {Status.UNREACHABLE.value, Status.ERROR.value}
     if summary["fabric"] in uncollected or any(summary["status"][s] for s in uncollected):
         return EXIT_UNCOLLECTED

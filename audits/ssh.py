@@ -42,6 +42,7 @@ import asyncssh
 
 from audits import expected, pipeline
 from audits.collect import Collected, Collection, Recorder, probe_of, read_object
+from audits.compare import INTERNAL_ERROR
 from audits.model import AuditError
 from audits.probes import PROBES, ProbeError
 from audits.report import Report
@@ -73,6 +74,17 @@ class Target:
             address, port = text.split(":")
         if not address or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{text!r} is not address[:port]")
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            # A name must be one the resolver can be asked for: asyncssh would raise
+            # UnicodeError (IDNA: an empty label, `gpu001..mgmt`) or ValueError (a NUL) mid-run.
+            try:
+                if "\0" in address or any(c.isspace() for c in address):
+                    raise UnicodeError("NUL or whitespace")
+                address.encode("idna")
+            except UnicodeError:
+                raise ValueError(f"{text!r}: {address!r} is not a host name") from None
         return cls(address, int(port))
 
     def __str__(self) -> str:
@@ -214,6 +226,9 @@ class SshCollector:
             except (OSError, asyncssh.Error, TimeoutError) as exc:
                 lost = _unreachable(exc, target, self.options)
                 return Collected({}, {}, lost), Collected({}, {}, f"scan host {name}: {lost}")
+            except Exception as exc:  # a bug: this host only, exit 3
+                bug = f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}"
+                return Collected({}, {}, crashed=bug), Collected({}, {}, crashed=bug)
         return own, scanned
 
 

@@ -297,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterforgeError as exc:
         print(f"clusterforge: internal error: {exc}", file=sys.stderr)
         return EXIT_BUG
+    except Exception as exc:  # a bug: exit 3 as documented, never 1 (drift)
+        print(f"clusterforge: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_BUG
     return code
 
 

@@ -322,7 +322,22 @@ def test_inventory_addresses(text: str, target: Target) -> None:
     assert Target.parse(str(target)) == target
 
 
-@pytest.mark.parametrize("text", ["", ":22", "host:", "host:0", "host:65536", "[::1]x", "[::1]:"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        ":22",
+        "host:",
+        "host:0",
+        "host:65536",
+        "[::1]x",
+        "[::1]:",
+        "gpu001..mgmt.example",
+        "gpu\x00001:22",
+        "gpu 001",
+        "a" * 64 + ".example",
+    ],
+)
 def test_bad_inventory_addresses(text: str) -> None:
     with pytest.raises(ValueError, match="address"):
         Target.parse(text)
