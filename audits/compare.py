@@ -56,6 +56,7 @@ from audits.model import (
     CheckResult,
     Finding,
     HostEntry,
+    HostKeyFact,
     Kind,
     Outcome,
     Severity,
@@ -267,11 +268,16 @@ class HostAudit:
 
 def compare_host(c: Contract, collected: Collected, now: datetime) -> HostAudit:
     """Audit one host: run every check that applies, and settle its status."""
-    return compare_observed(c, observe(c["host"], collected), collected.unreachable, now)
+    observed = observe(c["host"], collected)
+    return compare_observed(c, observed, collected.unreachable, now, collected.host_key)
 
 
 def compare_observed(
-    c: Contract, observed: Observed, unreachable: str | None, now: datetime
+    c: Contract,
+    observed: Observed,
+    unreachable: str | None,
+    now: datetime,
+    host_key: HostKeyFact | None = None,
 ) -> HostAudit:
     """Audit one host from its parsed facts (`compare_host` without the parsing)."""
     host = c["host"]
@@ -303,6 +309,8 @@ def compare_observed(
         versions |= sink.versions
         outcome: Outcome = "drift" if sink.findings else "complies"
         checks.append(CheckResult(check=check.name, kind=check.kind, outcome=outcome, reason=None))
+    if host_key is not None:
+        findings.append(host_key_finding(host, host_key))
     if unreachable is not None:
         status, why = Status.UNREACHABLE, unreachable
     elif observed.failures:
@@ -324,6 +332,28 @@ def compare_observed(
         accepted=sorted(accepted, key=lambda a: a["key"]),
     )
     return HostAudit(entry, sorted(findings, key=finding_order))
+
+
+def host_key_finding(host: str, key: HostKeyFact) -> Finding:
+    """An unknown host key is a warning (a new or reinstalled host to vet); a changed one is
+    critical: it can be a machine in the middle. Either way nothing was run there."""
+    changed = key["state"] == "changed"
+    offered = key["offered"] or "a key that could not be read"
+    text = (
+        f"host key changed: known {', '.join(key['known'])}, offered {offered}"
+        if changed
+        else f"host key unknown: offered {offered}, none known"
+    )
+    return Finding(
+        kind=Kind.HOST_KEY.value,
+        host=host,
+        check="host_key",
+        path="host_key",
+        expected=key["known"] or None,
+        observed=key["offered"],
+        severity=(Severity.CRITICAL if changed else Severity.WARNING).value,
+        message=text,
+    )
 
 
 def crashed_host(c: Contract, why: str) -> HostAudit:

@@ -128,6 +128,10 @@ _LIVE = (
     "concurrency",
     "timeout",
     "fabric_from",
+    "max_output",
+    "key_passphrase_env",
+    "key_passphrase_file",
+    "ssh_agent",
 )
 
 
@@ -143,14 +147,28 @@ def _audit(args: argparse.Namespace) -> int:
             if live:
                 raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
             report = audit.audit_replay(args.repo, args.replay, args.out, args.textfile, args.now)
-        elif args.ssh_key is None or args.known_hosts is None:
+        elif (args.ssh_key is None and not args.ssh_agent) or args.known_hosts is None:
             raise AuditError(
-                "live collection needs --ssh-key FILE and --known-hosts FILE (an unknown host "
-                "key is never accepted); or audit a recording with --replay DIR"
+                "live collection needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE "
+                "(an unknown host key is never accepted); or audit a recording with --replay DIR"
             )
         else:
-            bounds = {k: given[k] for k in ("user", "concurrency", "timeout") if k in given}
-            options = ssh.SshOptions(args.ssh_key, args.known_hosts, **bounds)
+            agent = None
+            if args.ssh_agent:
+                agent = os.environ.get("SSH_AUTH_SOCK")
+                if not agent:
+                    raise AuditError("--ssh-agent: $SSH_AUTH_SOCK names no agent")
+            bounds = {
+                k: given[k] for k in ("user", "concurrency", "timeout", "max_output") if k in given
+            }
+            options = ssh.SshOptions(
+                args.ssh_key,
+                args.known_hosts,
+                passphrase_env=args.key_passphrase_env,
+                passphrase_file=args.key_passphrase_file,
+                agent=agent,
+                **bounds,
+            )
             record = args.record or args.out / "recording"
             report = ssh.audit_live(
                 args.repo,
@@ -258,7 +276,31 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="JSON host -> address[:port] (default: each host's mgmt address, port 22)",
     )
-    live.add_argument("--user", metavar="NAME", help="login name (default: root)")
+    live.add_argument(
+        "--key-passphrase-env",
+        metavar="NAME",
+        help="the environment variable holding --ssh-key's passphrase (an encrypted key)",
+    )
+    live.add_argument(
+        "--key-passphrase-file", type=Path, metavar="FILE", help="or the file holding it"
+    )
+    live.add_argument(
+        "--ssh-agent",
+        action="store_true",
+        default=None,
+        help="log in with the keys of the agent at $SSH_AUTH_SOCK (interactive use)",
+    )
+    live.add_argument(
+        "--user",
+        metavar="NAME",
+        help="login name: the account of generated/access/ (default: clusterforge-audit)",
+    )
+    live.add_argument(
+        "--max-output",
+        type=int,
+        metavar="BYTES",
+        help="bytes kept of one probe's output; more makes the host error (default: 16 MiB)",
+    )
     live.add_argument("--concurrency", type=int, metavar="N", help="hosts at once (default: 32)")
     live.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="per host, all probes (default: 120)"

@@ -260,7 +260,7 @@ def test_live_collection_needs_a_key_and_known_hosts(
     out = tmp_path / "report"
     argv = ["-C", str(lab_repo), "audit", "--out", str(out), "--ssh-key", str(tmp_path / "id")]
     assert main(argv) == 4
-    assert "needs --ssh-key FILE and --known-hosts FILE" in capsys.readouterr().err
+    assert "needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE" in capsys.readouterr().err
     assert not out.exists()
 
 

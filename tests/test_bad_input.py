@@ -57,7 +57,7 @@ def test_every_rule_has_a_case() -> None:
     """A rule the checks can report but no broken input exercises is an untested rule."""
     source = (REPO / "compiler" / "checks.py").read_text()
     path = r"(?:\w+|\((?:[^()]|\([^()]*\))*\))"  # the first argument: a name or a tuple
-    rules = set(re.findall(r'rep\.add\(\s*' + path + r'\s*,\s*"([a-z-]+)"', source))
+    rules = set(re.findall(r"rep\.add\(\s*" + path + r'\s*,\s*"([a-z-]+)"', source))
     rules |= set(re.findall(r'rep\.unique\(\s*"([a-z-]+)"', source))
     covered = {e.split(": ")[-1] for case in CASES.values() for e in case["expect"]}
     assert rules - covered == set()
