@@ -260,7 +260,8 @@ def test_without_replay_live_collection_is_refused(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["-C", str(reference), "audit"]) == 4
-    assert "live collection needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE" in capsys.readouterr().err
+    needs = "live collection needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE"
+    assert needs in capsys.readouterr().err
     assert not (tmp_path / "audit-report").exists()
 
 
