@@ -8,8 +8,11 @@ of it runs exactly as in production: no host filter, no host left out.
 ``SshLab(workdir, hosts)`` starts, for the ``with`` block, one ``sshd -D -e -f CONFIG`` per
 host on its own loopback address (127.0.0.2, 127.0.0.3, ...) and a free high port picked
 when it starts, so parallel runs coexist. Each sshd has its own ed25519 host key, accepts
-only the lab's client key (public key auth only: no password, no PAM), and answers every
-command through ``ForceCommand`` with ``tests/lab/responder.py``, which prints the host's
+only the lab's client key (public key auth only: no password, no PAM), through the audit
+account's files as compiled into ``generated/access/``: the key's ``authorized_keys`` line
+(``restrict`` and the forced command), with the lab's public key, and the forced command
+itself, byte for byte but for the program paths, which point at the node's ``bin/``. There
+every probe program is a shim for ``tests/lab/responder.py``, which prints the host's
 recorded output for a known command line and exits 127 ("command not found") for any
 other. ``serve(fleet, fabric_from)`` (re)writes what every host answers from a
 ``tests.lab.fleet.Fleet``: its probe outputs, and the fabric scan on ``fabric_from`` only.
@@ -31,6 +34,7 @@ import contextlib
 import getpass
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -47,6 +51,7 @@ from audits.collect import probe_of
 from audits.probes import PROBES
 from compiler import output, pipeline
 from compiler.load import Source, load
+from compiler.targets.access import PROBE_COMMAND
 from tests.lab.fleet import Fleet
 from tests.lab.ibsim import LabError, _require, _with_pdeathsig
 
@@ -116,12 +121,15 @@ class _Node:
 class SshLab:
     """One real sshd per host on 127.0.0.2, .3, ... for the duration of a ``with`` block."""
 
-    def __init__(self, workdir: Path, hosts: Sequence[str], start_timeout: float = 15.0) -> None:
+    def __init__(
+        self, workdir: Path, hosts: Sequence[str], access: Path, start_timeout: float = 15.0
+    ) -> None:
         if not 0 < len(hosts) < 250:
             raise LabError(
                 f"a lab has 1 to 249 hosts (one loopback address each), not {len(hosts)}"
             )
         self.workdir = workdir.resolve()
+        self.access = access  # generated/access/ of the cluster the lab plays
         self.start_timeout = start_timeout
         self.user = getpass.getuser()
         self.client_key = self.workdir / "client" / "id_ed25519"
@@ -158,6 +166,7 @@ class SshLab:
                 node.state.mkdir(parents=True)
                 (node.state / "answers.json").write_text("{}", encoding="utf-8")
                 self._keygen_to(node.folder / "host_key", node.name)
+                self._install_access(node)
                 self._start(node)
         except BaseException:
             self.stop()
@@ -250,17 +259,39 @@ class SshLab:
         argv = [self._keygen, "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)]
         subprocess.run(argv, check=True, capture_output=True, timeout=30)
 
+    def _install_access(self, node: _Node) -> None:
+        """The audit account's files on `node`: the forced command, its probe programs
+        answered by the responder, and the key's authorized_keys line."""
+        bin_dir = node.folder / "bin"
+        bin_dir.mkdir()
+        respond = [sys.executable, "-I", "-S", str(RESPONDER), str(node.state), str(self.log)]
+        script = (self.access / "clusterforge-probe").read_text(encoding="utf-8")
+        for program in sorted({p.program for p in PROBES.values()}):
+            name = program.rsplit("/", 1)[1]
+            shim = bin_dir / name
+            shim.write_text(f'#!/bin/sh\nexec {shlex.join([*respond, name])} "$@"\n', "utf-8")
+            shim.chmod(0o755)
+            # Every program path is one word of a `set --` line: replaced there, nowhere else.
+            script, count = re.subn(f"(?<=set -- ){re.escape(program)}\\b", str(shim), script)
+            if not count:
+                raise LabError(f"{program} is not in generated/access/clusterforge-probe")
+        command = node.folder / "clusterforge-probe"
+        command.write_text(script, encoding="utf-8")
+        command.chmod(0o755)
+        generated = (self.access / "authorized_keys").read_text(encoding="utf-8")
+        entry = next(line for line in generated.splitlines() if line.startswith("restrict,"))
+        options, _ = entry.split(" ", 1)
+        forced = options.replace(PROBE_COMMAND, str(command))
+        public = Path(f"{self.client_key}.pub").read_text(encoding="utf-8").strip()
+        (node.folder / "authorized_keys").write_text(f"{forced} {public}\n", encoding="utf-8")
+
     def _config(self, node: _Node) -> Path:
-        respond = shlex.join(
-            [sys.executable, "-I", "-S", str(RESPONDER), str(node.state), str(self.log)]
-        )
         lines = [
             f"ListenAddress {node.address}:{node.port}",
             f"HostKey {node.folder / 'host_key'}",
             f"PidFile {node.folder / 'sshd.pid'}",
-            f"AuthorizedKeysFile {self.client_key}.pub",
+            f"AuthorizedKeysFile {node.folder / 'authorized_keys'}",
             f"AllowUsers {self.user}",
-            f"ForceCommand {respond}",
             "AuthenticationMethods publickey",
             "PubkeyAuthentication yes",
             "PasswordAuthentication no",
