@@ -9,8 +9,10 @@ command missing, a host too slow) and the report must say exactly that.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,8 +26,9 @@ from audits.collect import Collected, Collection, ReplayCollector, probe_of, wri
 from audits.compare import host_probes
 from audits.model import AuditError
 from audits.probes import PROBES
-from audits.ssh import SshCollector, SshOptions, Target, fabric_host
+from audits.ssh import TRUNCATED, SshCollector, SshOptions, Target, fabric_host
 from clusterforge.cli import main
+from compiler.targets.access import REFUSED
 from tests.conftest import require_tool
 from tests.lab.fleet import Fleet
 from tests.lab.sshlab import Command, SshLab, compile_lab
@@ -407,3 +410,164 @@ def test_a_folder_that_is_not_a_recording_is_never_replaced(tmp_path: Path) -> N
     with pytest.raises(AuditError, match="neither a recording"):
         write_recording(_collection(), tmp_path)
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+# -- hosts in unexpected states cost nothing but themselves -----------------------------------
+
+CAP = 4 * 2**20  # --max-output in the unruly run: a 50 MB answer is cut at 4 MiB
+
+
+@dataclass(frozen=True)
+class Unruly:
+    run: Run
+    hung: list[int]  # pids of mon01's probe that was hung when the audit gave up on it
+    lingering: list[int]  # those still running once the audit has returned and a moment passed
+
+
+@pytest.fixture(scope="module")
+def unruly(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Unruly:
+    """gpu001's NICs carry other names than planned, gpu002's kernel log is 50 MB, mon01's
+    first probe hangs for ten minutes; prov01 and sm01 are as planned."""
+    fleet = Fleet.load(lab_repo / "generated")
+    renamed = json.loads(fleet.outputs("gpu001")["ip_addr"])
+    for i, link in enumerate(renamed[1:]):
+        link["ifname"] = f"enp{i}s0"
+    line = "Nov 30 06:00:00 gpu002 kernel: a line of an unusually chatty kernel log\n"
+    printed = {
+        "gpu001": {"ip_addr": json.dumps(renamed)},
+        "gpu002": {"xid": line * (50 * 2**20 // len(line) + 1)},
+    }
+    lab.serve(fleet, SCAN_HOST, delay={"mon01": 600}, printed=printed)
+    tmp = tmp_path_factory.mktemp("unruly")
+    run = audit_live(lab_repo, lab, tmp, "--timeout", "40", "--max-output", str(CAP))
+    hung = lab.waiting("mon01")
+    return Unruly(run, hung, _still_running(hung))
+
+
+def _still_running(pids: list[int], patience: float = 20.0) -> list[int]:
+    """The pids still alive after up to `patience` seconds (the host's timeout(1) sends
+    SIGTERM when the audit's time is up, SIGKILL 5 s later; nothing here is timed)."""
+    deadline = time.monotonic() + patience
+    while True:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
+@pytest.mark.realtool
+def test_each_unruly_host_gets_its_status_and_every_other_is_reported(unruly: Unruly) -> None:
+    run = unruly.run
+    assert run.code == 2
+    assert run.status() == {
+        "gpu001": "drift",
+        "gpu002": "error",
+        "mon01": "unreachable",
+        "prov01": "ok",
+        "sm01": "ok",
+    }
+    for name in ("report.json", "report.md", "junit.xml"):
+        assert (run.out / name).is_file(), name
+    assert run.report["fabric"]["status"] == "ok"
+
+
+@pytest.mark.realtool
+def test_renamed_nics_are_missing_interfaces_not_a_crash(unruly: Unruly, lab_repo: Path) -> None:
+    contract = Fleet.load(lab_repo / "generated").hosts["gpu001"].state
+    found = [(f["kind"], f["path"]) for f in unruly.run.report["findings"] if f["host"] == "gpu001"]
+    assert found == [("address", f"interfaces[{i['name']}]") for i in contract["interfaces"]]
+
+
+@pytest.mark.realtool
+def test_a_huge_output_is_cut_and_recorded_with_a_marker(unruly: Unruly) -> None:
+    entry = unruly.run.host("gpu002")
+    assert [(f["probe"], f["message"]) for f in entry["failures"]] == [
+        ("xid", f"output over {CAP} bytes: the recording keeps the first")
+    ]
+    kept = (unruly.run.out / "recording/hosts/gpu002/xid.txt").read_bytes()
+    marker = TRUNCATED.format(cap=CAP).encode()
+    assert len(kept) == CAP + len(marker) and kept.endswith(marker)
+    assert kept.startswith(b"Nov 30 06:00:00 gpu002 kernel:")
+
+
+@pytest.mark.realtool
+def test_a_hung_probe_is_ended_on_the_host(unruly: Unruly) -> None:
+    assert unruly.run.host("mon01")["reason"].startswith("ssh: timed out after 40s")
+    assert len(unruly.hung) == 1  # the first probe hung; nothing after it was sent
+    assert unruly.lingering == []
+
+
+# -- the audit account: the host runs the allowlist and nothing else -------------------------
+
+
+@pytest.mark.realtool
+@pytest.mark.parametrize(
+    "command",
+    [
+        "id",
+        "uname -r",  # a probe's own command line: the account takes probe names only
+        "uname_r extra",
+        "ethtool_i",
+        "ethtool_i -S",
+        "ethtool_i ib0;id",
+        "ethtool_i $(id)",
+        "ethtool_i ../../etc",
+        "ethtool_i averyveryverylongname",
+        "--within 0 uname_r",
+        "--within 99999 uname_r",
+        "--within 5",
+        "",
+        "sh -c id",
+    ],
+)
+def test_any_other_command_sent_with_the_audit_key_is_refused(
+    lab: SshLab, lab_repo: Path, command: str
+) -> None:
+    lab.serve(Fleet.load(lab_repo / "generated"), SCAN_HOST)
+    done = _run_as_audit(lab, "gpu001", command)
+    assert done.exit_status == REFUSED, (command, done.stdout, done.stderr)
+    assert str(done.stderr).startswith("clusterforge-probe: refused:")
+    assert done.stdout == "" and lab.commands() == []  # nothing ran on the host
+
+
+@pytest.mark.realtool
+def test_a_probe_by_name_runs_its_command_and_no_pty_or_forwarding_is_granted(
+    lab: SshLab, lab_repo: Path
+) -> None:
+    fleet = Fleet.load(lab_repo / "generated")
+    lab.serve(fleet, SCAN_HOST)
+    done = _run_as_audit(lab, "gpu001", "--within 30 ethtool_i ib0")
+    assert done.exit_status == 0 and done.stdout == fleet.outputs("gpu001")["ethtool_i@ib0"]
+    assert [c.line for c in lab.commands()] == ["ethtool -i ib0"]
+    with pytest.raises(asyncssh.ChannelOpenError):
+        _forward(lab, "gpu001")
+
+
+def _connect(lab: SshLab, host: str) -> Any:
+    address, port = lab.target(host)
+    known = lab.write_known_hosts(lab.workdir / "known_hosts.direct")
+    return asyncssh.connect(
+        address,
+        port,
+        username=lab.user,
+        client_keys=[str(lab.client_key)],
+        known_hosts=str(known),
+        config=[],
+        agent_path=None,
+    )
+
+
+def _run_as_audit(lab: SshLab, host: str, command: str) -> asyncssh.SSHCompletedProcess:
+    async def run() -> asyncssh.SSHCompletedProcess:
+        async with _connect(lab, host) as conn:
+            return await conn.run(command, check=False)
+
+    return asyncio.run(run())
+
+
+def _forward(lab: SshLab, host: str) -> None:
+    async def run() -> None:
+        async with _connect(lab, host) as conn:
+            await conn.open_connection("127.0.0.1", 22)
+
+    asyncio.run(run())

@@ -195,14 +195,18 @@ class SshLab:
         fabric_from: str | None,
         missing: Mapping[str, Collection[str]] | None = None,
         delay: Mapping[str, float] | None = None,
+        printed: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """Every host answers from `fleet` as it is now, `fabric_from` the fabric scan too;
-        `missing` probe keys per host are not installed there (exit 127), and hosts in `delay`
-        wait that many seconds before each answer. Forgets the commands logged so far."""
+        `missing` probe keys per host are not installed there (exit 127), hosts in `delay`
+        wait that many seconds before each answer (killed, they leave no process behind), and
+        `printed` replaces what a host prints for some probe keys. Forgets the commands logged
+        so far."""
         missing = missing or {}
         delay = delay or {}
+        printed = printed or {}
         for name, node in self._nodes.items():
-            outputs = fleet.outputs(name)
+            outputs = fleet.outputs(name) | dict(printed.get(name, {}))
             if name == fabric_from:
                 outputs["ibnetdiscover"] = fleet.ibnetdiscover()
             answers = {}
@@ -212,12 +216,23 @@ class SshLab:
                 (node.state / f"{key}.txt").write_text(text, encoding="utf-8")
                 answers[shlex.join(_argv(key))] = f"{key}.txt"
             (node.state / "answers.json").write_text(json.dumps(answers), encoding="utf-8")
+            (node.state / "waiting").unlink(missing_ok=True)
             pause = node.state / "delay"
             if name in delay:
                 pause.write_text(str(delay[name]), encoding="utf-8")
             else:
                 pause.unlink(missing_ok=True)
         self.log.unlink(missing_ok=True)
+
+    def waiting(self, host: str) -> list[int]:
+        """The pids of `host`'s answers that were told to wait (`delay`), since `serve`."""
+        path = self._nodes[host].state / "waiting"
+        return [int(p) for p in path.read_text(encoding="utf-8").split()] if path.exists() else []
+
+    def target(self, host: str) -> tuple[str, int]:
+        """Where `host`'s sshd listens."""
+        node = self._nodes[host]
+        return node.address, node.port
 
     def commands(self) -> list[Command]:
         """Every command the hosts were asked to run since `serve`, in order."""
