@@ -10,9 +10,10 @@ import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from audits import expected
-from audits.collect import Collected, Collection, Collector, ReplayCollector
+from audits.collect import Collected, Collection, Collector, ReplayCollector, read_object
 from audits.compare import INTERNAL_ERROR, compare_host, crashed_host, host_probes
 from audits.fabric import compare_fabric, crashed_fabric, fabric_probes
 from audits.model import AuditError
@@ -21,7 +22,10 @@ from audits.report import Report, build, to_json
 
 
 def audit(
-    expectations: expected.Expectations, collector: Collector, now: datetime | None = None
+    expectations: expected.Expectations,
+    collector: Collector,
+    now: datetime | None = None,
+    previous: Any | None = None,
 ) -> Report:
     """Collect, compare and report; rollout windows are judged at `now`, by default the time
     the state was collected (so a replay gives the same report as the original run).
@@ -60,7 +64,18 @@ def audit(
             fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
     except Exception as exc:  # a bug: the fabric is error, exit 3
         fabric = crashed_fabric(_bug(exc))
-    return build(expectations, collection.collected_at, when, audits, fabric)
+    return build(expectations, collection.collected_at, when, audits, fabric, previous)
+
+
+def read_previous(path: Path | None) -> Any | None:
+    """The previous run's report.json, or None when there is none to read; raises AuditError
+    when `path` is there but is not a report."""
+    if path is None:
+        return None
+    report = read_object(path, "a report.json")
+    if not isinstance(report.get("findings"), list) or "collected_at" not in report:
+        raise AuditError(f"{path}: not a clusterforge audit report (no findings, collected_at)")
+    return report
 
 
 def _bug(exc: BaseException) -> str:
@@ -103,11 +118,16 @@ def _replace(path: Path, text: str) -> None:
 
 
 def audit_replay(
-    repo: Path, recording: Path, out: Path, metrics: Path | None, now: datetime | None
+    repo: Path,
+    recording: Path,
+    out: Path,
+    metrics: Path | None,
+    now: datetime | None,
+    previous: Path | None = None,
 ) -> Report:
     """Audit a recording against `repo`'s generated/expected/ and write the report."""
     if not recording.is_dir():
         raise AuditError(f"{recording} is not a folder")
-    report = audit(expected.read(repo), ReplayCollector(recording), now)
+    report = audit(expected.read(repo), ReplayCollector(recording), now, read_previous(previous))
     write(report, out, metrics)
     return report

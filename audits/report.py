@@ -15,7 +15,8 @@ Schema 1:
                  "internal_errors": int},       hosts (and the fabric) a bug kept from judging
      "hosts": [HostEntry],                by host name (audits/model.py)
      "fabric": FabricEntry,               (audits/fabric.py)
-     "findings": [Finding]}               by host, check, path (audits/model.py)
+     "findings": [Finding],               by host, check, path (audits/model.py)
+     "history": History}                  what changed since the previous run (audits/history.py)
 
 Exit codes: 0 every host and the fabric complied; 1 drift; 2 some host or the fabric could
 not be collected (unreachable or error); 2 wins over 1, because a partial audit proves nothing
@@ -28,11 +29,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from audits.compare import INTERNAL_ERROR, HostAudit
 from audits.expected import Expectations
 from audits.fabric import FabricAudit, FabricEntry
+from audits.history import History, history
 from audits.model import Finding, HostEntry, Kind, Status, finding_order
 
 SCHEMA = 1
@@ -63,6 +65,7 @@ class Report(TypedDict):
     hosts: list[HostEntry]
     fabric: FabricEntry
     findings: list[Finding]
+    history: History
 
 
 def build(
@@ -71,8 +74,10 @@ def build(
     now: datetime,
     hosts: list[HostAudit],
     fabric: FabricAudit,
+    previous: Any | None = None,
 ) -> Report:
-    """Assemble the report from every host's audit and the fabric's."""
+    """Assemble the report from every host's audit and the fabric's; `previous` is the last
+    run's report (None: no memory, every finding is new)."""
     entries = sorted((h.entry for h in hosts), key=lambda e: e["host"])
     findings = sorted([f for h in hosts for f in h.findings] + fabric.findings, key=finding_order)
     statuses = Counter(e["status"] for e in entries)
@@ -87,7 +92,7 @@ def build(
             1 for e in [*entries, fabric.entry] if (e["reason"] or "").startswith(INTERNAL_ERROR)
         ),
     )
-    return Report(
+    report = Report(
         schema=SCHEMA,
         expectations=Named(commit=expectations.commit, source_sha256=expectations.source_sha256),
         collected_at=collected_at.isoformat(),
@@ -97,7 +102,10 @@ def build(
         hosts=entries,
         fabric=fabric.entry,
         findings=findings,
+        history=History(previous=None, new=[], resolved=[], still=[], flapping=[], tracked=[]),
     )
+    report["history"] = history(previous, report)
+    return report
 
 
 def exit_code(summary: Summary) -> int:

@@ -450,13 +450,16 @@ def audit_live(
     out: Path,
     metrics: Path | None,
     now: datetime | None,
+    previous: Path | None = None,
 ) -> Report:
     """Collect over SSH into the recording `record`, audit it against `repo`'s
-    generated/expected/, and write the report; raises AuditError when it cannot run."""
+    generated/expected/ (and the `previous` report), and write the report; raises AuditError
+    when it cannot run."""
+    last = pipeline.read_previous(previous)
     expectations = expected.read(repo)
     hosts = expectations.hosts
     addresses = targets(hosts, read_inventory(inventory) if inventory else {})
     collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from))
-    report = pipeline.audit(expectations, Recorder(collector, record), now)
+    report = pipeline.audit(expectations, Recorder(collector, record), now, last)
     pipeline.write(report, out, metrics)
     return report

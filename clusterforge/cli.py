@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from compiler import output, pipeline, plan
 from compiler.errors import ClusterforgeError, SourceError
@@ -143,10 +144,14 @@ def _audit(args: argparse.Namespace) -> int:
     given = {k: v for k, v in vars(args).items() if v is not None}
     live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
     try:
+        if args.history:
+            return _history(args.history)
         if args.replay is not None:
             if live:
                 raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
-            report = audit.audit_replay(args.repo, args.replay, args.out, args.textfile, args.now)
+            report = audit.audit_replay(
+                args.repo, args.replay, args.out, args.textfile, args.now, args.previous
+            )
         elif (args.ssh_key is None and not args.ssh_agent) or args.known_hosts is None:
             raise AuditError(
                 "live collection needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE "
@@ -179,6 +184,7 @@ def _audit(args: argparse.Namespace) -> int:
                 args.out,
                 args.textfile,
                 args.now,
+                args.previous,
             )
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
@@ -186,6 +192,20 @@ def _audit(args: argparse.Namespace) -> int:
     status = ", ".join(f"{n} {s}" for s, n in report["summary"]["status"].items())
     print(f"{args.out}: {status}; fabric {report['summary']['fabric']}")
     return report["exit_code"]
+
+
+def _history(words: list[str]) -> int:
+    """`audit history REPORT...`: what changed along a chain of reports, oldest first."""
+    from audits import history, pipeline
+    from audits.model import AuditError
+    from audits.render import markdown
+
+    if words[0] != "history" or len(words) < 2:
+        raise AuditError("usage: clusterforge audit history REPORT.json... (oldest first)")
+    reports: list[Any] = [pipeline.read_previous(Path(w)) for w in words[1:]]
+    last = reports[-1] | {"history": history.chain(reports)}
+    print(markdown.changes(last) or "One report: nothing to compare it with.")
+    return EXIT_OK
 
 
 def _instant(text: str) -> datetime:
@@ -314,6 +334,18 @@ def parser() -> argparse.ArgumentParser:
         "--record", type=Path, metavar="DIR", help="the recording (default: OUT/recording)"
     )
     a.add_argument("--textfile", type=Path, metavar="PATH", help="Prometheus metrics to write")
+    a.add_argument(
+        "--previous",
+        type=Path,
+        metavar="REPORT",
+        help="the last run's report.json: say what is new, resolved, flapping since",
+    )
+    a.add_argument(
+        "history",
+        nargs="*",
+        metavar="history REPORT",
+        help="`audit history R1.json R2.json ...`: what changed along reports, oldest first",
+    )
     a.add_argument(
         "--now",
         type=_instant,
