@@ -571,3 +571,32 @@ def _forward(lab: SshLab, host: str) -> None:
             await conn.open_connection("127.0.0.1", 22)
 
     asyncio.run(run())
+
+
+# -- memory: two consecutive runs ------------------------------------------------------------
+
+NEW_KERNEL = "4.18.0-553.5.1.el8_10.x86_64"
+
+
+@pytest.mark.realtool
+def test_the_next_run_says_what_was_fixed_and_what_is_new(
+    drift: Run, lab: SshLab, lab_repo: Path, tmp_path: Path
+) -> None:
+    # After `drift` (gpu002 on an old OFED): gpu002 is fixed, gpu001 boots another kernel.
+    fleet = Fleet.load(lab_repo / "generated")
+    fleet.set_version(["gpu001"], "kernel", NEW_KERNEL)
+    lab.serve(fleet, SCAN_HOST)
+    then = drift.out / "report.json"
+    run = audit_live(lab_repo, lab, tmp_path, "--previous", str(then))
+    assert run.code == 1
+    history = run.report["history"]
+    assert history["previous"] == drift.report["collected_at"]
+    assert history["new"] == [{"host": "gpu001", "check": "kernel", "path": "versions.kernel"}]
+    assert history["resolved"] == [{"host": "gpu002", "check": "ofed", "path": "versions.ofed"}]
+    assert history["still"] == history["flapping"] == []
+    text = (run.out / "report.md").read_text(encoding="utf-8")
+    lead = text.split("\n## ")[1]  # the first section after the headline
+    assert lead.startswith("Since the last run") and "1 new, 1 resolved, 0 still there" in lead
+    # The same, from the two reports alone.
+    argv = ["-C", str(lab_repo), "audit", "history", str(then), str(run.out / "report.json")]
+    assert main(argv) == 0
