@@ -44,6 +44,8 @@ class Kind(StrEnum):
     CABLE = "cable"
     GPU = "gpu"
     HOST_KEY = "host-key"
+    FILE = "file"
+    SERVICE = "service"
 
 
 class Severity(StrEnum):

@@ -54,7 +54,7 @@ from audits.collect import (
     read_object,
     write_status,
 )
-from audits.compare import INTERNAL_ERROR
+from audits.compare import INTERNAL_ERROR, probe_arguments
 from audits.model import AuditError, HostKeyFact
 from audits.probes import PROBES, ProbeError
 from audits.report import Report
@@ -167,13 +167,18 @@ class SshCollector:
     """Collects over SSH; see the module docstring. `fabric_from` None: no fabric scan."""
 
     def __init__(
-        self, targets: Mapping[str, Target], options: SshOptions, fabric_from: str | None
+        self,
+        targets: Mapping[str, Target],
+        options: SshOptions,
+        fabric_from: str | None,
+        arguments: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
     ) -> None:
         if options.concurrency < 1 or options.timeout <= 0 or options.max_output < 1:
             raise AuditError(
                 "concurrency and --max-output must be at least 1 and the timeout above 0 seconds"
             )
         self.targets = dict(targets)
+        self.arguments = dict(arguments or {})  # host -> probe key -> its arguments
         self.options = options
         self.fabric_from = fabric_from
         self._keys: list[asyncssh.SSHKey] | None = None  # None: the agent's
@@ -267,8 +272,9 @@ class SshCollector:
                     )
                     try:
                         run = _Runner(conn, deadline, self.options.max_output)
-                        own = await run.all(keys, folder / "hosts" / name)
-                        scanned = await run.all(fabric, folder / "fabric")
+                        mine = self.arguments.get(name, {})
+                        own = await run.all(keys, folder / "hosts" / name, mine)
+                        scanned = await run.all(fabric, folder / "fabric", {})
                     finally:
                         conn.close()  # says goodbye without waiting for the host to answer
             except asyncssh.HostKeyNotVerifiable:
@@ -354,23 +360,26 @@ class _Runner:
         self.deadline = deadline
         self.cap = cap
 
-    async def all(self, keys: Sequence[str], folder: Path) -> Collected:
+    async def all(
+        self, keys: Sequence[str], folder: Path, arguments: Mapping[str, tuple[str, ...]]
+    ) -> Collected:
         failed: dict[str, str] = {}
         folder.mkdir(parents=True, exist_ok=True)
         for key in sorted(keys):
             try:
-                words = probe_words(key)
+                words = probe_words(key, arguments.get(key, ()))
             except ProbeError as exc:
                 failed[key] = f"not run: {exc}"
                 continue
             left = math.ceil(self.deadline - asyncio.get_running_loop().time())
             command = shlex.join(["--within", str(max(1, left)), *words])
-            why = await self.one(command, folder / f"{key}.txt")
+            ok = PROBES[probe_of(key)].ok_exits
+            why = await self.one(command, folder / f"{key}.txt", ok)
             if why is not None:
                 failed[key] = why
         return Collected({}, failed)
 
-    async def one(self, command: str, path: Path) -> str | None:
+    async def one(self, command: str, path: Path, ok: tuple[int, ...]) -> str | None:
         """Run `command`, its stdout into `path`; None when it succeeded, else why not."""
         process = await self.conn.create_process(command, encoding=None)
         process.stdin.write_eof()
@@ -390,7 +399,7 @@ class _Runner:
         finally:
             stderr.cancel()
         said = stderr.result() if stderr.done() and not stderr.cancelled() else b""
-        if done.exit_status == 0:
+        if done.exit_status in ok:
             return None
         path.unlink()
         return _failure(done.exit_status, done.exit_signal, said)
@@ -408,15 +417,15 @@ async def _tail(stream: asyncssh.SSHReader[bytes]) -> bytes:
     return kept
 
 
-def probe_words(key: str) -> list[str]:
-    """What the audit sends for a probe key: the probe's name and its argument (the forced
+def probe_words(key: str, arguments: tuple[str, ...] = ()) -> list[str]:
+    """What the audit sends for a probe key: the probe's name and its arguments (the forced
     command of generated/access/ runs it); raises ProbeError."""
     probe = PROBES.get(probe_of(key))
     if probe is None:
         raise ProbeError(f"{key!r} is not an allowlisted probe (known: {sorted(PROBES)})")
     iface = key.split("@", 1)[1] if "@" in key else None
-    probe.argv_for(iface)  # checks the argument, as the host will
-    return [probe.name, *([iface] if iface is not None else [])]
+    probe.argv_for(iface, arguments)  # checks the arguments, as the host will
+    return [probe.name, *([iface] if iface is not None else []), *arguments]
 
 
 def _failure(status: int | None, signal: tuple[str, bool, str, str] | None, said: bytes) -> str:
@@ -459,7 +468,8 @@ def audit_live(
     expectations = expected.read(repo)
     hosts = expectations.hosts
     addresses = targets(hosts, read_inventory(inventory) if inventory else {})
-    collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from))
+    arguments = {name: probe_arguments(c) for name, c in hosts.items()}
+    collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from), arguments)
     report = pipeline.audit(expectations, Recorder(collector, record), now, last)
     pipeline.write(report, out, metrics)
     return report

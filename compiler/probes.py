@@ -7,8 +7,12 @@ node, its program found at `program`; nothing else is ever run there. `scope` sa
 probes run on every node, `fabric` probes once from a host attached to the fabric.
 `ethtool_i` runs once per interface: its argv holds the placeholder `{iface}`, filled by
 `Probe.argv_for` with a name checked against what Linux allows, so no text from inventory
-reaches a remote shell unchecked. Probes with `root` (`dmidecode`, `ipmitool`, the kernel log,
-the fabric scans) run through sudo, granted exactly those command lines.
+reaches a remote shell unchecked. `sha256sum` and `systemctl_show` take the host's own list of
+arguments (`takes`: the paths and units of its deploy map, `probe_arguments`), each checked
+against a strict pattern (here, and again by the forced command) and passed after `--`, so
+none can be read as an option or reach a shell as anything but one word. Probes with `root`
+(`dmidecode`, `ipmitool`, the kernel log, the fabric scans, `sha256sum` of the 0600 keyfiles)
+run through sudo, granted exactly those command lines.
 """
 
 from __future__ import annotations
@@ -26,6 +30,12 @@ IFACE = "{iface}"
 IFACE_CHARS = "A-Za-z0-9_.:@-"
 IFACE_MAX = 15
 _IFACE_NAME = re.compile(f"(?!-)[{IFACE_CHARS}]{{1,{IFACE_MAX}}}")
+# What a deploy map may name: absolute paths of plain characters, no "..", and unit names.
+UNIT_SUFFIXES = ("service", "socket", "timer", "target")
+_ARGUMENT = {
+    "paths": re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._-]*)+"),
+    "units": re.compile(rf"[A-Za-z0-9@_.-]+\.({'|'.join(UNIT_SUFFIXES)})"),
+}
 
 
 class ProbeError(ClusterforgeError):
@@ -42,6 +52,8 @@ class Probe:
     program: str  # argv[0]'s absolute path on a node: what the forced command and sudo run
     root: bool = False  # needs root: run through sudo, which grants exactly this command
     per_interface: bool = False
+    takes: Literal["paths", "units"] | None = None  # arguments from the host's deploy map
+    ok_exits: tuple[int, ...] = (0,)  # sha256sum exits 1 when a file is missing: a finding
 
     def __post_init__(self) -> None:
         if (IFACE in self.argv) != self.per_interface:
@@ -49,8 +61,19 @@ class Probe:
         if not self.program.startswith("/") or self.program.rsplit("/", 1)[1] != self.argv[0]:
             raise ProbeError(f"probe {self.name!r}: program must be the absolute path of argv[0]")
 
-    def argv_for(self, iface: str | None = None) -> tuple[str, ...]:
-        """Return the command to run, with `{iface}` filled in for a per-interface probe."""
+    def argv_for(
+        self, iface: str | None = None, arguments: tuple[str, ...] = ()
+    ) -> tuple[str, ...]:
+        """Return the command to run, with `{iface}` filled in for a per-interface probe, and
+        `arguments` appended (after `--`) for a probe that takes them."""
+        if self.takes is not None:
+            pattern = _ARGUMENT[self.takes]
+            bad = [a for a in arguments if pattern.fullmatch(a) is None or ".." in a]
+            if bad or not arguments:
+                raise ProbeError(f"probe {self.name!r} needs {self.takes}, got {bad or 'none'}")
+            return (*self.argv, "--", *arguments)
+        if arguments:
+            raise ProbeError(f"probe {self.name!r} takes no arguments, got {arguments!r}")
         if not self.per_interface:
             if iface is not None:
                 raise ProbeError(f"probe {self.name!r} takes no interface, got {iface!r}")
@@ -108,6 +131,23 @@ PROBES: dict[str, Probe] = build_probes(
         # -k implies -b: Xids of earlier boots were seen by earlier audits. Root: the kernel
         # log is not for every user to read.
         Probe("xid", ("journalctl", "-k", "--no-pager"), "host", "/usr/bin/journalctl", True),
+        # Root: some deployed files are 0600 (NetworkManager keyfiles).
+        Probe(
+            "sha256sum",
+            ("sha256sum",),
+            "host",
+            "/usr/bin/sha256sum",
+            root=True,
+            takes="paths",
+            ok_exits=(0, 1),
+        ),
+        Probe(
+            "systemctl_show",
+            ("systemctl", "show", "--property=Id,LoadState,ActiveState,UnitFileState"),
+            "host",
+            "/usr/bin/systemctl",
+            takes="units",
+        ),
         # The fabric scans open the umad devices, which only root may.
         Probe("ibnetdiscover", ("ibnetdiscover",), "fabric", "/usr/sbin/ibnetdiscover", True),
         Probe("iblinkinfo", ("iblinkinfo", "-l"), "fabric", "/usr/sbin/iblinkinfo", True),

@@ -17,6 +17,7 @@ from compiler.targets import (
     expected,
     fabric,
     firmware,
+    hostconf,
     hosts,
     inventory,
     kickstart,
@@ -66,6 +67,7 @@ TARGETS.add("pxe", pxe.render)
 TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
 TARGETS.add("access", access.render)
+TARGETS.add("hostconf", hostconf.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:
