@@ -21,6 +21,11 @@ from compiler.targets.access import PROBE_COMMAND, REFUSED
 from tests.conftest import require_tool
 
 ACCESS = Path(__file__).resolve().parent.parent / "generated" / "access"
+# Arguments of the probes that take a host's own list, as a deploy map names them.
+TAKES = {
+    "paths": ("/etc/chrony.conf", "/etc/NetworkManager/system-connections/eno1.nmconnection"),
+    "units": ("sshd.service", "tftp.socket", "node_exporter.service"),
+}
 
 
 def test_the_sudoers_file_is_valid_and_grants_exactly_the_root_probes(tmp_path: Path) -> None:
@@ -96,11 +101,13 @@ def _run(forced: Path, command: str | None) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("name", sorted(PROBES))
 def test_every_probe_runs_by_name_with_exactly_its_command(forced: Path, name: str) -> None:
     probe = PROBES[name]
-    arg = ["ib0"] if probe.per_interface else []
-    done = _run(forced, shlex.join(["--within", "7", name, *arg]))
+    iface = "ib0" if probe.per_interface else None
+    arguments = TAKES.get(probe.takes or "", ())
+    words = [name, *([iface] if iface else []), *arguments]
+    done = _run(forced, shlex.join(["--within", "7", *words]))
     assert done.returncode == 0 and done.stdout == "OK\n", done.stderr
     ran = (forced.parent / "ran").read_text(encoding="utf-8").split()
-    assert ran[1:] == list(probe.argv_for("ib0" if arg else None)[1:])
+    assert ran[1:] == list(probe.argv_for(iface, arguments)[1:])
 
 
 @pytest.mark.parametrize(
@@ -123,6 +130,19 @@ def test_every_probe_runs_by_name_with_exactly_its_command(forced: Path, name: s
         "--within 10000 uname_r",
         "--within -1 uname_r",
         "ip_addr\tx",
+        "sha256sum",
+        "sha256sum etc/x",
+        "sha256sum /etc/../shadow",
+        "sha256sum /etc/.x",
+        "sha256sum /etc//x",
+        "sha256sum /etc/",
+        "sha256sum /-x",
+        "sha256sum /etc/$(id)",
+        "systemctl_show",
+        "systemctl_show sshd",
+        "systemctl_show a..b.service",
+        "systemctl_show ;id.service",
+        "systemctl_show .service",
     ],
 )
 def test_anything_else_is_refused_and_runs_nothing(forced: Path, command: str | None) -> None:
@@ -136,3 +156,34 @@ def test_a_probe_runs_no_longer_than_within(forced: Path) -> None:
     (forced.parent / "bin" / "uname").write_text("#!/bin/sh\nexec sleep 60\n", "utf-8")
     done = _run(forced, "--within 1 uname_r")
     assert done.returncode == 124  # timeout(1): the time ran out, the probe was ended
+
+
+def test_sshd_finds_the_key_in_roots_file_for_the_account_only(tmp_path: Path) -> None:
+    sshd = require_tool("sshd")
+    keygen = require_tool("ssh-keygen")
+    key = tmp_path / "host_key"
+    subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    config = tmp_path / "sshd_config"
+    config.write_text(f"HostKey {key}\nInclude {ACCESS / 'sshd_config'}\n", encoding="utf-8")
+
+    def effective(user: str) -> list[str]:
+        done = subprocess.run(
+            [sshd, "-T", "-f", str(config), "-C", f"user={user},host=h,addr=127.0.0.1"],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return [
+            ln
+            for ln in done.stdout.splitlines()
+            if ln.startswith(("authorizedkeysfile", "permittty"))
+        ]
+
+    assert effective("clusterforge-audit") == [
+        "permittty no",
+        "authorizedkeysfile /etc/ssh/authorized_keys/%u",
+    ]
+    assert effective("alice") == [
+        "permittty yes",
+        "authorizedkeysfile .ssh/authorized_keys .ssh/authorized_keys2",
+    ]
