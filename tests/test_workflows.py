@@ -239,9 +239,12 @@ def test_least_privilege_and_one_run_at_a_time(workflow: Path) -> None:
 # --- drift-audit.yml: the shell steps, run with bash against a fake CLI ---------------------
 
 
-@pytest.mark.parametrize(("audit_rc", "step_rc"), [(0, 0), (1, 0), (2, 0), (3, 3)])
+@pytest.mark.parametrize(
+    ("audit_rc", "step_rc", "previous"),
+    [(0, 0, False), (1, 0, True), (2, 0, False), (3, 3, False), (4, 4, True)],
+)
 def test_audit_step_keeps_drift_from_failing_the_job(
-    tmp_path: Path, audit_rc: int, step_rc: int
+    tmp_path: Path, audit_rc: int, step_rc: int, previous: bool
 ) -> None:
     # 1 and 2 are results the later steps must see (upload, metrics, issue); only a broken
     # audit (any other code) fails the step.
@@ -253,6 +256,10 @@ def test_audit_step_keeps_drift_from_failing_the_job(
         "GITHUB_OUTPUT": str(tmp_path / "output"),
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
     }
+    last = tmp_path / "temp" / "previous" / "all" / "report.json"
+    if previous:  # restored from the cache of an earlier run
+        last.parent.mkdir(parents=True)
+        last.write_text("{}")
     done = _run_step(_step("drift-audit.yml", "audit", "clusterforge audit"), tmp_path, env)
     assert done.returncode == step_rc, done.stdout + done.stderr
     out = tmp_path / "temp" / "drift" / "all"
@@ -266,10 +273,13 @@ def test_audit_step_keeps_drift_from_failing_the_job(
         str(out),
         "--textfile",
         str(out / "clusterforge.prom"),
+        "--record",
+        str(tmp_path / "temp" / "recording" / "all"),  # apart from the uploaded reports
         "--ssh-key",
         f"{tmp_path}/ssh/id",
         "--known-hosts",
         f"{tmp_path}/ssh/known_hosts",
+        *(["--previous", str(last)] if previous else []),
     ]
 
 
@@ -482,6 +492,24 @@ def test_failed_shard_is_not_clean(tmp_path: Path) -> None:
     # The audit job failed before uploading anything: the fleet's state is unknown, not clean.
     [call] = _track(tmp_path, [OUR_ISSUE], result="failure")
     assert (call["call"], call["args"]["issue_number"]) == ("update", 3)
+
+
+def test_a_bug_is_a_failed_audit_not_drift(tmp_path: Path) -> None:
+    _shard(tmp_path / "reports", "all", 3, "# 131 hosts reported, gpu007: internal error")
+    [call] = _track(tmp_path, [OUR_ISSUE], result="failure")
+    assert call["args"]["title"] == "Drift audit: the audit failed (see the run)"
+
+
+def test_the_recording_is_uploaded_apart_only_when_asked() -> None:
+    steps = _load(WORKFLOWS / "drift-audit.yml")["jobs"]["audit"]["steps"]
+    uploads = {s["with"]["name"]: s for s in steps if "upload-artifact" in s.get("uses", "")}
+    reports, recording = (
+        uploads["drift-report-${{ matrix.shard }}"],
+        uploads["drift-recording-${{ matrix.shard }}"],
+    )
+    assert "recording" not in reports["with"]["path"]
+    assert "inputs.keep_recording" in recording["if"]
+    assert recording["with"]["retention-days"] < reports["with"]["retention-days"]
 
 
 def test_every_shard_counts(tmp_path: Path) -> None:
