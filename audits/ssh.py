@@ -181,7 +181,9 @@ class SshCollector:
         self.arguments = dict(arguments or {})  # host -> probe key -> its arguments
         self.options = options
         self.fabric_from = fabric_from
-        self._keys: list[asyncssh.SSHKey] | None = None  # None: the agent's
+        # [] and an agent: the agent's keys only (None would turn public keys off, and leaving
+        # it out would read ~/.ssh).
+        self._keys: list[asyncssh.SSHKey] = []
         if options.agent is None:
             self._keys = [_private_key(options)]
         try:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -633,3 +635,63 @@ def test_the_next_run_says_what_was_fixed_and_what_is_new(
     # The same, from the two reports alone.
     argv = ["-C", str(lab_repo), "audit", "history", str(then), str(run.out / "report.json")]
     assert main(argv) == 0
+
+
+# -- keys: encrypted, and an agent for interactive use ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def encrypted(lab: SshLab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lab's client key, encrypted with the passphrase `correct horse`."""
+    key = tmp_path_factory.mktemp("encrypted") / "id_ed25519"
+    shutil.copy(lab.client_key, key)
+    keygen = require_tool("ssh-keygen")
+    subprocess.run(
+        [keygen, "-q", "-p", "-P", "", "-N", "correct horse", "-f", str(key)], check=True
+    )
+    return key
+
+
+@pytest.mark.realtool
+def test_an_encrypted_key_works_with_its_passphrase_from_the_environment_or_a_file(
+    lab: SshLab, lab_repo: Path, encrypted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab.serve(Fleet.load(lab_repo / "generated"), SCAN_HOST)
+    monkeypatch.setenv("AUDIT_PASS", "correct horse")
+    known = lab.write_known_hosts(tmp_path / "known_hosts")
+    argv = ["-C", str(lab_repo), "audit", "--ssh-key", str(encrypted), "--known-hosts", str(known)]
+    argv += ["--inventory", str(lab.write_inventory(tmp_path / "inventory.json"))]
+    argv += ["--user", lab.user]
+    assert main([*argv, "--out", str(tmp_path / "env"), "--key-passphrase-env", "AUDIT_PASS"]) == 0
+    (tmp_path / "pass").write_text("correct horse\n", encoding="utf-8")
+    by_file = ["--key-passphrase-file", str(tmp_path / "pass")]
+    assert main([*argv, "--out", str(tmp_path / "file"), *by_file]) == 0
+    assert main([*argv, "--out", str(tmp_path / "none")]) == 4  # no passphrase: cannot run
+
+
+@pytest.mark.realtool
+def test_an_agent_is_used_only_when_asked_for(
+    lab: SshLab, lab_repo: Path, encrypted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, add = require_tool("ssh-agent"), require_tool("ssh-add")
+    sock = tmp_path / "agent.sock"
+    proc = subprocess.Popen([agent, "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        env = {"SSH_AUTH_SOCK": str(sock), "SSH_ASKPASS_REQUIRE": "never"}
+        for _ in range(100):  # the socket appears once the agent listens
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        subprocess.run([add, str(lab.client_key)], env=env, check=True, capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        lab.serve(Fleet.load(lab_repo / "generated"), SCAN_HOST)
+        known = lab.write_known_hosts(tmp_path / "known_hosts")
+        argv = ["-C", str(lab_repo), "audit", "--known-hosts", str(known), "--user", lab.user]
+        argv += ["--inventory", str(lab.write_inventory(tmp_path / "inventory.json"))]
+        assert main([*argv, "--out", str(tmp_path / "agent"), "--ssh-agent"]) == 0
+        # Without --ssh-agent the agent is never asked, even with SSH_AUTH_SOCK set: the
+        # encrypted key without its passphrase cannot be used.
+        assert main([*argv, "--out", str(tmp_path / "key"), "--ssh-key", str(encrypted)]) == 4
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
