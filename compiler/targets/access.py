@@ -160,7 +160,7 @@ case $probe in
     ;;
 esac
 if [ "$root" = yes ] && [ "$(id -u)" != 0 ]; then
-    set -- sudo -n -- "$@"
+    set -- /usr/bin/sudo -n -- "$@"
 fi
 exec timeout -k {_KILL_AFTER_S} "$within" "$@"
 """
