@@ -99,6 +99,11 @@ def crashed_fabric(why: str) -> FabricAudit:
     return FabricAudit(_entry(Status.ERROR, why, [], []), [])
 
 
+def not_scanned() -> FabricEntry:
+    """The fabric entry of a shard that leaves the scan to shard 1 (`audits.shard`)."""
+    return _entry(Status.OK, "scanned by shard 1", [], [])
+
+
 def _entry(
     status: Status,
     reason: str | None,

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from audits import expected
+from audits import expected, shard
 from audits.collect import Collected, Collection, Collector, ReplayCollector, read_object
 from audits.compare import INTERNAL_ERROR, compare_host, crashed_host, host_probes
-from audits.fabric import compare_fabric, crashed_fabric, fabric_probes
+from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_probes, not_scanned
 from audits.model import AuditError
 from audits.render import junit, markdown, textfile
 from audits.report import Report, build, to_json
@@ -26,28 +26,33 @@ def audit(
     collector: Collector,
     now: datetime | None = None,
     previous: Any | None = None,
+    selection: shard.Selection | None = None,
 ) -> Report:
     """Collect, compare and report; rollout windows are judged at `now`, by default the time
     the state was collected (so a replay gives the same report as the original run).
+    `previous` is the last run's report (`audits.history`); `selection` (`audits.shard`)
+    narrows the run to some hosts, with or without the fabric.
 
     Never costs the fleet its report: an exception nobody expected (a bug) while collecting
     makes every host `error`, while comparing one host (or the fabric) only that one; each
     names the exception, and the report's exit code is 3."""
     hosts = expectations.hosts
+    chosen = sorted(hosts) if selection is None else selection.hosts
+    scan = selection is None or selection.fabric
     try:
         collection = collector.collect(
-            {name: host_probes(c) for name, c in hosts.items()},
-            fabric_probes(expectations.fabric),
+            {name: host_probes(hosts[name]) for name in chosen},
+            fabric_probes(expectations.fabric) if scan else (),
         )
     except AuditError:
         raise  # the audit cannot run at all (exit 4): no report would be true
     except Exception as exc:  # a bug: reported on every host, exit 3
         lost = Collected({}, {}, crashed=_bug(exc))
         at = now or datetime.now(UTC).replace(microsecond=0)
-        collection = Collection(at, dict.fromkeys(hosts, lost), lost)
+        collection = Collection(at, dict.fromkeys(chosen, lost), lost)
     when = now or collection.collected_at
     audits = []
-    for name in sorted(hosts):
+    for name in chosen:
         collected = collection.hosts[name]
         try:
             if collected.crashed is not None:
@@ -56,15 +61,19 @@ def audit(
                 audits.append(compare_host(hosts[name], collected, when))
         except Exception as exc:  # a bug: this host is error, exit 3
             audits.append(crashed_host(hosts[name], _bug(exc)))
+    # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
     ports = {p["port_guid"]: name for name, c in hosts.items() for p in c["ib_ports"]}
     try:
-        if collection.fabric.crashed is not None:
+        if not scan:
+            fabric = FabricAudit(not_scanned(), [])
+        elif collection.fabric.crashed is not None:
             fabric = crashed_fabric(collection.fabric.crashed)
         else:
             fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
     except Exception as exc:  # a bug: the fabric is error, exit 3
         fabric = crashed_fabric(_bug(exc))
-    return build(expectations, collection.collected_at, when, audits, fabric, previous)
+    report = build(expectations, collection.collected_at, when, audits, fabric, previous)
+    return report if selection is None else shard.mark(report, selection)
 
 
 def read_previous(path: Path | None) -> Any | None:
@@ -123,11 +132,26 @@ def audit_replay(
     out: Path,
     metrics: Path | None,
     now: datetime | None,
+    part: tuple[tuple[int, int] | None, str | None] = (None, None),
     previous: Path | None = None,
 ) -> Report:
-    """Audit a recording against `repo`'s generated/expected/ and write the report."""
+    """Audit a recording against `repo`'s generated/expected/ and write the report; `part` is
+    the (--shard, --hosts) selection, if any."""
     if not recording.is_dir():
         raise AuditError(f"{recording} is not a folder")
-    report = audit(expected.read(repo), ReplayCollector(recording), now, read_previous(previous))
+    expectations = expected.read(repo)
+    selection = shard.select(expectations, *part) if part != (None, None) else None
+    last = read_previous(previous)
+    report = audit(expectations, ReplayCollector(recording), now, last, selection)
+    write(report, out, metrics)
+    return report
+
+
+def merge(
+    folders: list[Path], out: Path, metrics: Path | None, previous: Path | None = None
+) -> Report:
+    """Fold shard report folders into one report folder (`clusterforge audit merge`), with
+    the history against the `previous` merged report."""
+    report = shard.merge([shard.read(folder) for folder in folders], read_previous(previous))
     write(report, out, metrics)
     return report

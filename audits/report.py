@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from audits.compare import INTERNAL_ERROR, HostAudit
 from audits.expected import Expectations
@@ -55,6 +55,15 @@ class Summary(TypedDict):
     internal_errors: int
 
 
+class Shard(TypedDict):
+    """A shard's part of the audit (`audit --shard K/N`): `audit merge` folds the N parts."""
+
+    index: int
+    count: int
+    hosts: list[str]  # the hosts this shard audited
+    fabric: bool  # whether this shard scanned the fabric (shard 1 does)
+
+
 class Report(TypedDict):
     schema: int
     expectations: Named
@@ -66,6 +75,7 @@ class Report(TypedDict):
     fabric: FabricEntry
     findings: list[Finding]
     history: History
+    shard: NotRequired[Shard]
 
 
 def build(
@@ -78,8 +88,31 @@ def build(
 ) -> Report:
     """Assemble the report from every host's audit and the fabric's; `previous` is the last
     run's report (None: no memory, every finding is new)."""
-    entries = sorted((h.entry for h in hosts), key=lambda e: e["host"])
-    findings = sorted([f for h in hosts for f in h.findings] + fabric.findings, key=finding_order)
+    named = Named(commit=expectations.commit, source_sha256=expectations.source_sha256)
+    return assemble(
+        named,
+        collected_at.isoformat(),
+        now.isoformat(),
+        [h.entry for h in hosts],
+        [f for h in hosts for f in h.findings] + fabric.findings,
+        fabric.entry,
+        previous,
+    )
+
+
+def assemble(
+    named: Named,
+    collected_at: str,
+    now: str,
+    hosts: list[HostEntry],
+    findings: list[Finding],
+    fabric: FabricEntry,
+    previous: Any | None = None,
+) -> Report:
+    """The report of these host entries, findings and fabric entry: sorted, summed, judged,
+    and compared with the `previous` report."""
+    entries = sorted(hosts, key=lambda e: e["host"])
+    findings = sorted(findings, key=finding_order)
     statuses = Counter(e["status"] for e in entries)
     kinds = Counter(f["kind"] for f in findings)
     summary = Summary(
@@ -87,20 +120,20 @@ def build(
         status={s.value: statuses[s.value] for s in Status},
         findings=len(findings),
         by_kind={k.value: kinds[k.value] for k in Kind if kinds[k.value]},
-        fabric=fabric.entry["status"],
+        fabric=fabric["status"],
         internal_errors=sum(
-            1 for e in [*entries, fabric.entry] if (e["reason"] or "").startswith(INTERNAL_ERROR)
+            1 for e in [*entries, fabric] if (e["reason"] or "").startswith(INTERNAL_ERROR)
         ),
     )
     report = Report(
         schema=SCHEMA,
-        expectations=Named(commit=expectations.commit, source_sha256=expectations.source_sha256),
-        collected_at=collected_at.isoformat(),
-        now=now.isoformat(),
+        expectations=named,
+        collected_at=collected_at,
+        now=now,
         exit_code=exit_code(summary),
         summary=summary,
         hosts=entries,
-        fabric=fabric.entry,
+        fabric=fabric,
         findings=findings,
         history=History(previous=None, new=[], resolved=[], still=[], flapping=[], tracked=[]),
     )
