@@ -28,7 +28,7 @@ from audits.model import ProbeFailure
 from audits.observe import Observed
 from audits.parsers import PARSERS, ParseError
 from audits.report import EXIT_BUG
-from tests.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet, compile_reference
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 FIXTURES = Path(__file__).parent / "fixtures"
