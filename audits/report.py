@@ -15,7 +15,8 @@ Schema 1:
                  "internal_errors": int},       hosts (and the fabric) a bug kept from judging
      "hosts": [HostEntry],                by host name (audits/model.py)
      "fabric": FabricEntry,               (audits/fabric.py)
-     "findings": [Finding],               by host, check, path (audits/model.py)
+     "findings": [Finding],               critical first, then by rack and U, host, check,
+                                          path; the fabric's after the hosts' (audits/model.py)
      "history": History}                  what changed since the previous run (audits/history.py)
 
 Exit codes: 0 every host and the fabric complied; 1 drift; 2 some host or the fabric could
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
@@ -35,7 +37,7 @@ from audits.compare import INTERNAL_ERROR, HostAudit
 from audits.expected import Expectations
 from audits.fabric import FabricAudit, FabricEntry
 from audits.history import History, history
-from audits.model import Finding, HostEntry, Kind, Status, finding_order
+from audits.model import Finding, HostEntry, Kind, Severity, Status, finding_order
 
 SCHEMA = 1
 EXIT_CLEAN, EXIT_DRIFT, EXIT_UNCOLLECTED, EXIT_BUG = 0, 1, 2, 3
@@ -112,7 +114,7 @@ def assemble(
     """The report of these host entries, findings and fabric entry: sorted, summed, judged,
     and compared with the `previous` report."""
     entries = sorted(hosts, key=lambda e: e["host"])
-    findings = sorted(findings, key=finding_order)
+    findings = sorted(findings, key=_triage_order(entries))
     statuses = Counter(e["status"] for e in entries)
     kinds = Counter(f["kind"] for f in findings)
     summary = Summary(
@@ -139,6 +141,21 @@ def assemble(
     )
     report["history"] = history(previous, report)
     return report
+
+
+_SEVERITY_RANK = {Severity.CRITICAL.value: 0, Severity.WARNING.value: 1}
+
+
+def _triage_order(entries: list[HostEntry]) -> Callable[[Finding], tuple[Any, ...]]:
+    """Sort key of findings for the one who reads them at 3 am: what is worst first, then
+    in the order one walks the hall (rack, then U), the fabric's after the hosts'."""
+    place = {e["host"]: (e["rack"], e["u"] or 0) for e in entries}
+
+    def key(f: Finding) -> tuple[Any, ...]:
+        where = place.get(f["host"])
+        return (_SEVERITY_RANK.get(f["severity"], 2), where is None, where, finding_order(f))
+
+    return key
 
 
 def exit_code(summary: Summary) -> int:
