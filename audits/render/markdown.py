@@ -214,6 +214,9 @@ REMEDIES = {
     "reload NetworkManager; a route added by hand is lost at the next reboot",
     Kind.ADDRESS: "reapply the generated NetworkManager keyfile; a different MAC means a "
     "replaced NIC: put the new MAC in the rack file",
+    Kind.HOST_KEY: "a changed key: do not trust the host until you know why (reinstalled, "
+    "replaced, or a machine in the middle); compare the fingerprint on its console, then "
+    "update AUDIT_KNOWN_HOSTS; an unknown key: vet the new host the same way and add it",
     Kind.IB_PORT: "check the port with ibstat, reseat or replace the cable or the HCA; a port "
     "down or below its rate slows every job that spans it",
     Kind.CABLE: "re-patch the cable to its planned port (its label names both ends: "
