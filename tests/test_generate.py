@@ -73,7 +73,8 @@ def parse_tree(tree: dict[str, str]) -> Source:
 def test_room_says_how_many_racks_the_plan_still_takes() -> None:
     from compiler.load import load
     from compiler.plan import room
-    
+    from tests.conftest import REPO
+
     reference = room(pipeline.check(load(REPO / "cluster")))
     # mgmt: 10.60.0.0/16 split at /24 with stride 2 and offset 0 holds rack ids up to 127;
     # a 64-port spine with one link per leaf holds leaf racks 1-64, 25 of them in use.
@@ -82,4 +83,3 @@ def test_room_says_how_many_racks_the_plan_still_takes() -> None:
     big = room(pipeline.check(generate.source(4096)))
     assert (big.max_rack_id, big.limited_by) == (703, "static LIDs")
     assert (big.max_leaf_rack_id, big.free_leaf_ids) == (512, 256)
-
