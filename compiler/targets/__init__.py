@@ -11,11 +11,13 @@ from collections.abc import Callable, Iterator
 from compiler.errors import TargetError
 from compiler.plan import Plan
 from compiler.targets import (
+    acceptance,
     dhcp,
     dns,
     expected,
     fabric,
     firmware,
+    gpudirect,
     hostconf,
     hosts,
     inventory,
@@ -66,6 +68,8 @@ TARGETS.add("pxe", pxe.render)
 TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
 TARGETS.add("hostconf", hostconf.render)
+TARGETS.add("gpudirect", gpudirect.render)
+TARGETS.add("acceptance", acceptance.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:
