@@ -116,6 +116,10 @@ PROBES: dict[str, Probe] = build_probes(
             "host",
             takes="units",
         ),
+        # GPUDirect: the PCIe paths between GPUs and HCAs, the modules loaded, NCCL's config.
+        Probe("nvidia_smi_topo", ("nvidia-smi", "topo", "-m"), "host"),
+        Probe("lsmod", ("lsmod",), "host"),
+        Probe("nccl_conf", ("cat", "--", "/etc/nccl.conf"), "host"),
         Probe("ibnetdiscover", ("ibnetdiscover",), "fabric"),
         Probe("iblinkinfo", ("iblinkinfo", "-l"), "fabric"),
     )
