@@ -45,6 +45,7 @@ class Kind(StrEnum):
     GPU = "gpu"
     FILE = "file"
     SERVICE = "service"
+    GPUDIRECT = "gpudirect"
 
 
 class Severity(StrEnum):
