@@ -5,6 +5,8 @@ Exit codes:
   1  a check failed: `compile --check` found generated/ stale
   2  bad input: problems in cluster/, each printed as path:line:col: rule: message
   3  internal error (a bug: please report it with the message)
+`accept` has its own: 0 everything planned passed; 1 something failed; 2 nothing failed but
+something planned was not tested; 4 no plan to judge by (generated/acceptance/ missing).
 `audit` has its own: 0 every host and the fabric as expected; 1 drift; 2 some host or the
 fabric could not be collected (unreachable or error; wins over 1); 4 the audit could not run at
 all (no generated/expected/, a broken recording, an unusable SSH key, known_hosts or inventory),
@@ -187,6 +189,24 @@ def _audit(args: argparse.Namespace) -> int:
     return report["exit_code"]
 
 
+def _accept(args: argparse.Namespace) -> int:
+    from audits.accept import accept
+    from audits.model import AuditError
+
+    try:
+        report = accept(args.repo, args.results, args.out, args.textfile)
+    except AuditError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    s = report["summary"]
+    nodes = ", ".join(f"{n} {status}" for status, n in s["nodes"].items())
+    cables = ", ".join(f"{n} {status}" for status, n in s["cables"].items())
+    suspects = f"; suspect cables: {', '.join(s['suspects'])}" if s["suspects"] else ""
+    print(f"{args.out}: nodes {nodes}; cables {cables}{suspects}")
+    code: int = report["exit_code"]
+    return code
+
+
 def _instant(text: str) -> datetime:
     try:
         when = datetime.fromisoformat(text)
@@ -304,6 +324,13 @@ def parser() -> argparse.ArgumentParser:
         help="the clock for rollout windows (default: when the state was collected)",
     )
     a.set_defaults(run=_audit)
+    acc = sub.add_parser(
+        "accept", help="judge an acceptance run's logs: per-node and per-cable readiness"
+    )
+    acc.add_argument("results", type=Path, metavar="RESULTS_DIR", help="the run's logs")
+    acc.add_argument("--out", type=Path, default=Path("acceptance-report"), metavar="DIR")
+    acc.add_argument("--textfile", type=Path, metavar="PATH", help="Prometheus metrics to write")
+    acc.set_defaults(run=_accept)
     return top
 
 

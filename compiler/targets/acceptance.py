@@ -135,6 +135,8 @@ def render(plan: Plan) -> dict[str, str]:
                     "client": p.client,
                     "server": p.server,
                     "cables": list(p.cables),
+                    # Static LIDs: the log's local and remote LID prove which ports ran it.
+                    "lids": [hosts[p.client].ib_ports[0].lid, hosts[p.server].ib_ports[0].lid],
                     "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
                 }
             )
