@@ -102,7 +102,7 @@ def judge(inputs: Inputs, results: Path) -> dict[str, Any]:
         "nccl": dict(sorted(Counter(s["status"] for s in steps).items())),
         "suspects": suspects,
     }
-    idle = {entry["cable"] for entry in plan["ib_write_bw"]["idle"]}
+    idle = {entry["cable"] for entry in plan["ib_write_bw"]["untested"]}
     statuses = [n["status"] for n in nodes] + [p["status"] for p in pairs]
     statuses += [s["status"] for s in steps]
     statuses += [c["status"] for c in cables if c["cable"] not in idle]
@@ -208,7 +208,7 @@ def _cables(inputs: Inputs, pairs: list[dict[str, Any]]) -> tuple[list[dict[str,
     for p in pairs:
         for cable in p["cables"]:
             crossed[cable].append(p)
-    idle = {e["cable"]: e["reason"] for e in inputs.plan["ib_write_bw"]["idle"]}
+    idle = {e["cable"]: e["reason"] for e in inputs.plan["ib_write_bw"]["untested"]}
     out = []
     for cable in sorted(set(inputs.cables) | set(crossed)):
         ran = [p for p in crossed[cable] if p["status"] != NOT_TESTED]

@@ -10,7 +10,9 @@
   nccl/<step>.sbatch     the step as a Slurm batch job on exactly those nodes, with
                          `--switches` from the Slurm topology (fabric/slurm-topology.conf).
 
-Pair paths, rounds and idle uplinks: `compiler/acceptance.py`. Thresholds: a pair's ceiling
+Pair paths, rounds and idle uplinks: `compiler/acceptance.py`; plan.json's `untested` lists
+every installed InfiniBand cable no pair crosses, and why (an idle uplink, or the cable of a
+host that is no compute node). Thresholds: a pair's ceiling
 is one link's rate (4x HDR: 25 GB/s), an NCCL step's the InfiniBand bandwidth of its poorest
 node (HCAs x rate); the pass mark is acceptance.yaml's fraction of it, or its `min_gb_s`.
 
@@ -26,7 +28,7 @@ from typing import Any
 
 from compiler.acceptance import FabricTest, Server, plan_rounds
 from compiler.hostlist import compact
-from compiler.model import Role, SwitchRole
+from compiler.model import Medium, Role, SwitchRole
 from compiler.plan import Host, Plan, link_gbps
 from compiler.targets.gpudirect import gpu_hosts
 from compiler.targets.render import to_json
@@ -123,7 +125,8 @@ def render(plan: Plan) -> dict[str, str]:
     link = link_gbps(plan.fabric) / 8
     pair_mark = _mark(link, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
     hosts = {h.name: h for h in plan.hosts}
-    ipoib = {h.name: h.interface("ipoib") for h in plan.hosts}
+    ib = {n for n, net in plan.cluster.networks.items() if net.medium == Medium.INFINIBAND}
+    ipoib = {h.name: next((i for i in h.interfaces if i.network in ib), None) for h in plan.hosts}
     files: dict[str, str] = {}
     rounds: list[dict[str, Any]] = []
     for number, pairs in enumerate(test.rounds, 1):
@@ -168,6 +171,14 @@ def render(plan: Plan) -> dict[str, str]:
         }
         for h in gpu_hosts(plan)
     ]
+    # Cables no pair can cross, each with why, so `accept` does not wait for them.
+    crossed = {c for pairs in test.rounds for p in pairs for c in p.cables}
+    why = {c: "an uplink no host route crosses under ftree: its spine's index is above every "
+           "leaf's server count" for c in test.idle}  # fmt: skip
+    for c in plan.cables:
+        if c.installed and c.network in ib and c.id not in crossed and c.id not in why:
+            why[c.id] = f"{c.b.device} is no compute node: pairs run between GPU servers"
+    untested = [{"cable": c, "reason": r} for c, r in sorted(why.items())]
     body = {
         "schema": SCHEMA,
         "routing": "ftree, static LIDs: the k-th server of a leaf is reached through spine "
@@ -177,11 +188,7 @@ def render(plan: Plan) -> dict[str, str]:
             "min_gb_s": pair_mark,
             "duration_s": acc.ib_write_bw.duration_s,
             "rounds": rounds,
-            "idle": [
-                {"cable": c, "reason": "no host route crosses it under ftree: its spine's "
-                 "index is above every leaf's server count"}
-                for c in test.idle
-            ],
+            "untested": untested,
         },
         "nccl_tests": {"max_bytes": acc.nccl_tests.max_bytes, "steps": steps},
         "burn_in": {"tool": "dcgmi diag", "level": acc.burn_in.level},
