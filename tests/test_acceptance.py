@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from audits.accept import judge, read_inputs
 from audits.render import readiness
 from clusterforge.cli import main
+from clusterforge.lab.fleet import compile_reference
+from clusterforge.lab.ibsim import SimFabric
 from compiler import pipeline
 from compiler.acceptance import Server, plan_rounds, route
 from compiler.load import load
@@ -23,8 +25,6 @@ from compiler.output import write
 from compiler.targets.acceptance import servers
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
-from tests.lab.fleet import compile_reference
-from tests.lab.ibsim import SimFabric
 
 # -- rounds: properties -----------------------------------------------------------------------
 

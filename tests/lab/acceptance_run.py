@@ -1,6 +1,6 @@
 """A synthetic acceptance run: the logs `generated/acceptance/plan.json` asks for, in the real
 formats of `tests/fixtures/` (perftest, nccl-tests, dcgmi diag -j, the admission probes as
-`tests/lab/fleet.py` renders them), written under a RESULTS_DIR for `clusterforge accept`.
+`clusterforge/lab/fleet.py` renders them), written under a RESULTS_DIR for `clusterforge accept`.
 
 Faults: ``slow`` (cable ID -> GB/s that cable carries: every pair crossing it measures the
 slowest cable on its path), ``burn_in_fail`` (host -> (GPU, message)), ``missing`` (log paths
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.lab.fleet import Fleet
+from clusterforge.lab.fleet import Fleet
 
 LINE_GB_S = 24.5  # what a healthy 4x HDR pair measures (196 Gb/s)
 BUS_GB_S = 23.0  # what a healthy all-reduce over one HDR HCA per node reaches
