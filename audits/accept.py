@@ -10,10 +10,12 @@ judging is here; a missing log is "not tested", a log that cannot be parsed a fa
   ECC, Xid: `audits/admission.py`) and GPUDirect checks (`audits/gpudirect.py`) ran and passed;
   `failed` with every failing check; else `not-tested` with what is missing.
 - A pair passes when `ib_write_bw` ran between the planned LIDs at or above the pass mark.
-- A cable `passed` when a passing pair crossed it; `failed` when only failing pairs did (the
-  passing pairs clear every cable they crossed, so a bad cable stays as the one the failing
-  pairs share; `suspects` lists the cables common to all failing pairs); else `not-tested`
-  (with the plan's reason for idle uplinks).
+- A cable `passed` when a passing pair crossed it. The failing pairs' other cables are the
+  candidates; the fewest of them that account for every failing pair (greedily, most failures
+  first) are `failed`. A candidate whose pairs all crossed a failed cable too is `not-tested`
+  ("retest alone"): nothing tells it apart. So one bad cable is named alone; `suspects`
+  lists the cables common to all failing pairs. Cables no pair crossed are `not-tested`,
+  with the plan's reason where it has one.
 - An NCCL step passes when `all_reduce_perf` ran on its planned nodes, with no wrong result
   and the bus bandwidth at its largest size at or above the step's pass mark.
 
@@ -209,19 +211,43 @@ def _cables(inputs: Inputs, pairs: list[dict[str, Any]]) -> tuple[list[dict[str,
         for cable in p["cables"]:
             crossed[cable].append(p)
     idle = {e["cable"]: e["reason"] for e in inputs.plan["ib_write_bw"]["untested"]}
+    ran = {c: [p for p in ps if p["status"] != NOT_TESTED] for c, ps in crossed.items()}
+    cleared = {c for c, ps in ran.items() if any(p["status"] == PASSED for p in ps)}
+    blamed = _explain(
+        {c: {p["pair"] for p in ps} for c, ps in ran.items() if ps and c not in cleared}
+    )
     out = []
     for cable in sorted(set(inputs.cables) | set(crossed)):
-        ran = [p for p in crossed[cable] if p["status"] != NOT_TESTED]
         status, reason = NOT_TESTED, idle.get(cable, "no pair crossed it")
-        if any(p["status"] == PASSED for p in ran):
+        if cable in cleared:
             status, reason = PASSED, None
-        elif ran:
-            status, reason = FAILED, "; ".join(f"{p['pair']}: {p['message']}" for p in ran)
+        elif cable in blamed:
+            status = FAILED
+            reason = "; ".join(f"{p['pair']}: {p['message']}" for p in ran[cable])
+        elif ran.get(cable):
+            # Every pair over it also crossed a blamed cable: its own state is unknown.
+            others = sorted({c for p in ran[cable] for c in p["cables"] if c in blamed})
+            reason = f"crossed only by pairs failing over {', '.join(others)}: retest alone"
         names = [p["pair"] for p in crossed[cable]]
         out.append({"cable": cable, "status": status, "pairs": names, "reason": reason})
     failing = [set(p["cables"]) for p in pairs if p["status"] == FAILED]
     common = set.intersection(*failing) if failing else set()
     return out, sorted(common)
+
+
+def _explain(suspects: dict[str, set[str]]) -> set[str]:
+    """The fewest cables, greedily, whose pairs are every failing pair that no passing pair
+    cleared a cable of: the most failures first, then by ID, so one bad cable is named alone
+    even where another cable only ever carried pairs that also crossed it."""
+    left = set().union(*suspects.values()) if suspects else set()
+    chosen: set[str] = set()
+    while left:
+        best = min(suspects, key=lambda c: (-len(suspects[c] & left), c))
+        if not suspects[best] & left:
+            break
+        chosen.add(best)
+        left -= suspects[best]
+    return chosen
 
 
 def _step(step: dict[str, Any], results: Path) -> dict[str, Any]:

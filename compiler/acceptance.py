@@ -14,9 +14,13 @@ A consequence the plan reports rather than hides: an uplink to a spine whose ind
 rank reaches (7 spines, at most 5 servers per leaf) carries no host traffic under ftree, so
 no host pair can test it; it is listed as idle, with that reason.
 
-Rounds: no host in two pairs of one round (each runs one server or one client); greedily, each
-round first takes the pairs that cover the most uplinks not yet covered, then fills with more
-cross-leaf pairs among the hosts left, so every round loads the spines at once.
+Rounds: no host in two pairs of one round (each runs one server or one client). In round r,
+leaf i (in name order) meets leaf i XOR 2^r, rank k against rank k + r (a server's own cable
+meets a different spine each round, so a bad one is told from the uplinks), so most servers
+run at once
+and load every spine their ranks reach (ECMP imbalance shows as slow pairs), and a new leaf
+only adds pairs; an uplink those rounds leave uncovered gets a pair of its own, packed into
+extra rounds.
 """
 
 from __future__ import annotations
@@ -71,41 +75,82 @@ def plan_rounds(
     hosts = sorted(servers)
     if not spines:
         return FabricTest((), ())
-    routed = (route(c, s, spines, links, up) for c in hosts for s in hosts)
-    candidates = [p for p in routed if p is not None]
-    uplinks = set(up.values())
-    uncovered = {cable for p in candidates for cable in p.cables if cable in uplinks}
-    idle = tuple(sorted(uplinks - uncovered))
+    leaves = sorted({h.leaf for h in hosts})
+    on: dict[str, list[Server]] = {leaf: [h for h in hosts if h.leaf == leaf] for leaf in leaves}
     rounds: list[tuple[Pair, ...]] = []
-    while uncovered:
-        busy: set[str] = set()
-        chosen: list[Pair] = []
-        ranked = sorted(candidates, key=lambda p: -len(uncovered.intersection(p.cables)))
-        for pair in ranked:
-            if pair.client in busy or pair.server in busy:
+    # Leaf i meets leaf i XOR 2^r in round r, its server of rank k the other's of rank k + r
+    # (the even ranks of the lower leaf write, the odd ones are written to): both leaves'
+    # uplinks to the spines their ranks reach carry traffic, and a new leaf only adds pairs.
+    for bit in range(max(1, (len(leaves) - 1).bit_length())):
+        pairs = []
+        for i, a in enumerate(leaves):
+            j = i ^ (1 << bit)
+            if j <= i or j >= len(leaves):
                 continue
-            if not uncovered.intersection(pair.cables):
-                continue
-            chosen.append(pair)
-            busy |= {pair.client, pair.server}
-            uncovered -= set(pair.cables)
-        rounds.append(tuple(chosen + _fill(hosts, busy, spines, links, up)))
-    return FabricTest(tuple(rounds), idle)
+            m = min(len(on[a]), len(on[leaves[j]]))
+            for k, x in enumerate(on[a][:m]):
+                # Shifted by the round, so a server's own cable meets a different spine in
+                # each round and a bad one is told apart from the uplink it used.
+                y = on[leaves[j]][(k + bit) % m]
+                pair = route(x, y, spines, links, up) if x.rank % 2 == 0 else None
+                pair = pair or route(y, x, spines, links, up)
+                if pair is not None:
+                    pairs.append(pair)
+        if pairs:
+            rounds.append(tuple(pairs))
+    routable = _routable(hosts, spines, links, up)
+    covered = {c for pairs in rounds for p in pairs for c in p.cables}
+    extra = [p for c in sorted(routable - covered) if (p := _crossing(c, hosts, spines, links, up))]
+    rounds += _pack([p for p in extra if not covered.issuperset(p.cables)])
+    return FabricTest(tuple(rounds), tuple(sorted(set(up.values()) - routable)))
 
 
-def _fill(
-    hosts: list[Server], busy: set[str], spines: Sequence[str], links: int, up: Uplinks
-) -> list[Pair]:
-    """More pairs among the idle hosts, each across leaves: load, for ECMP imbalance."""
-    free = [h for h in hosts if h.name not in busy]
-    out = []
-    half = len(free) // 2
-    waiting = free[half:]
-    for client in free[:half]:
-        for server in waiting:
-            pair = route(client, server, spines, links, up)
-            if pair is not None:
-                waiting.remove(server)
-                out.append(pair)
-                break
+def _slot(server: Server, spines: Sequence[str], links: int) -> tuple[str, int]:
+    """The (spine, link) ftree reaches `server` through."""
+    return spines[server.rank % len(spines)], (server.rank // len(spines)) % links
+
+
+def _routable(hosts: list[Server], spines: Sequence[str], links: int, up: Uplinks) -> set[str]:
+    """Uplinks some pair's route crosses: (L, spine, j) when a server d reached through it
+    sits on another leaf that has the same uplink and L has a server to write from, or d is
+    on L and another leaf with that uplink has a server to write to it."""
+    out = set()
+    leaves_with = {h.leaf for h in hosts}
+    for (leaf, spine, j), cable in up.items():
+        targets = [d for d in hosts if _slot(d, spines, links) == (spine, j)]
+        elsewhere = [d for d in targets if d.leaf != leaf and (d.leaf, spine, j) in up]
+        writes_out = bool(elsewhere) and leaf in leaves_with
+        written_to = any(d.leaf == leaf for d in targets) and any(
+            other != leaf and (other, spine, j) in up for other in leaves_with
+        )
+        if writes_out or written_to:
+            out.add(cable)
     return out
+
+
+def _crossing(
+    cable: str, hosts: list[Server], spines: Sequence[str], links: int, up: Uplinks
+) -> Pair | None:
+    """The first pair (in host order) whose route crosses `cable`."""
+    for client in hosts:
+        for server in hosts:
+            pair = route(client, server, spines, links, up)
+            if pair is not None and cable in pair.cables:
+                return pair
+    return None
+
+
+def _pack(pairs: list[Pair]) -> list[tuple[Pair, ...]]:
+    """Pairs into rounds, first fit, no host twice in a round."""
+    rounds: list[list[Pair]] = []
+    busy: list[set[str]] = []
+    for pair in pairs:
+        for chosen, used in zip(rounds, busy, strict=True):
+            if pair.client not in used and pair.server not in used:
+                chosen.append(pair)
+                used |= {pair.client, pair.server}
+                break
+        else:
+            rounds.append([pair])
+            busy.append({pair.client, pair.server})
+    return [tuple(r) for r in rounds]

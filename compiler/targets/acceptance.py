@@ -114,7 +114,9 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
                 if len(hosts) < n:
                     hosts += names[: n - len(hosts)]
                     leaves += 1
-        out.append((f"nccl-{n:03d}", sorted(hosts), leaves))
+        # `all` keeps its name as the cluster grows, so its files are edited, never renamed.
+        name = "nccl-all" if step == "all" else f"nccl-{n:03d}"
+        out.append((name, sorted(hosts), leaves))
     return out
 
 

@@ -6,124 +6,124 @@ out="$1/ib_write_bw/round-01"
 mkdir -p "$out"
 # Servers first; each waits for its one client.
 ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu066 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu067 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu068 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu069 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu064 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu070 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu076 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu077 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu072 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu078 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu079 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu074 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu080 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu086 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu087 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu082 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu088 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu089 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu084 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu090 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu096 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu097 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu092 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu098 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu099 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu094 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu100 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu106 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu107 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu102 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu108 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu109 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu104 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu110 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu116 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu117 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu112 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu118 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu119 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu114 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu120 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 sleep 2
 ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.2.11' > "$out/gpu001-gpu006.txt" 2>&1 &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.2.12' > "$out/gpu002-gpu007.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.1.12' > "$out/gpu007-gpu002.txt" 2>&1 &
 ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.2.13' > "$out/gpu003-gpu008.txt" 2>&1 &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.2.14' > "$out/gpu004-gpu009.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.1.14' > "$out/gpu009-gpu004.txt" 2>&1 &
 ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.2.15' > "$out/gpu005-gpu010.txt" 2>&1 &
 ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.4.11' > "$out/gpu011-gpu016.txt" 2>&1 &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.4.12' > "$out/gpu012-gpu017.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.3.12' > "$out/gpu017-gpu012.txt" 2>&1 &
 ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.4.13' > "$out/gpu013-gpu018.txt" 2>&1 &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.4.14' > "$out/gpu014-gpu019.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.3.14' > "$out/gpu019-gpu014.txt" 2>&1 &
 ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.4.15' > "$out/gpu015-gpu020.txt" 2>&1 &
 ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.6.11' > "$out/gpu021-gpu026.txt" 2>&1 &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.6.12' > "$out/gpu022-gpu027.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.5.12' > "$out/gpu027-gpu022.txt" 2>&1 &
 ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.6.13' > "$out/gpu023-gpu028.txt" 2>&1 &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.6.14' > "$out/gpu024-gpu029.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.5.14' > "$out/gpu029-gpu024.txt" 2>&1 &
 ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.6.15' > "$out/gpu025-gpu030.txt" 2>&1 &
 ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.8.11' > "$out/gpu031-gpu036.txt" 2>&1 &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.8.12' > "$out/gpu032-gpu037.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.7.12' > "$out/gpu037-gpu032.txt" 2>&1 &
 ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.8.13' > "$out/gpu033-gpu038.txt" 2>&1 &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.8.14' > "$out/gpu034-gpu039.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.7.14' > "$out/gpu039-gpu034.txt" 2>&1 &
 ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.8.15' > "$out/gpu035-gpu040.txt" 2>&1 &
 ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.10.11' > "$out/gpu041-gpu046.txt" 2>&1 &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.10.12' > "$out/gpu042-gpu047.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.9.12' > "$out/gpu047-gpu042.txt" 2>&1 &
 ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.10.13' > "$out/gpu043-gpu048.txt" 2>&1 &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.10.14' > "$out/gpu044-gpu049.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.9.14' > "$out/gpu049-gpu044.txt" 2>&1 &
 ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.10.15' > "$out/gpu045-gpu050.txt" 2>&1 &
 ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.12.11' > "$out/gpu051-gpu056.txt" 2>&1 &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.12.12' > "$out/gpu052-gpu057.txt" 2>&1 &
+ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.11.12' > "$out/gpu057-gpu052.txt" 2>&1 &
 ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.12.13' > "$out/gpu053-gpu058.txt" 2>&1 &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.12.14' > "$out/gpu054-gpu059.txt" 2>&1 &
+ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.11.14' > "$out/gpu059-gpu054.txt" 2>&1 &
 ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.12.15' > "$out/gpu055-gpu060.txt" 2>&1 &
 ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.11' > "$out/gpu061-gpu066.txt" 2>&1 &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.12' > "$out/gpu062-gpu067.txt" 2>&1 &
+ssh gpu067 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.13.12' > "$out/gpu067-gpu062.txt" 2>&1 &
 ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.13' > "$out/gpu063-gpu068.txt" 2>&1 &
-ssh gpu064 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.14' > "$out/gpu064-gpu069.txt" 2>&1 &
+ssh gpu069 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.13.14' > "$out/gpu069-gpu064.txt" 2>&1 &
 ssh gpu065 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.15' > "$out/gpu065-gpu070.txt" 2>&1 &
 ssh gpu071 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.11' > "$out/gpu071-gpu076.txt" 2>&1 &
-ssh gpu072 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.12' > "$out/gpu072-gpu077.txt" 2>&1 &
+ssh gpu077 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.12' > "$out/gpu077-gpu072.txt" 2>&1 &
 ssh gpu073 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.13' > "$out/gpu073-gpu078.txt" 2>&1 &
-ssh gpu074 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.14' > "$out/gpu074-gpu079.txt" 2>&1 &
+ssh gpu079 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.14' > "$out/gpu079-gpu074.txt" 2>&1 &
 ssh gpu075 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.15' > "$out/gpu075-gpu080.txt" 2>&1 &
 ssh gpu081 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.11' > "$out/gpu081-gpu086.txt" 2>&1 &
-ssh gpu082 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.12' > "$out/gpu082-gpu087.txt" 2>&1 &
+ssh gpu087 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.12' > "$out/gpu087-gpu082.txt" 2>&1 &
 ssh gpu083 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.13' > "$out/gpu083-gpu088.txt" 2>&1 &
-ssh gpu084 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.14' > "$out/gpu084-gpu089.txt" 2>&1 &
+ssh gpu089 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.14' > "$out/gpu089-gpu084.txt" 2>&1 &
 ssh gpu085 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.15' > "$out/gpu085-gpu090.txt" 2>&1 &
 ssh gpu091 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.11' > "$out/gpu091-gpu096.txt" 2>&1 &
-ssh gpu092 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.12' > "$out/gpu092-gpu097.txt" 2>&1 &
+ssh gpu097 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.12' > "$out/gpu097-gpu092.txt" 2>&1 &
 ssh gpu093 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.13' > "$out/gpu093-gpu098.txt" 2>&1 &
-ssh gpu094 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.14' > "$out/gpu094-gpu099.txt" 2>&1 &
+ssh gpu099 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.14' > "$out/gpu099-gpu094.txt" 2>&1 &
 ssh gpu095 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.15' > "$out/gpu095-gpu100.txt" 2>&1 &
 ssh gpu101 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.11' > "$out/gpu101-gpu106.txt" 2>&1 &
-ssh gpu102 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.12' > "$out/gpu102-gpu107.txt" 2>&1 &
+ssh gpu107 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.12' > "$out/gpu107-gpu102.txt" 2>&1 &
 ssh gpu103 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.13' > "$out/gpu103-gpu108.txt" 2>&1 &
-ssh gpu104 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.14' > "$out/gpu104-gpu109.txt" 2>&1 &
+ssh gpu109 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.14' > "$out/gpu109-gpu104.txt" 2>&1 &
 ssh gpu105 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.15' > "$out/gpu105-gpu110.txt" 2>&1 &
 ssh gpu111 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.11' > "$out/gpu111-gpu116.txt" 2>&1 &
-ssh gpu112 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.12' > "$out/gpu112-gpu117.txt" 2>&1 &
+ssh gpu117 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.12' > "$out/gpu117-gpu112.txt" 2>&1 &
 ssh gpu113 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.13' > "$out/gpu113-gpu118.txt" 2>&1 &
-ssh gpu114 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.14' > "$out/gpu114-gpu119.txt" 2>&1 &
+ssh gpu119 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.14' > "$out/gpu119-gpu114.txt" 2>&1 &
 ssh gpu115 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.15' > "$out/gpu115-gpu120.txt" 2>&1 &
 wait

@@ -5,129 +5,125 @@ set -eu
 out="$1/ib_write_bw/round-03"
 mkdir -p "$out"
 # Servers first; each waits for its one client.
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu064 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu065 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu066 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu067 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu068 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu069 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu070 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu071 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu072 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu067 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu073 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu074 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu075 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu076 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu077 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu072 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu078 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu079 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu080 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu081 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu082 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu083 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu084 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu085 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu086 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu087 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu088 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu089 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu090 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu091 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu092 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu093 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu094 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu095 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu096 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu097 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu098 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu099 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu100 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu101 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu102 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu077 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu103 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu104 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu082 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu105 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu106 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu107 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu084 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu102 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu108 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu109 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu087 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu110 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu111 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu112 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu089 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu107 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu113 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu114 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu092 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu115 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu116 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu117 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu094 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu112 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu118 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu119 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu097 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 ssh gpu120 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu122 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu123 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu124 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu099 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu117 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
 sleep 2
-ssh gpu121 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.1.15' > "$out/gpu121-gpu005.txt" 2>&1 &
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.13.13' > "$out/gpu001-gpu063.txt" 2>&1 &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.13.14' > "$out/gpu002-gpu064.txt" 2>&1 &
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.13.15' > "$out/gpu003-gpu065.txt" 2>&1 &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.11' > "$out/gpu004-gpu066.txt" 2>&1 &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.12' > "$out/gpu006-gpu067.txt" 2>&1 &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.13' > "$out/gpu007-gpu068.txt" 2>&1 &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.14' > "$out/gpu008-gpu069.txt" 2>&1 &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.15' > "$out/gpu009-gpu070.txt" 2>&1 &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.11' > "$out/gpu010-gpu071.txt" 2>&1 &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.12' > "$out/gpu011-gpu072.txt" 2>&1 &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.13' > "$out/gpu012-gpu073.txt" 2>&1 &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.14' > "$out/gpu013-gpu074.txt" 2>&1 &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.15' > "$out/gpu014-gpu075.txt" 2>&1 &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.11' > "$out/gpu015-gpu076.txt" 2>&1 &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.12' > "$out/gpu016-gpu077.txt" 2>&1 &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.13' > "$out/gpu017-gpu078.txt" 2>&1 &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.14' > "$out/gpu018-gpu079.txt" 2>&1 &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.15' > "$out/gpu019-gpu080.txt" 2>&1 &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.11' > "$out/gpu020-gpu081.txt" 2>&1 &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.12' > "$out/gpu021-gpu082.txt" 2>&1 &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.13' > "$out/gpu022-gpu083.txt" 2>&1 &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.14' > "$out/gpu023-gpu084.txt" 2>&1 &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.15' > "$out/gpu024-gpu085.txt" 2>&1 &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.11' > "$out/gpu025-gpu086.txt" 2>&1 &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.12' > "$out/gpu026-gpu087.txt" 2>&1 &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.13' > "$out/gpu027-gpu088.txt" 2>&1 &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.14' > "$out/gpu028-gpu089.txt" 2>&1 &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.15' > "$out/gpu029-gpu090.txt" 2>&1 &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.11' > "$out/gpu030-gpu091.txt" 2>&1 &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.12' > "$out/gpu031-gpu092.txt" 2>&1 &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.13' > "$out/gpu032-gpu093.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.14' > "$out/gpu033-gpu094.txt" 2>&1 &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.15' > "$out/gpu034-gpu095.txt" 2>&1 &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.11' > "$out/gpu035-gpu096.txt" 2>&1 &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.12' > "$out/gpu036-gpu097.txt" 2>&1 &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.13' > "$out/gpu037-gpu098.txt" 2>&1 &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.14' > "$out/gpu038-gpu099.txt" 2>&1 &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.15' > "$out/gpu039-gpu100.txt" 2>&1 &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.11' > "$out/gpu040-gpu101.txt" 2>&1 &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.12' > "$out/gpu041-gpu102.txt" 2>&1 &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.13' > "$out/gpu042-gpu103.txt" 2>&1 &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.14' > "$out/gpu043-gpu104.txt" 2>&1 &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.15' > "$out/gpu044-gpu105.txt" 2>&1 &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.11' > "$out/gpu045-gpu106.txt" 2>&1 &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.12' > "$out/gpu046-gpu107.txt" 2>&1 &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.13' > "$out/gpu047-gpu108.txt" 2>&1 &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.14' > "$out/gpu048-gpu109.txt" 2>&1 &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.15' > "$out/gpu049-gpu110.txt" 2>&1 &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.11' > "$out/gpu050-gpu111.txt" 2>&1 &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.12' > "$out/gpu051-gpu112.txt" 2>&1 &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.13' > "$out/gpu052-gpu113.txt" 2>&1 &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.14' > "$out/gpu053-gpu114.txt" 2>&1 &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.15' > "$out/gpu054-gpu115.txt" 2>&1 &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.11' > "$out/gpu055-gpu116.txt" 2>&1 &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.12' > "$out/gpu056-gpu117.txt" 2>&1 &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.13' > "$out/gpu057-gpu118.txt" 2>&1 &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.14' > "$out/gpu058-gpu119.txt" 2>&1 &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.15' > "$out/gpu059-gpu120.txt" 2>&1 &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.25.12' > "$out/gpu060-gpu122.txt" 2>&1 &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.25.13' > "$out/gpu061-gpu123.txt" 2>&1 &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.25.14' > "$out/gpu062-gpu124.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.5.13' > "$out/gpu001-gpu023.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.1.12' > "$out/gpu024-gpu002.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.5.15' > "$out/gpu003-gpu025.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.1.14' > "$out/gpu021-gpu004.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.5.12' > "$out/gpu005-gpu022.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.6.13' > "$out/gpu006-gpu028.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.2.12' > "$out/gpu029-gpu007.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.6.15' > "$out/gpu008-gpu030.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.2.14' > "$out/gpu026-gpu009.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.6.12' > "$out/gpu010-gpu027.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.7.13' > "$out/gpu011-gpu033.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.3.12' > "$out/gpu034-gpu012.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.7.15' > "$out/gpu013-gpu035.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.3.14' > "$out/gpu031-gpu014.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.7.12' > "$out/gpu015-gpu032.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.8.13' > "$out/gpu016-gpu038.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.4.12' > "$out/gpu039-gpu017.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.8.15' > "$out/gpu018-gpu040.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.4.14' > "$out/gpu036-gpu019.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.8.12' > "$out/gpu020-gpu037.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.13.13' > "$out/gpu041-gpu063.txt" 2>&1 &
+ssh gpu064 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.9.12' > "$out/gpu064-gpu042.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.13.15' > "$out/gpu043-gpu065.txt" 2>&1 &
+ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.9.14' > "$out/gpu061-gpu044.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.13.12' > "$out/gpu045-gpu062.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.13' > "$out/gpu046-gpu068.txt" 2>&1 &
+ssh gpu069 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.10.12' > "$out/gpu069-gpu047.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.15' > "$out/gpu048-gpu070.txt" 2>&1 &
+ssh gpu066 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.10.14' > "$out/gpu066-gpu049.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.14.12' > "$out/gpu050-gpu067.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.13' > "$out/gpu051-gpu073.txt" 2>&1 &
+ssh gpu074 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.11.12' > "$out/gpu074-gpu052.txt" 2>&1 &
+ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.15' > "$out/gpu053-gpu075.txt" 2>&1 &
+ssh gpu071 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.11.14' > "$out/gpu071-gpu054.txt" 2>&1 &
+ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.15.12' > "$out/gpu055-gpu072.txt" 2>&1 &
+ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.13' > "$out/gpu056-gpu078.txt" 2>&1 &
+ssh gpu079 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.12.12' > "$out/gpu079-gpu057.txt" 2>&1 &
+ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.15' > "$out/gpu058-gpu080.txt" 2>&1 &
+ssh gpu076 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.12.14' > "$out/gpu076-gpu059.txt" 2>&1 &
+ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.16.12' > "$out/gpu060-gpu077.txt" 2>&1 &
+ssh gpu081 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.13' > "$out/gpu081-gpu103.txt" 2>&1 &
+ssh gpu104 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.12' > "$out/gpu104-gpu082.txt" 2>&1 &
+ssh gpu083 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.15' > "$out/gpu083-gpu105.txt" 2>&1 &
+ssh gpu101 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.17.14' > "$out/gpu101-gpu084.txt" 2>&1 &
+ssh gpu085 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.21.12' > "$out/gpu085-gpu102.txt" 2>&1 &
+ssh gpu086 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.13' > "$out/gpu086-gpu108.txt" 2>&1 &
+ssh gpu109 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.12' > "$out/gpu109-gpu087.txt" 2>&1 &
+ssh gpu088 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.15' > "$out/gpu088-gpu110.txt" 2>&1 &
+ssh gpu106 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.18.14' > "$out/gpu106-gpu089.txt" 2>&1 &
+ssh gpu090 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.22.12' > "$out/gpu090-gpu107.txt" 2>&1 &
+ssh gpu091 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.13' > "$out/gpu091-gpu113.txt" 2>&1 &
+ssh gpu114 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.12' > "$out/gpu114-gpu092.txt" 2>&1 &
+ssh gpu093 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.15' > "$out/gpu093-gpu115.txt" 2>&1 &
+ssh gpu111 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.19.14' > "$out/gpu111-gpu094.txt" 2>&1 &
+ssh gpu095 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.23.12' > "$out/gpu095-gpu112.txt" 2>&1 &
+ssh gpu096 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.13' > "$out/gpu096-gpu118.txt" 2>&1 &
+ssh gpu119 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.12' > "$out/gpu119-gpu097.txt" 2>&1 &
+ssh gpu098 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.15' > "$out/gpu098-gpu120.txt" 2>&1 &
+ssh gpu116 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.20.14' > "$out/gpu116-gpu099.txt" 2>&1 &
+ssh gpu100 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.80.24.12' > "$out/gpu100-gpu117.txt" 2>&1 &
 wait
