@@ -18,10 +18,12 @@ from audits.render import readiness
 from clusterforge.cli import main
 from clusterforge.lab.fleet import compile_reference
 from clusterforge.lab.ibsim import SimFabric
-from compiler import pipeline
+from compiler import generate, pipeline
 from compiler.acceptance import Server, plan_rounds, route
 from compiler.load import load
 from compiler.output import write
+from compiler.plan import build
+from compiler.targets import acceptance
 from compiler.targets.acceptance import servers
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
@@ -266,3 +268,19 @@ def test_cli_writes_every_rendering(generated: Path, run: Run, tmp_path: Path) -
 def test_cli_without_a_plan_cannot_run(tmp_path: Path) -> None:
     (tmp_path / "results").mkdir()
     assert main(["-C", str(tmp_path), "accept", str(tmp_path / "results")]) == 4
+
+
+def test_a_three_tier_fabric_plans_no_pairs_and_says_why() -> None:
+    """Two-tier paths only: on a tree with cores, every cable is untested with the reason,
+    and admission and the NCCL steps are planned all the same."""
+    plan = build(
+        pipeline.check(
+            generate.source(64, per_rack=4, racks_per_pod=4, spines=4, cores_per_plane=2)
+        )
+    )
+    body = json.loads(acceptance.render(plan)["acceptance/plan.json"])
+    assert body["ib_write_bw"]["rounds"] == []
+    reasons = {e["reason"] for e in body["ib_write_bw"]["untested"]}
+    assert any(r.startswith("three-tier fabric") for r in reasons)
+    assert [s["step"] for s in body["nccl_tests"]["steps"]] == ["nccl-004", "nccl-016", "nccl-all"]
+    assert len(body["nodes"]) >= 64
