@@ -7,7 +7,7 @@ each leaf it gives its compute nodes, in leaf-port order, the up-port groups (on
 in spine order) round robin, so the k-th server of a leaf is reached through spine k mod S
 (and, with several links per spine, link (k // S) mod L of that group). Traffic from a client
 on leaf A to a server d on leaf B therefore crosses: the client's own cable, A's uplink to
-spine(d), B's uplink from spine(d), and d's cable. `tests/test_acceptance.py` checks this
+spine(d), B's uplink from spine(d), and d's cable. `tests/test_accept.py` checks this
 rule against the forwarding tables OpenSM really computes for the planned fabric on ibsim.
 
 A consequence the plan reports rather than hides: an uplink to a spine whose index no server
