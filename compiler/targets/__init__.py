@@ -12,6 +12,7 @@ from compiler.errors import TargetError
 from compiler.plan import Plan
 from compiler.targets import (
     acceptance,
+    access,
     dhcp,
     dns,
     expected,
@@ -67,6 +68,7 @@ TARGETS.add("dhcp", dhcp.render)
 TARGETS.add("pxe", pxe.render)
 TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
+TARGETS.add("access", access.render)
 TARGETS.add("hostconf", hostconf.render)
 TARGETS.add("gpudirect", gpudirect.render)
 TARGETS.add("acceptance", acceptance.render)
