@@ -227,6 +227,9 @@ REMEDIES = {
     "unit the deploy map names; a file edited by hand on the host is lost at the next deploy",
     Kind.SERVICE: "start and enable the unit (systemctl enable --now UNIT), and read its "
     "journal for why it stopped; a service that should not run there belongs off its role",
+    Kind.GPUDIRECT: "redeploy the bundle (/etc/nccl.conf), bring the HCA it names Active, "
+    "modprobe nvidia-peermem; a GPU farther from its HCA sits in the wrong slot or riser: "
+    "until fixed, NCCL runs over TCP or through host memory, slowly",
 }
 
 
