@@ -20,7 +20,7 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", "compiler", "audits", "clusterforge")
+    session.run("ruff", "format", "--check", "compiler", "audits", "draw", "clusterforge")
     session.run("mypy")
 
 

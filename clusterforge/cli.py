@@ -66,7 +66,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _labels(args: argparse.Namespace) -> int:
-    from compiler import labels
+    from draw import labels
 
     only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
     try:
