@@ -91,18 +91,52 @@ def _labels(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _write_all(out: Path, files: dict[str, str] | dict[str, bytes]) -> None:
+    """Write each file whole (a reader never sees half of one); raises OSError."""
+    for name, data in files.items():
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.partial")
+        if isinstance(data, str):
+            partial.write_text(data, encoding="utf-8")
+        else:
+            partial.write_bytes(data)
+        partial.replace(target)
+
+
+def _draw(args: argparse.Namespace) -> int:
+    from draw import pictures
+
+    files = pictures.pictures_for_repo(args.repo)
+    out = args.out or args.repo / "build" / "draw"
+    try:
+        _write_all(out, files)
+    except OSError as exc:
+        print(f"clusterforge: cannot write the pictures: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"{out}: {len(files)} SVG file(s) written (racks/, racks.svg, fabric.svg)")
+    return EXIT_OK
+
+
 def _diff(args: argparse.Namespace) -> int:
     from compiler import diff, gitsource
 
     try:
         share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
-        report = gitsource.diff_revisions(args.repo, args.base, args.head, share)
+        base, head = (gitsource.compile_revision(args.repo, r) for r in (args.base, args.head))
     except gitsource.RevisionError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    report = diff.diff(base, head, share)
     markdown = diff.to_markdown(report)
+    outputs = [(args.json, diff.to_json(report)), (args.markdown, markdown)]
+    if args.html is not None:
+        from draw import pages
+
+        plans = [side.compiled.plan if side.compiled else None for side in (base, head)]
+        outputs.append((args.html, pages.diff_page(report, *plans)))
     try:
-        for path, text in ((args.json, diff.to_json(report)), (args.markdown, markdown)):
+        for path, text in outputs:
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
@@ -135,6 +169,7 @@ def _audit(args: argparse.Namespace) -> int:
     from audits import pipeline as audit
     from audits import ssh
     from audits.model import AuditError
+    from draw import pages
 
     given = {k: v for k, v in vars(args).items() if v is not None}
     live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
@@ -162,8 +197,13 @@ def _audit(args: argparse.Namespace) -> int:
                 args.textfile,
                 args.now,
             )
+        # The page is drawn here, not by the audit: `audits` never imports `draw`.
+        _write_all(args.out, {"report.html": pages.audit_page_for_repo(args.repo, report)})
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    except OSError as exc:
+        print(f"clusterforge: cannot write the report page: {exc}", file=sys.stderr)
         return EXIT_SETUP
     status = ", ".join(f"{n} {s}" for s, n in report["summary"]["status"].items())
     print(f"{args.out}: {status}; fabric {report['summary']['fabric']}")
@@ -228,6 +268,11 @@ def parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="DIR", help="where to write (default: build/labels)"
     )
     lab.set_defaults(run=_labels)
+    dr = sub.add_parser(
+        "draw", help="draw rack elevations and the fabric map (SVG); generated/ is not touched"
+    )
+    dr.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: build/draw)")
+    dr.set_defaults(run=_draw)
     d = sub.add_parser(
         "diff", help="compare what two git revisions of cluster/ compile to (PR review)"
     )
@@ -235,6 +280,12 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("head", help="the revision to compare to")
     d.add_argument("--markdown", type=Path, metavar="FILE", help="default: print to stdout")
     d.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON (schema 1)")
+    d.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="the change picture: HEAD's racks and fabric with what changes marked",
+    )
     d.add_argument(
         "--share-limit",
         type=float,
