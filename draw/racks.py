@@ -75,7 +75,8 @@ def _device(scene: Scene, rack: RackSpot, d: Device, top: float) -> Group:
             )
         )
         room -= 6 + len(badge) * 5
-    detail = f"{d.model} · {d.role}" + (f" · {_ports(scene, d)}" if d.switch else "")
+    # A switch's role is its colour (and its hover text); its ports in use matter more.
+    detail = f"{d.model} · {_ports(scene, d) if d.switch else d.role}"
     if d.height_u == 1:
         size = fit(d.name, 8.5, room * 0.45, bold=True)
         items.append(Text(x + 4, y + 1 + h / 2 + 3, d.name, size, bold=True))
@@ -125,7 +126,10 @@ def elevation(scene: Scene, rack: RackSpot) -> Group:
 
 def rack_figure(scene: Scene, rack: RackSpot) -> Figure:
     return Figure(
-        WIDTH, height(rack), elevation(scene, rack).items, f"{scene.site} rack {rack.name}"
+        WIDTH,
+        height(rack),
+        elevation(scene, rack).items,
+        f"{scene.site} rack {rack.name}: front elevation",
     )
 
 
@@ -148,7 +152,7 @@ def row_figure(scene: Scene, racks: tuple[RackSpot, ...] | None = None) -> Figur
         w = max(w, x - GAP)
         y += ROW_HEAD + tallest + GAP
     items += legend(scene, GUTTER, y)
-    return Figure(w, y + 20, tuple(items), f"{scene.site} racks in floor order")
+    return Figure(w, y + 20, tuple(items), f"{scene.site}: racks in floor order")
 
 
 def legend(scene: Scene, x: float, y: float) -> list[Shape]:
