@@ -47,7 +47,7 @@ td.warning { color: #b8860b; font-weight: bold; }
 code { font-size: 0.95em; }
 """
 # Sorts a table by the clicked column: cells' data-sort when present, else their text;
-# numbers numerically. Clicking again reverses.
+# numbers numerically. Clicking again reverses. Runs after the tables: it closes the body.
 SCRIPT = """
 document.querySelectorAll("table.sortable").forEach(function (table) {
   var heads = table.querySelectorAll("th");
@@ -70,6 +70,13 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
     });
   });
 });
+// report.html#sort=Rack opens sorted by that column: a link can point at a view.
+if (location.hash.indexOf("#sort=") === 0) {
+  var wanted = decodeURIComponent(location.hash.slice(6));
+  document.querySelectorAll("table.sortable th").forEach(function (th) {
+    if (th.textContent === wanted) { th.click(); }
+  });
+}
 """
 
 

@@ -17,7 +17,9 @@ RACK_W = 210.0
 GUTTER = 24.0  # left of the rack: U numbers
 HEAD = 36.0  # above the rack: its name and place
 FOOT = 8.0
-WIDTH = GUTTER + RACK_W + 8
+END = 9.0  # one cable end beside a host: a 7-point square and a gap
+ENDS_PER_LINE = 4
+WIDTH = GUTTER + RACK_W + 6 + ENDS_PER_LINE * END + 4
 GAP = 14.0  # between racks in the row view
 ROW_HEAD = 26.0  # above each floor row in the row view
 
@@ -33,6 +35,9 @@ ROLE_COLOURS = {
     "management": "#fee391",
     "storage": "#fcbba1",
 }
+
+
+NETWORK_COLOURS = {"ipoib": "#3182bd", "mgmt": "#e6b800", "storage": "#e6550d", "bmc": "#756bb1"}
 
 
 def height(rack: RackSpot) -> float:
@@ -87,7 +92,30 @@ def _device(scene: Scene, rack: RackSpot, d: Device, top: float) -> Group:
         items.append(Text(x + 4, y + 12, d.name, fit(d.name, 10, room, bold=True), bold=True))
         items.append(Text(x + 4, y + 23, clip(detail, 7.5, room), 7.5, "#333333"))
     attrs = [("data-device", d.name)] + ([("data-mark", mark.value)] if mark else [])
-    return Group(tuple(items), _hover(scene, rack, d), tuple(attrs))
+    group = Group(tuple(items), _hover(scene, rack, d), tuple(attrs))
+    return group if d.switch else Group((group, *_ends(scene, d, y + 1)))
+
+
+def _ends(scene: Scene, d: Device, top: float) -> list[Shape]:
+    """A host's cable ends beside it, one square each, coloured by network: the labels a
+    technician finds at its back. A switch's ends are its port count (and the far ends)."""
+    out: list[Shape] = []
+    for k, c in enumerate(scene.cables_of(d.name)):
+        x = GUTTER + RACK_W + 6 + (k % ENDS_PER_LINE) * END
+        y = top + 2 + (k // ENDS_PER_LINE) * END
+        mark = scene.marks.get(c.id)
+        colour = NETWORK_COLOURS.get(c.network, "#999999")
+        if mark:
+            square = Rect(x - 1, y - 1, END - 1, END - 1, COLOURS[mark], "#000000", 1.0)
+        else:
+            square = Rect(x, y, END - 2, END - 2, colour, dash=not c.installed)
+        hover = scene.hover(
+            c.id,
+            f"{c.id}: {c.a.device} {c.a.port} to {c.b.device} {c.b.port}, {c.network}, {c.text}",
+        )
+        attrs = [("data-cable", c.id)] + ([("data-mark", mark.value)] if mark else [])
+        out.append(Group((square,), hover, tuple(attrs)))
+    return out
 
 
 def elevation(scene: Scene, rack: RackSpot) -> Group:
