@@ -326,6 +326,8 @@ def diff_page(report: DiffReport, base: Plan | None, head: Plan | None) -> str:
         ((mark.value, name, facts.notes.get(name, "")) for name, mark in facts.marks.items()),
         key=lambda r: (r[0], r[1]),
     )
+    # Pictures first: a reviewer looks at where the change lands, then reads the list.
+    body += _pictures(facts)
     body.append(f"<h2>Changes ({len(rows)})</h2>")
     body.append(
         _table(
@@ -334,5 +336,4 @@ def diff_page(report: DiffReport, base: Plan | None, head: Plan | None) -> str:
             (((m, ""), (n, ""), (d, "")) for m, n, d in rows),
         )
     )
-    body += _pictures(facts)
     return _page(title, body)
