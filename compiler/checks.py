@@ -6,6 +6,7 @@ may assume the model's per-field rules held, nothing more (a model name may be u
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -611,6 +612,57 @@ def provisioning(c: Cluster, rep: Report) -> None:
         )
 
 
+_VERSION_KEY = re.compile(r"\{([a-z_]+)\}")
+
+
+def services(c: Cluster, rep: Report) -> None:
+    """Every role a node has runs named, defined services; a `{key}` in a package name is a
+    version every host of that role has (its model's baseline or the fleet's software)."""
+    cat, at = c.services, ("services",)
+    for role, names in cat.roles.items():
+        for i, name in enumerate(names):
+            if name not in cat.services:
+                known = ", ".join(sorted(cat.services))
+                rep.add(
+                    (*at, "roles", role.value, i),
+                    "unknown-reference",
+                    f"service {name!r} is not defined (known: {known})",
+                )
+    used: dict[Role, set[str]] = defaultdict(set)
+    for path, r, n in _nodes(c):
+        node = c.racks[r].nodes[n]
+        used[node.role].add(node.model)
+        if node.role not in cat.roles:
+            rep.add(
+                (*path, "role"),
+                "missing-services",
+                f"role {node.role.value!r} of {node.name!r} has no entry in services.yaml roles",
+            )
+    for role, models in sorted(used.items()):
+        for name in cat.roles.get(role, ()):
+            service = cat.services.get(name)
+            if service is None:
+                continue
+            for field_name in ("module_streams", "packages"):
+                for i, text in enumerate(getattr(service, field_name)):
+                    for key in _VERSION_KEY.findall(text):
+                        base = key.removesuffix("_major")
+                        lacking = sorted(m for m in models if base not in _version_keys(c, m))
+                        if lacking:
+                            rep.add(
+                                (*at, "services", name, field_name, i),
+                                "unknown-version-key",
+                                f"{{{key}}}: role {role.value!r} runs {name!r} on model(s) "
+                                f"{', '.join(lacking)}, which have no {base!r} version",
+                            )
+
+
+def _version_keys(c: Cluster, model: str) -> set[str]:
+    baseline = c.firmware.baselines.get(model)
+    keys = set(baseline.model_dump(exclude_none=True)) if baseline else set()
+    return keys | set(c.firmware.software)
+
+
 RULES: tuple[Rule, ...] = (
     names,
     identities,
@@ -622,6 +674,7 @@ RULES: tuple[Rule, ...] = (
     positions,
     ports,
     fabric,
+    services,
 )
 
 

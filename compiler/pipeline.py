@@ -14,11 +14,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from compiler import checks, targets
+from compiler import checks, deploy, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source, load
 from compiler.model import Cluster, validate
 from compiler.plan import Plan, build
+from contract import Deploy
 
 MANIFEST = "MANIFEST.json"
 
@@ -42,6 +43,7 @@ class Compiled:
     cluster: Cluster
     plan: Plan
     files: dict[str, bytes]  # path under generated/ -> content, MANIFEST.json included
+    deploys: dict[str, Deploy]  # host -> its generated/deploy/<host>.json
     notices: list[str] = field(default_factory=list)  # for the operator: the CLI prints them
 
 
@@ -80,8 +82,11 @@ def compile_source(source: Source, environ: Mapping[str, str] | None = None) -> 
     secrets, notices = read_secrets(source, cluster, environ)
     plan = replace(build(cluster), secrets=secrets)
     files = targets.render_all(plan)
+    deploys = deploy.deploy_map(plan, files, source)
+    files |= {path: text.encode() for path, text in deploy.deploy_files(deploys).items()}
+    files = dict(sorted(files.items()))
     files[MANIFEST] = manifest(files, source.digest())
-    return Compiled(source, cluster, plan, files, notices)
+    return Compiled(source, cluster, plan, files, deploys, notices)
 
 
 def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:

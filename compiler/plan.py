@@ -8,7 +8,6 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -28,6 +27,7 @@ from compiler.model import (
     Switch,
     SwitchRole,
 )
+from contract import Route
 
 U_HEIGHT_M = 0.04445
 TRAY_DROP_M = 0.6  # from a rack's top into the overhead tray, each end
@@ -123,41 +123,6 @@ class Interface:
 
 
 @dataclass(frozen=True)
-class Route:
-    """A route in the normalised form the audit compares: `ip -j route` minus what varies."""
-
-    dst: str
-    dev: str
-    gateway: str | None = None
-
-    def as_json(self) -> dict[str, str]:
-        out = {"dst": self.dst, "dev": self.dev}
-        if self.gateway:
-            out["gateway"] = self.gateway
-        return out
-
-    def order(self) -> tuple[bool, str, str]:
-        """Sort key: the default route first, then by destination."""
-        return (self.dst != "default", self.dst, self.dev)
-
-    @classmethod
-    def from_ip(cls, entry: Mapping[str, Any]) -> Route:
-        """One entry of `ip -j route show`, reduced to what the plan decides."""
-        dst = str(entry["dst"])
-        if dst != "default" and "/" not in dst:
-            dst += "/32"  # ip prints host routes bare; the plan writes every prefix
-        gateway = entry.get("gateway")
-        return cls(dst, str(entry.get("dev", "")), str(gateway) if gateway else None)
-
-
-def normal_routes(ip_json: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """`ip -j route show` in the form of the expected routes ("routes" in generated/expected/):
-    the one normaliser the audit and the tests compare through. Metric, protocol, scope and
-    source address vary by how a route was made, so they are dropped; what remains is unique."""
-    return [r.as_json() for r in sorted({Route.from_ip(e) for e in ip_json}, key=Route.order)]
-
-
-@dataclass(frozen=True)
 class IbPort:
     device: str
     port: int
@@ -180,6 +145,7 @@ class Host:
     serial: str
     ring: str
     profile: str
+    services: tuple[str, ...]  # services.yaml: what the host's role runs, in install order
     interfaces: tuple[Interface, ...]
     bmc: Interface
     routes: tuple[Route, ...]
@@ -379,6 +345,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         serial=node.serial,
         ring=ring_of[node.name],
         profile=cluster.provisioning.role_profiles[node.role.value],
+        services=cluster.services.roles.get(node.role, ()),
         interfaces=tuple(ifaces),
         bmc=bmc,
         routes=tuple(sorted(routes, key=Route.order)),

@@ -5,7 +5,9 @@
   db.<reverse zone>        the reverse zones of each network's address block, cut at an octet
                            boundary (in-addr.arpa, RFC 1035); networks that share a block (bmc
                            and mgmt share 10.60/16) share its zone, one section each;
-  named.conf.zones         the zone statements, file names relative to named's `directory`.
+  named.conf.zones         the zone statements, file names relative to named's `directory`;
+  named.conf               the server's configuration: authoritative only, answering the
+                           site's networks, including the zones from ZONES_PATH.
 The SOA serial is a hash of the rest of the zone, so it changes exactly when the content does.
 """
 
@@ -20,6 +22,7 @@ from compiler.plan import Plan
 from compiler.targets.hosts import names
 from compiler.targets.render import template
 
+ZONES_PATH = "/etc/named/named.conf.zones"  # where services.yaml installs named.conf.zones
 SERIAL_BASE = 1_000_000_000  # ten digits, and below 2**32 for the SOA's 32-bit field
 SERIAL_SPAN = 2**32 - 1 - SERIAL_BASE
 
@@ -69,4 +72,8 @@ def render(plan: Plan) -> dict[str, str]:
     files = {f"dns/db.{domain}": _zone(plan, domain, forward)}
     files |= {f"dns/db.{zone}": _zone(plan, zone, reverse[zone]) for zone in sorted(reverse)}
     files["dns/named.conf.zones"] = template("named-zones.j2", zones=[domain, *sorted(reverse)])
+    clients = sorted({net.cidr for net in plan.cluster.networks.values()})
+    files["dns/named.conf"] = template(
+        "named.conf.j2", site=plan.site, clients=clients, zones=ZONES_PATH
+    )
     return files
