@@ -279,6 +279,7 @@ def test_the_report_goes_to_audit_report_here_by_default(
     assert main(["-C", str(reference), "audit", "--replay", str(recording)]) == 0
     assert sorted(p.name for p in (tmp_path / "audit-report").iterdir()) == [
         "junit.xml",
+        "report.html",
         "report.json",
         "report.md",
     ]
