@@ -52,6 +52,13 @@ def labels(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def draw(session: nox.Session) -> None:
+    """Rack elevations, the row view and the fabric map as SVG into build/draw/."""
+    session.install("-e", ".")
+    session.run("clusterforge", "draw", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def audit(session: nox.Session) -> None:
     """The drift audit: `nox -s audit -- --replay DIR` reproduces a recorded run."""
     session.install("-e", ".")

@@ -29,8 +29,8 @@ MIN_COL = 74.0
 
 def tiers(scene: Scene) -> list[list[str]]:
     """Switch names by tier, from the one above the hosts upwards; each tier sorted."""
-    links = [c for c in scene.links if c.infiniband]
     devices = {d.name: d for d in scene.devices}
+    links = _fabric_links(scene)
     switches = {d.name for d in scene.devices if d.switch and d.infiniband}
     switches |= {e.device for c in links for e in (c.a, c.b) if devices[e.device].switch}
     near: dict[str, set[str]] = defaultdict(set)
@@ -51,6 +51,12 @@ def tiers(scene: Scene) -> list[list[str]]:
     for t in range(1, max([level[s] for s in switches] + [0]) + 1):
         out.append(sorted(s for s in switches if level[s] == t))
     return [t for t in out if t]
+
+
+def _fabric_links(scene: Scene) -> list[Link]:
+    """The InfiniBand cables; a cable to a device the scene does not hold cannot be drawn."""
+    names = {d.name for d in scene.devices}
+    return [c for c in scene.links if c.infiniband and {c.a.device, c.b.device} <= names]
 
 
 def _switch(scene: Scene, d: Device, cx: float, y: float, w: float) -> Group:
@@ -103,7 +109,7 @@ def fabric_figure(scene: Scene) -> Figure:
     if not levels:
         return Figure(400, 40, (Text(10, 24, "No InfiniBand fabric in the plan.", 11),), title)
     devices = {d.name: d for d in scene.devices}
-    links = [c for c in scene.links if c.infiniband]
+    links = _fabric_links(scene)
     tier_of = {s: t + 1 for t, names in enumerate(levels) for s in names}
     leaves = levels[0]
     under: dict[str, list[Link]] = defaultdict(list)  # leaf -> cables to hosts
