@@ -22,6 +22,11 @@ from PIL import Image
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
+from compiler.load import load
+from compiler.pipeline import check
+from compiler.plan import build
+from draw import pages
+from draw.scene import COLOURS, Mark, scene
 from tests.conftest import REPO, require_tool
 from tests.lab.fleet import Fleet, compile_reference
 from tests.test_diff import add_rack, git, move_spare, repatch
@@ -257,6 +262,10 @@ def change(tmp_path_factory: pytest.TempPathFactory) -> Path:
     git(root, "add", "-A", "cluster")
     git(root, "commit", "-q", "-m", "head")
     git(root, "tag", "head")
+    with (root / "cluster" / "racks" / "r03.yaml").open("a") as f:
+        f.write("notes: [unclosed\n")
+    git(root, "commit", "-q", "-am", "broken")
+    git(root, "tag", "broken")
     return root
 
 
@@ -294,3 +303,24 @@ def test_chromium_renders_the_change_picture(change: Path, tmp_path: Path) -> No
     dom = _chromium(tmp_path, html.as_uri(), "--dump-dom")
     assert dom.returncode == 0 and _console_errors(dom.stderr, html.as_uri()) == []
     assert _parse(dom.stdout).ids["removed"] != "0"
+
+
+def test_a_head_that_does_not_compile_gets_a_page_with_its_errors(
+    change: Path, tmp_path: Path
+) -> None:
+    html = tmp_path / "diff.html"
+    argv = ["-C", str(change), "diff", "head", "broken", "--html", str(html)]
+    assert main([*argv, "--markdown", str(tmp_path / "diff.md")]) == 2
+    text = html.read_text(encoding="utf-8")
+    assert "nothing is drawn" in text and "r03.yaml" in text and "<svg" not in text
+
+
+def test_missing_and_degraded_cables_are_coloured_too(drift: Audit) -> None:
+    """The classes the recording above has none of, from a report.json that has them."""
+    report = json.loads((drift.out / "report.json").read_text(encoding="utf-8"))
+    report["fabric"] |= {"missing": ["R05-IB01"], "degraded": ["R06-IB02"]}
+    facts = scene(build(check(load(drift.repo / "cluster"))))
+    marks = _parse(pages.audit_page(report, facts)).marks
+    assert {("R05-IB01", "missing"), ("R06-IB02", "degraded")} <= marks
+    colours = {m: COLOURS[Mark(m)] for m in ("missing", "degraded", "miswired")}
+    assert len(set(colours.values())) == 3  # each class its own colour
