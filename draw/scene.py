@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import cached_property
 
 from compiler.model import Medium
 from compiler.plan import Plan, grid
@@ -95,10 +96,27 @@ class Scene:
     notes: Mapping[str, str] = field(default_factory=dict)  # extra hover text, same keys
 
     def rack_devices(self, rack: str) -> list[Device]:
-        return [d for d in self.devices if d.rack == rack]
+        return self._by_rack.get(rack, [])
 
     def cables_of(self, device: str) -> list[Link]:
-        return [c for c in self.links if device in (c.a.device, c.b.device)]
+        """The cables with an end on `device`, by ID."""
+        return self._by_device.get(device, [])
+
+    # Indexes, so a picture of a thousand hosts is linear in its size, not quadratic.
+    @cached_property
+    def _by_rack(self) -> dict[str, list[Device]]:
+        out: dict[str, list[Device]] = {}
+        for d in self.devices:
+            out.setdefault(d.rack, []).append(d)
+        return out
+
+    @cached_property
+    def _by_device(self) -> dict[str, list[Link]]:
+        out: dict[str, list[Link]] = {}
+        for c in self.links:
+            for name in dict.fromkeys((c.a.device, c.b.device)):
+                out.setdefault(name, []).append(c)
+        return out
 
     def hover(self, name: str, text: str) -> str:
         """`text`, with the mark and the note of `name` when it has them."""

@@ -2,7 +2,8 @@
 
 Nothing here asserts a timing: the machines are shared and noisy. It prints
 - cold start: `clusterforge validate` and `compile --check` vs a bare `python -c pass`;
-- the in-process stages on the reference cluster (load, model+checks, plan, targets);
+- the in-process stages on the reference cluster (load, model+checks, plan, targets, and
+  the pictures of `clusterforge draw`);
 - scaling: the same on a cluster grown to about 1000 GPU servers, with the ratio;
 - peak memory of a compile (ru_maxrss of a child process);
 - the drift audit of the reference fleet replayed from a recording (collect, parse, compare,
@@ -29,6 +30,7 @@ from audits.collect import ReplayCollector  # noqa: E402
 from compiler import pipeline, targets  # noqa: E402
 from compiler.load import Source, load  # noqa: E402
 from compiler.plan import build  # noqa: E402
+from draw.pictures import pictures  # noqa: E402
 from tests.lab.fleet import Fleet  # noqa: E402
 
 
@@ -90,6 +92,7 @@ def stages(source: Source, runs: int) -> dict[str, float]:
         "model+checks": median_s(lambda: pipeline.check(source), runs),
         "plan": median_s(lambda: build(cluster), runs),
         "targets": median_s(lambda: targets.render_all(plan), runs),
+        "pictures (draw)": median_s(lambda: pictures(plan), runs),
     }
 
 
