@@ -70,14 +70,13 @@ class Text:
 class Group:
     """Shapes that belong to one thing: `title` is its hover text in SVG (a device's model
     and cables, a cable's ID and ends); `attrs` name it for pages and tests (data-device,
-    data-cable, data-mark). Moved by (dx, dy) and scaled by `scale` about its origin."""
+    data-cable, data-mark). Moved by (dx, dy)."""
 
     items: tuple[Shape, ...]
     title: str = ""
     attrs: tuple[tuple[str, str], ...] = ()
     dx: float = 0.0
     dy: float = 0.0
-    scale: float = 1.0
 
 
 Shape = Rect | Line | Dot | Text | Group
@@ -159,13 +158,8 @@ def _svg(shape: Shape, out: list[str]) -> None:
         )
     else:
         attrs = "".join(f" {k}={quoteattr(v)}" for k, v in shape.attrs)
-        moves = []
         if shape.dx or shape.dy:
-            moves.append(f"translate({_n(shape.dx)} {_n(shape.dy)})")
-        if shape.scale != 1:
-            moves.append(f"scale({_n(shape.scale)})")
-        if moves:
-            attrs += f' transform="{" ".join(moves)}"'
+            attrs += f' transform="translate({_n(shape.dx)} {_n(shape.dy)})"'
         out.append(f"<g{attrs}>")
         if shape.title:
             out.append(f"<title>{escape(shape.title)}</title>")
@@ -233,7 +227,6 @@ def _paint(canvas: Canvas, shape: Shape) -> None:
     else:
         canvas.saveState()
         canvas.translate(shape.dx, shape.dy)
-        canvas.scale(shape.scale, shape.scale)
         for item in shape.items:
             _paint(canvas, item)
         canvas.restoreState()

@@ -8,6 +8,7 @@ the same from a CI artifact, a mail attachment or a laptop offline. The data sta
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
@@ -128,10 +129,13 @@ def _pictures(facts: Scene) -> list[str]:
 
 
 def _value(value: Any) -> str:
+    """A finding's expected or observed value as a cell: lists joined, objects as JSON."""
     if value is None:
         return "-"
-    if isinstance(value, list | dict):
-        return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    if isinstance(value, list):
+        return ", ".join(map(_value, value))
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
     return str(value)
 
 
