@@ -147,11 +147,13 @@ def audit_marks(report: Mapping[str, Any]) -> tuple[dict[str, Mark], dict[str, s
     marks: dict[str, Mark] = {}
     for host in report["hosts"]:
         if host["status"] != "ok":
-            marks[host["host"]] = Mark(host["status"])
+            # A status this page does not know yet is at least not fine.
+            known = host["status"] in {m.value for m in Mark}
+            marks[host["host"]] = Mark(host["status"]) if known else Mark.ERROR
     fabric = report["fabric"]
-    for key, mark in (("missing", Mark.MISSING), ("miswired", Mark.MISWIRED),
-                      ("degraded", Mark.DEGRADED)):  # fmt: skip
-        marks |= {cable: mark for cable in fabric[key]}
+    classes = {"missing": Mark.MISSING, "miswired": Mark.MISWIRED, "degraded": Mark.DEGRADED}
+    for key, mark in classes.items():
+        marks |= {cable: mark for cable in fabric.get(key, [])}
     notes: dict[str, list[str]] = {}
     for f in report["findings"]:
         notes.setdefault(f["path"] if f["host"] == "fabric" else f["host"], []).append(f["message"])
