@@ -332,6 +332,11 @@ def diff_page(report: DiffReport, base: Plan | None, head: Plan | None) -> str:
         ((mark.value, name, facts.notes.get(name, "")) for name, mark in facts.marks.items()),
         key=lambda r: (r[0], r[1]),
     )
+    if not facts.marks:
+        body.append(
+            '<p class="note">Nothing physical changes: no device or cable is added, '
+            "removed, moved or re-patched.</p>"
+        )
     # Pictures first: a reviewer looks at where the change lands, then reads the list.
     body += _pictures(facts)
     body.append(f"<h2>Changes ({len(rows)})</h2>")

@@ -324,3 +324,10 @@ def test_missing_and_degraded_cables_are_coloured_too(drift: Audit) -> None:
     assert {("R05-IB01", "missing"), ("R06-IB02", "degraded")} <= marks
     colours = {m: COLOURS[Mark(m)] for m in ("missing", "degraded", "miswired")}
     assert len(set(colours.values())) == 3  # each class its own colour
+
+
+def test_a_change_with_nothing_physical_says_so(change: Path, tmp_path: Path) -> None:
+    html = tmp_path / "diff.html"
+    assert main(["-C", str(change), "diff", "head", "head", "--html", str(html)]) == 0
+    page = _parse(html.read_text(encoding="utf-8"))
+    assert page.marks == set() and "Nothing physical changes" in html.read_text()
