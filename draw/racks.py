@@ -32,6 +32,7 @@ ROLE_COLOURS = {
     "spare": "#eeeeee",
     "leaf": "#9ecae1",
     "spine": "#6baed6",
+    "core": "#4292c6",
     "management": "#fee391",
     "storage": "#fcbba1",
 }
