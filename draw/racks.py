@@ -108,8 +108,10 @@ def _ends(scene: Scene, d: Device, top: float) -> list[Shape]:
         colour = NETWORK_COLOURS.get(c.network, "#999999")
         if mark:
             square = Rect(x - 1, y - 1, END - 1, END - 1, COLOURS[mark], "#000000", 1.0)
-        else:
-            square = Rect(x, y, END - 2, END - 2, colour, dash=not c.installed)
+        elif c.installed:
+            square = Rect(x, y, END - 2, END - 2, colour)
+        else:  # planned, not pulled yet: an outline
+            square = Rect(x, y, END - 2, END - 2, "#ffffff", colour, 1.0, dash=True)
         hover = scene.hover(
             c.id,
             f"{c.id}: {c.a.device} {c.a.port} to {c.b.device} {c.b.port}, {c.network}, {c.text}",
