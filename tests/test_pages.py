@@ -22,13 +22,13 @@ from PIL import Image
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
+from clusterforge.lab.fleet import Fleet, compile_reference
 from compiler.load import load
 from compiler.pipeline import check
 from compiler.plan import build
 from draw import pages
 from draw.scene import COLOURS, Mark, scene
 from tests.conftest import REPO, require_tool
-from tests.lab.fleet import Fleet, compile_reference
 from tests.test_diff import add_rack, git, move_spare, repatch
 
 DRIFTED = "gpu017"
