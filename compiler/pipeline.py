@@ -14,14 +14,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from compiler import checks, deploy, targets
+from compiler import checks, deploy, output, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source, load
 from compiler.model import Cluster, validate
 from compiler.plan import Plan, build
 from contract import Deploy
 
-MANIFEST = "MANIFEST.json"
+MANIFEST = output.MANIFEST
 
 # pydantic error types -> our rule names, so a reader can look a rule up in one vocabulary.
 _RULES = {
