@@ -43,6 +43,7 @@ class Kind(StrEnum):
     IB_PORT = "ib-port"
     CABLE = "cable"
     GPU = "gpu"
+    HOST_KEY = "host-key"
     FILE = "file"
     SERVICE = "service"
 
@@ -82,6 +83,15 @@ class Accepted(TypedDict):
     until: str
 
 
+class HostKeyFact(TypedDict):
+    """Why a host's SSH key was not accepted: none known for it (`unknown`), or the host
+    offers another key than the known ones (`changed`). Fingerprints are OpenSSH's SHA256."""
+
+    state: Literal["unknown", "changed"]
+    known: list[str]
+    offered: str | None  # None when the host's key could not be read a second time
+
+
 class ProbeFailure(TypedDict):
     probe: str
     message: str
@@ -108,6 +118,7 @@ class HostEntry(TypedDict):
     role: str
     model: str
     rack: str
+    u: int | None  # its lowest rack unit; None from a contract that predates it
     ring: str
     status: str
     reason: str | None  # why it is unreachable or error

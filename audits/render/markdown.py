@@ -2,16 +2,21 @@
 
 Hosts that share a fact are one line, their names compacted (`gpu[017,042,101]`), so a drift
 on 120 hosts reads as one row: versions as "121/124 hosts OFED 23.10-1.1.9.0;
-gpu[017,042,101] on 5.8-1.0.1.1", findings grouped by what differs. Pure: report in, text out.
+gpu[017,042,101] on 5.8-1.0.1.1", findings grouped by what differs. Given the previous run
+(`history`), it leads with what changed since. Pure: report in, text out.
+
+Everything a host printed (observed values, messages, reasons, names a fabric scan found) is
+shown as a code span, so no host can add Markdown or HTML to a report or to the issue that
+quotes it: no links, images, mentions, or a forged end of the table.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from collections import defaultdict
 from typing import Any
 
-from audits.model import FABRIC, HostEntry, Status
+from audits.model import FABRIC, HostEntry, Kind, Status
 from audits.report import Report
 from compiler.hostlist import compact
 
@@ -33,10 +38,12 @@ def render(report: Report) -> str:
     """The whole report as Markdown."""
     parts = [
         _headline(report),
+        changes(report),
         _summary(report),
         _versions(report["hosts"]),
         _findings(report),
         _fabric(report),
+        _remedies(report),
         _uncollected(report["hosts"]),
         _skipped(report["hosts"]),
     ]
@@ -57,6 +64,43 @@ def _headline(report: Report) -> str:
         f"{title}\n\nExpectations: commit `{commit}`, cluster/ sha256 `{source}`. "
         f"State collected {report['collected_at']}. Exit code {report['exit_code']}."
     )
+
+
+def changes(report: Report) -> str:
+    """What changed since the previous run: new, resolved and flapping findings, and how
+    many are still there; empty without a previous run to compare with."""
+    h = report["history"]
+    if h["previous"] is None:
+        return ""
+    messages = {(f["host"], f["check"], f["path"]): f["message"] for f in report["findings"]}
+    head = (
+        f"## Since the last run ({h['previous']})\n\n{len(h['new'])} new, "
+        f"{len(h['resolved'])} resolved, {len(h['still'])} still there, "
+        f"{len(h['flapping'])} flapping."
+    )
+    lines = [head]
+
+    def listed(title: str, keys: list[Any], note: Any = None) -> None:
+        if keys:
+            lines.append(f"\n{title}:\n")
+            for k in keys:
+                where = _code(f"{k['host']} {k['path']}")
+                said = messages.get((k["host"], k["check"], k["path"]))
+                extra = f": {_code(said)}" if said else ""
+                lines.append(f"- {where}{extra}{note(k) if note else ''}")
+
+    since = {
+        (s["key"]["host"], s["key"]["check"], s["key"]["path"]): s["since"] for s in h["still"]
+    }
+    listed("New", h["new"])
+    listed("Resolved", h["resolved"])
+    listed("Flapping (gone and back again)", h["flapping"])
+    listed(
+        "Still there",
+        [s["key"] for s in h["still"]],
+        lambda k: f" (since {since[(k['host'], k['check'], k['path'])]})",
+    )
+    return "\n".join(lines)
 
 
 def _summary(report: Report) -> str:
@@ -100,7 +144,7 @@ def _versions(hosts: list[HostEntry]) -> str:
                 key=lambda i: (-len(i[1]), i[0]),
             )
             for value, names in others:
-                line += f"; {compact(names)} on {value}"
+                line += f"; {compact(names)} on {_code(value)}"
                 until = sorted({accepted[(n, key)] for n in names if (n, key) in accepted})
                 if until:
                     line += f" (rollout, accepted until {', '.join(until)})"
@@ -109,32 +153,89 @@ def _versions(hosts: list[HostEntry]) -> str:
 
 
 def _findings(report: Report) -> str:
+    """Hosts that differ alike share a row; rows keep report.json's order (critical first,
+    then by rack and U), each at the place of its first host."""
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for f in report["findings"]:
         if f["host"] != FABRIC:
             key = (
+                f["severity"],
                 f["kind"],
                 f["check"],
                 f["path"],
                 _value(f["expected"]),
                 _value(f["observed"]),
-                f["severity"],
             )
-            groups[key].append(f["host"])
+            groups[key].append(f["host"])  # dicts keep the order of first appearance
     if not groups:
         return ""
+    place = {e["host"]: (e["rack"], e["u"]) for e in report["hosts"]}
     rows = [
         "## Findings",
         "",
-        "| hosts | kind | path | expected | observed | severity |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| severity | hosts | rack, U | kind | path | expected | observed |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for (kind, _check, path, expected, observed, severity), names in sorted(
-        groups.items(), key=lambda i: (i[0][0], i[0][2], compact(i[1]))
-    ):
-        cells = (compact(names), kind, path, expected, observed, severity)
-        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    for (severity, kind, _check, path, expected, observed), names in groups.items():
+        where = _where(names, place)
+        cells = (
+            severity,
+            _cell(compact(names)),
+            _cell(where),
+            kind,
+            _code(path),
+            expected,
+            observed,
+        )
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+def _where(names: list[str], place: dict[str, tuple[str, int | None]]) -> str:
+    """`r03 U10` for one host; a few hosts each so; many, their racks."""
+    spots = [place[n] for n in names if n in place]
+    if len(spots) <= 3:
+        return ", ".join(f"{rack} U{u}" if u else rack for rack, u in spots)
+    return "racks " + compact(sorted({rack for rack, _ in spots}))
+
+
+# What to do about each kind of finding: the first step, not the whole runbook.
+REMEDIES = {
+    Kind.FIRMWARE: "flash the expected version (BIOS and BMC through the BMC, the NIC with "
+    "mlxfwmanager); if the box is meant to differ, pin it in its rack file with a reason, "
+    "or add a rollout in cluster/firmware.yaml while a ring upgrades",
+    Kind.OFED: "reinstall MLNX_OFED at the fleet version (cluster/firmware.yaml software.ofed) "
+    "and reboot; mixed OFED versions degrade the whole fabric",
+    Kind.DRIVER: "drain the node, install the expected NVIDIA driver and CUDA from the site "
+    "repository, reboot, resume",
+    Kind.KERNEL: "boot the expected kernel (grubby --set-default) or reinstall the node from "
+    "the provisioning server",
+    Kind.ROUTE: "reapply the node's generated route files (clusterforge bundle --host H) and "
+    "reload NetworkManager; a route added by hand is lost at the next reboot",
+    Kind.ADDRESS: "reapply the generated NetworkManager keyfile; a different MAC means a "
+    "replaced NIC: put the new MAC in the rack file",
+    Kind.HOST_KEY: "a changed key: do not trust the host until you know why (reinstalled, "
+    "replaced, or a machine in the middle); compare the fingerprint on its console, then "
+    "update AUDIT_KNOWN_HOSTS; an unknown key: vet the new host the same way and add it",
+    Kind.IB_PORT: "check the port with ibstat, reseat or replace the cable or the HCA; a port "
+    "down or below its rate slows every job that spans it",
+    Kind.CABLE: "re-patch the cable to its planned port (its label names both ends: "
+    "clusterforge labels --only ID), or replace it when it trains below its rate",
+    Kind.GPU: "drain the node and open a hardware ticket: a GPU off the bus, a lost NVLink or "
+    "ECC errors past the threshold do not heal by themselves",
+    Kind.FILE: "redeploy the host's bundle (clusterforge bundle --host H) and reload the "
+    "unit the deploy map names; a file edited by hand on the host is lost at the next deploy",
+    Kind.SERVICE: "start and enable the unit (systemctl enable --now UNIT), and read its "
+    "journal for why it stopped; a service that should not run there belongs off its role",
+}
+
+
+def _remedies(report: Report) -> str:
+    kinds = list(dict.fromkeys(f["kind"] for f in report["findings"]))
+    if not kinds:
+        return ""
+    lines = [f"- **{k}**: {REMEDIES[Kind(k)]}" for k in kinds if k in REMEDIES]
+    return "## What to do\n\n" + "\n".join(lines)
 
 
 def _fabric(report: Report) -> str:
@@ -148,8 +249,13 @@ def _fabric(report: Report) -> str:
         "| --- | --- | --- | --- |",
     ]
     for f in found:
-        cells = (f["path"], _value(f["expected"]), _value(f["observed"]), f["message"])
-        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        cells = (
+            _code(f["path"]),
+            _value(f["expected"]),
+            _value(f["observed"]),
+            _code(f["message"]),
+        )
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -162,7 +268,7 @@ def _uncollected(hosts: list[HostEntry]) -> str:
         return ""
     rows = ["## Could not collect", "", "| hosts | status | reason |", "| --- | --- | --- |"]
     for (status, reason), names in sorted(groups.items()):
-        rows.append(f"| {_cell(compact(names))} | {status} | {_cell(reason)} |")
+        rows.append(f"| {_cell(compact(names))} | {status} | {_code(reason)} |")
     return "\n".join(rows)
 
 
@@ -178,16 +284,37 @@ def _skipped(hosts: list[HostEntry]) -> str:
         return ""
     rows = ["## Skipped checks", "", "| hosts | check | reason |", "| --- | --- | --- |"]
     for (check, reason), names in sorted(groups.items()):
-        rows.append(f"| {_cell(compact(names))} | {check} | {_cell(reason)} |")
+        rows.append(f"| {_cell(compact(names))} | {check} | {_code(reason)} |")
     return "\n".join(rows)
 
 
 def _value(value: Any) -> str:
+    """Short text, not JSON: `address 10.60.3.11/24, mtu 9000`; lists joined with `; `."""
     if value is None:
         return "-"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    return _code(_plain(value))
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_plain(v)}" for k, v in sorted(value.items()))
+    if isinstance(value, list | tuple):
+        return "; ".join(_plain(v) for v in value) if value else "none"
+    return str(value)
+
+
+def _code(text: str) -> str:
+    """`text` as one code span, whatever it holds: inside one, Markdown and HTML are only
+    text. The fence is longer than any run of backticks in it; a pipe is escaped (GFM ends a
+    table cell at one even inside code), and line breaks become spaces."""
+    text = _cell(text.replace("\r", " "))
+    if not text.strip():
+        return "-" if not text else f"`{text}`"
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _cell(text: str) -> str:
