@@ -253,6 +253,7 @@ def _draw(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from compiler import diff, gitsource
+    from draw import review
 
     _batch()
     try:
@@ -262,7 +263,7 @@ def _diff(args: argparse.Namespace) -> int:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
     report = diff.diff(base, head, share)
-    markdown = diff.to_markdown(report)
+    markdown = review.to_markdown(report)
     outputs = [(args.json, diff.to_json(report)), (args.markdown, markdown)]
     if args.html is not None:
         from draw import pages
