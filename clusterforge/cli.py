@@ -308,8 +308,10 @@ def _audit(args: argparse.Namespace) -> int:
     from audits import pipeline as audit
     from audits import ssh
     from audits.model import AuditError
-    from draw import pages
+    from draw.report import Renderer
 
+    # The documents come from `draw`, handed in: `audits` never imports it.
+    renderer = Renderer(args.repo)
     # Inside the repository but under build/, which git ignores: a report is not source.
     args.out = args.out or args.repo / "build" / "audit-report"
     given = {k: v for k, v in vars(args).items() if v is not None and k != "out"}
@@ -329,13 +331,24 @@ def _audit(args: argparse.Namespace) -> int:
                     "audit merge takes report folders, --out, --textfile and --previous only"
                 )
             report = audit.merge(
-                [Path(d) for d in args.merge[1:]], args.out, args.textfile, args.previous
+                [Path(d) for d in args.merge[1:]],
+                args.out,
+                args.textfile,
+                args.previous,
+                renderer=renderer,
             )
         elif args.replay is not None:
             if live:
                 raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
             report = audit.audit_replay(
-                args.repo, args.replay, args.out, args.textfile, args.now, part, args.previous
+                args.repo,
+                args.replay,
+                args.out,
+                args.textfile,
+                args.now,
+                part,
+                args.previous,
+                renderer=renderer,
             )
         elif (args.ssh_key is None and not args.ssh_agent) or args.known_hosts is None:
             raise AuditError(
@@ -372,14 +385,10 @@ def _audit(args: argparse.Namespace) -> int:
                 part,
                 Progress("audit, hosts done"),
                 args.previous,
+                renderer=renderer,
             )
-        # The page is drawn here, not by the audit: `audits` never imports `draw`.
-        _write_all(args.out, {"report.html": pages.audit_page_for_repo(args.repo, report)})
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_SETUP
-    except OSError as exc:
-        print(f"clusterforge: cannot write the report page: {exc}", file=sys.stderr)
         return EXIT_SETUP
     status = ", ".join(f"{n} {s}" for s, n in report["summary"]["status"].items())
     print(f"{args.out}: {status}; fabric {report['summary']['fabric']}")
@@ -390,7 +399,7 @@ def _history(words: list[str]) -> int:
     """`audit history REPORT...`: what changed along a chain of reports, oldest first."""
     from audits import history, pipeline
     from audits.model import AuditError
-    from audits.render import markdown
+    from draw.report import markdown
 
     if words[0] != "history" or len(words) < 2:
         raise AuditError("usage: clusterforge audit history REPORT.json... (oldest first)")
