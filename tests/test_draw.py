@@ -238,3 +238,15 @@ def test_the_pull_sheet_opens_with_the_racks_elevation(plan: Plan, tmp_path: Pat
         hashlib.sha256(files["r01-pull.pdf"]).digest()
         == hashlib.sha256(labels.sheets(plan, racks=["r01"])["r01-pull.pdf"]).digest()
     )
+
+
+def test_nothing_but_the_cli_imports_draw() -> None:
+    """Drawing reads plans, diffs and reports; no stage imports it back."""
+    importing = re.compile(r"^\s*(from|import) draw\b", re.M)
+    found = sorted(
+        str(p.relative_to(REPO))
+        for top in ("compiler", "audits", "contract", "clusterforge")
+        for p in (REPO / top).rglob("*.py")
+        if importing.search(p.read_text(encoding="utf-8"))
+    )
+    assert found == ["clusterforge/cli.py"]
