@@ -41,7 +41,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from audits import admission, expected, gpudirect
 from audits.model import AuditError, Kind
@@ -283,11 +283,23 @@ def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def accept(repo: Path, results: Path, out: Path, metrics: Path | None = None) -> dict[str, Any]:
+class Renderings(Protocol):
+    """The documents of the report (draw/report/readiness.py), handed in by the CLI:
+    `audits` never imports `draw`."""
+
+    def markdown(self, report: dict[str, Any]) -> str: ...
+
+    def junit(self, report: dict[str, Any]) -> str: ...
+
+    def textfile(self, report: dict[str, Any]) -> str: ...
+
+
+def accept(
+    repo: Path, results: Path, out: Path, render: Renderings, metrics: Path | None = None
+) -> dict[str, Any]:
     """Judge the run under `results` against `repo`'s plan; write the report into `out`
     (readiness.json, readiness.md, junit.xml) and the metrics when asked."""
     from audits.pipeline import _replace  # the audit's atomic write of its textfile
-    from audits.render import readiness
 
     if not results.is_dir():
         raise AuditError(f"{results} is not a folder")
@@ -296,12 +308,12 @@ def accept(repo: Path, results: Path, out: Path, metrics: Path | None = None) ->
         out.mkdir(parents=True, exist_ok=True)
         for name, text in (
             ("readiness.json", to_json(report)),
-            ("readiness.md", readiness.markdown(report)),
-            ("junit.xml", readiness.junit(report)),
+            ("readiness.md", render.markdown(report)),
+            ("junit.xml", render.junit(report)),
         ):
             (out / name).write_text(text, encoding="utf-8")
         if metrics is not None:
-            _replace(metrics, readiness.textfile(report))
+            _replace(metrics, render.textfile(report))
     except OSError as exc:
         raise AuditError(f"cannot write the report: {exc}") from None
     return report

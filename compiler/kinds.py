@@ -41,7 +41,7 @@ class FileCheck(StrEnum):
 
 
 class LabelStock(StrEnum):
-    """Label stock the cable label sheets are laid out on; geometry in `compiler/labels.py`."""
+    """Label stock the cable label sheets are laid out on; geometry in `draw/labels.py`."""
 
     WRAP_LETTER = "wrap-letter"
     AVERY_5160 = "avery-5160"

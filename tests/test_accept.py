@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audits.accept import judge, read_inputs
-from audits.render import readiness
 from clusterforge.cli import main
 from clusterforge.lab.fleet import compile_reference
 from clusterforge.lab.ibsim import SimFabric
@@ -26,6 +25,7 @@ from compiler.output import write
 from compiler.plan import build
 from compiler.targets import acceptance
 from compiler.targets.acceptance import servers
+from draw.report import readiness
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
 

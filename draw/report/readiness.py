@@ -1,4 +1,5 @@
-"""Renderings of the readiness report (`audits/accept.py`): Markdown, JUnit XML, Prometheus.
+"""Renderings of the acceptance readiness report (`audits/accept.py`): Markdown, JUnit XML,
+Prometheus.
 
 As for the audit's report, each is pure, report in, text out, and reads nothing else:
 

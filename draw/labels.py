@@ -31,7 +31,15 @@ from reportlab.lib.pagesizes import A4, LETTER
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.pdfbase.pdfmetrics import getAscentDescent, stringWidth
 from reportlab.pdfgen.canvas import Canvas
-from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.platypus import (
+    Flowable,
+    PageBreak,
+    Paragraph,
+    SimpleDocTemplate,
+    Spacer,
+    Table,
+    TableStyle,
+)
 
 from compiler.errors import ClusterforgeError, TargetError
 from compiler.hostlist import compact
@@ -46,6 +54,9 @@ from compiler.targets.labels import (
     length_text,
     pull_order,
 )
+from draw.figure import Figure, paint
+from draw.racks import rack_figure, row_figure
+from draw.scene import scene
 
 MM = 72 / 25.4
 INCH = 72.0
@@ -389,8 +400,29 @@ PULL_HEADER = ("ID", "From", "To", "Medium", "Length", "Rate", "Status", "Pulled
 PULL_WIDTHS = (54, 118, 118, 38, 36, 36, 44, 44, 52)  # points, for a 540 pt wide table
 
 
-def pull_pdf(cables: Sequence[Cable], site: str, pagesize: tuple[float, float]) -> bytes:
-    """The cable schedule, one table per rack of the switch end, each rack on a new page."""
+class _Picture(Flowable):  # type: ignore[misc]  # reportlab is untyped
+    """A figure (a rack elevation, the row view) scaled down to fit the frame."""
+
+    def __init__(self, figure: Figure, width: float, height: float) -> None:
+        super().__init__()
+        self.figure = figure
+        self.scale = min(1.0, width / figure.w, height / figure.h)
+
+    def wrap(self, available_width: float, available_height: float) -> tuple[float, float]:
+        return self.figure.w * self.scale, self.figure.h * self.scale
+
+    def draw(self) -> None:
+        paint(self.canv, self.figure, 0, self.figure.h * self.scale, self.scale)
+
+
+def pull_pdf(
+    cables: Sequence[Cable],
+    site: str,
+    pagesize: tuple[float, float],
+    front: Figure | None = None,
+) -> bytes:
+    """The cable schedule, one table per rack of the switch end, each rack on a new page;
+    `front`, when given, is drawn on a first page of its own (the technician's rack view)."""
     buf = io.BytesIO()
     margin = 0.5 * INCH
     doc = SimpleDocTemplate(
@@ -408,6 +440,10 @@ def pull_pdf(cables: Sequence[Cable], site: str, pagesize: tuple[float, float]) 
     stretch = doc.width / sum(PULL_WIDTHS)
     title_style = getSampleStyleSheet()["Heading2"]
     story: list[object] = []
+    if front is not None:
+        heading = Paragraph(escape(front.title), title_style)
+        room = doc.height - 2 * title_style.leading - 12
+        story += [heading, Spacer(0, 6), _Picture(front, doc.width, room), PageBreak()]
     ordered = pull_order(cables)
     for rack, group in itertools.groupby(ordered, key=lambda c: c.a.rack):
         rows = [
@@ -500,9 +536,16 @@ def sheets(
         if progress is not None:
             progress(done, len(by_rack))
     pulled = sorted({c.a.rack for c in cables if not racks or c.a.rack in racks})
+    # Label sheets go onto label stock, page by page, so the elevations go on the pull
+    # sheets' front page, which is printed on plain paper.
+    facts = scene(plan)
+    spots = {r.name: r for r in facts.racks}
     for rack in pulled:
         files[f"{rack}-pull.pdf"] = pull_pdf(
-            [c for c in cables if c.a.rack == rack], site, chosen.page
+            [c for c in cables if c.a.rack == rack],
+            site,
+            chosen.page,
+            rack_figure(facts, spots[rack]),
         )
     # A rack's cables have ends elsewhere (its uplinks on the spines): the technician pulling
     # them needs those labels too, which the full run puts on the far rack's sheet.
@@ -513,7 +556,7 @@ def sheets(
             files[f"{rack}-far.pdf"] = pdf(far, f"far ends of rack {rack}'s cables")
     if not racks:
         files["all.pdf"] = pdf(chosen_labels, "all racks")
-        files["pull.pdf"] = pull_pdf(cables, site, chosen.page)
+        files["pull.pdf"] = pull_pdf(cables, site, chosen.page, row_figure(facts))
     return dict(sorted(files.items()))
 
 
