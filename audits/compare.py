@@ -25,6 +25,9 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 |              |          | paths)                        | generated/'s bytes (or just there)    |
 | units        | service  | systemctl_show (its units)    | deploy.units: installed, active and   |
 |              |          |                               | enabled                               |
+| gpudirect    | gpudirect| nccl_conf, ibstat, lsmod,     | gpudirect (audits/gpudirect.py): NCCL |
+|              |          | nvidia_smi_topo               | settings, its HCAs Active, modules    |
+|              |          |                               | loaded, GPU<->HCA PCIe paths          |
 
 Versions compare semantically (`audits.versions`). A version key listed in the contract's
 `accept` (a rollout of `cluster/firmware.yaml`) also matches its `previous` version up to and
@@ -53,7 +56,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from audits import admission
+from audits import admission, gpudirect
 from audits.collect import Collected, probe_key
 from audits.model import (
     Accepted,
@@ -310,6 +313,13 @@ CHECKS = build_checks(
         Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _fixed("sha256sum"), _files),
         Check(
             "units", Kind.SERVICE, lambda c: bool(_units_of(c)), _fixed("systemctl_show"), _units
+        ),
+        Check(
+            "gpudirect",
+            Kind.GPUDIRECT,
+            lambda c: "gpudirect" in c,
+            _fixed("nccl_conf", "ibstat", "lsmod", "nvidia_smi_topo"),
+            gpudirect.check,
         ),
     )
 )

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from compiler.errors import TargetError
 from compiler.plan import Plan
 from compiler.targets import (
+    acceptance,
     access,
     alertmanager,
     alerts,
@@ -19,6 +20,7 @@ from compiler.targets import (
     expected,
     fabric,
     firmware,
+    gpudirect,
     grafana,
     hostconf,
     hosts,
@@ -74,6 +76,8 @@ TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
 TARGETS.add("access", access.render)
 TARGETS.add("hostconf", hostconf.render)
+TARGETS.add("gpudirect", gpudirect.render)
+TARGETS.add("acceptance", acceptance.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:
