@@ -85,6 +85,24 @@ def names(c: Cluster, rep: Report) -> None:
     models = [(m, ("hardware", "servers", m)) for m in c.hardware.servers]
     models += [(m, ("hardware", "switches", m)) for m in c.hardware.switches]
     rep.unique("duplicate-name", "model name", models)
+    # A rack is its file: cable IDs and messages take the name, reviewers the file name.
+    for r, rack in enumerate(c.racks):
+        stem = rep.source.where(("racks", r)).file.rsplit("/", 1)[-1].removesuffix(".yaml")
+        if rack.name != stem:
+            rep.add(
+                ("racks", r, "name"),
+                "rack-file-name",
+                f"rack {rack.name!r} is in {stem}.yaml; name the file after the rack",
+            )
+    # Each SM host has one opensm.conf: a second entry would overwrite the first's.
+    rep.unique(
+        "duplicate-subnet-manager",
+        "subnet manager host",
+        (
+            (sm.host, ("fabric", "subnet_managers", i, "host"))
+            for i, sm in enumerate(c.fabric.subnet_managers)
+        ),
+    )
 
 
 def identities(c: Cluster, rep: Report) -> None:

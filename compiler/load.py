@@ -96,7 +96,7 @@ def parse(files: dict[str, bytes]) -> Source:
     known = {f"cluster/{s}.yaml" for s in SECTIONS}
     racks_prefix = f"cluster/{RACKS_DIR}/"
     for name in sorted(files):
-        if name not in known and not (name.startswith(racks_prefix) and name.endswith(".yaml")):
+        if name not in known and not _is_rack_file(name):
             diagnostics.append(
                 Diagnostic(
                     Location(name, 1, 1),
@@ -111,13 +111,20 @@ def parse(files: dict[str, bytes]) -> Source:
             continue
         data[section] = read(name, (section,))
 
-    rack_files = sorted(n for n in files if n.startswith(racks_prefix) and n.endswith(".yaml"))
+    rack_files = sorted(n for n in files if _is_rack_file(n))
     data["racks"] = tuple(read(name, ("racks", i)) for i, name in enumerate(rack_files))
     locations[("racks",)] = Location(racks_prefix)
 
     if diagnostics:
         raise SourceError(diagnostics)
     return Source(data, locations)
+
+
+def _is_rack_file(name: str) -> bool:
+    """`cluster/racks/<name>.yaml`, directly in the folder: a file in a subfolder is not a
+    rack (the messages say racks/*.yaml, and a parked copy must not be compiled in)."""
+    folder, _, base = name.rpartition("/")
+    return folder == f"cluster/{RACKS_DIR}" and base.endswith(".yaml")
 
 
 def _plain(

@@ -21,6 +21,7 @@ def broken_copy(tmp: Path, case: dict[str, str]) -> Path:
     shutil.copytree(REPO / "generated", tmp / "generated")
     path = tmp / "cluster" / case["file"]
     if "create" in case:
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(case["create"])
     else:
         text = path.read_text()
