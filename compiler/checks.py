@@ -17,7 +17,10 @@ from compiler.load import Path_, Source
 from compiler.model import Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
     HOST_LID_SLOTS,
+    Route,
+    egress,
     link_gbps,
+    links,
     nic_networks,
     node_address,
     rack_subnet,
@@ -87,8 +90,9 @@ def names(c: Cluster, rep: Report) -> None:
     rep.unique("duplicate-name", "model name", models)
     # A rack is its file: cable IDs and messages take the name, reviewers the file name.
     for r, rack in enumerate(c.racks):
-        stem = rep.source.where(("racks", r)).file.rsplit("/", 1)[-1].removesuffix(".yaml")
-        if rack.name != stem:
+        file = rep.source.where(("racks", r)).file
+        stem = file.rsplit("/", 1)[-1].removesuffix(".yaml")
+        if file.endswith(".yaml") and rack.name != stem:
             rep.add(
                 ("racks", r, "name"),
                 "rack-file-name",
@@ -573,6 +577,47 @@ def fabric(c: Cluster, rep: Report) -> None:
             )
 
 
+def routes(c: Cluster, rep: Report) -> None:
+    """Every address of a network a host has an interface on goes out of that interface, by
+    longest-prefix match over the host's routes, connected ones included: otherwise traffic
+    between racks takes another NIC, and strict rp_filter drops the replies."""
+    reported: set[tuple[str, str, str]] = set()  # one report per network and stray route
+    for _, r, n in _nodes(c):
+        rack, node = c.racks[r], c.racks[r].nodes[n]
+        planned = links(c, rack, node)
+        if planned is None:
+            continue  # addresses() reports the address that does not fit
+        ifaces, host_routes, _ = planned
+        for iface in ifaces:
+            net = c.networks[iface.network]
+            carriers: list[Route | None] = [*egress(host_routes, net.cidr)] or [None]
+            for route in carriers:
+                if route is not None and route.dev == iface.name:
+                    continue
+                key = (iface.network, route.dst if route else "", route.dev if route else "")
+                if key in reported:
+                    continue
+                reported.add(key)
+                if route is None:
+                    how = "has no route"
+                else:
+                    stray = next(i.network for i in ifaces if i.name == route.dev)
+                    whole = netaddr.IPNetwork(net.cidr) in route.network()
+                    part = net.cidr if whole else route.dst
+                    how = (
+                        f"{part} leaves through {route.dev} ({stray!r} route {route.dst}"
+                        f"{' via ' + route.gateway if route.gateway else ''})"
+                    )
+                rep.add(
+                    ("networks", iface.network, "routes")
+                    if net.routes
+                    else ("networks", iface.network),
+                    "route-leaves-network",
+                    f"{node.name!r} on {iface.network!r} {net.cidr}: {how}, not {iface.name}; "
+                    f"add a route of {iface.network!r} that covers it",
+                )
+
+
 def provisioning(c: Cluster, rep: Report) -> None:
     """What DHCP, the boot menus and the kickstarts need: served Ethernet networks, the PXE
     network among them, the service hosts reachable on it, two OS disks for RAID1."""
@@ -636,6 +681,7 @@ RULES: tuple[Rule, ...] = (
     baselines,
     subnets,
     addresses,
+    routes,
     provisioning,
     positions,
     ports,

@@ -136,6 +136,10 @@ class Route:
             out["gateway"] = self.gateway
         return out
 
+    def network(self) -> netaddr.IPNetwork:
+        """The destination as a network; `default` is 0.0.0.0/0."""
+        return netaddr.IPNetwork("0.0.0.0/0" if self.dst == "default" else self.dst)
+
     def order(self) -> tuple[bool, str, str]:
         """Sort key: the default route first, then by destination."""
         return (self.dst != "default", self.dst, self.dev)
@@ -327,17 +331,21 @@ def versions(cluster: Cluster, model: str) -> dict[str, str]:
     return {**cluster.firmware.software, **baseline}
 
 
-def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> Host:
-    model = cluster.hardware.servers[node.model]
+def links(
+    cluster: Cluster, rack: Rack, node: Node
+) -> tuple[list[Interface], list[Route], Interface] | None:
+    """The node's interfaces, routes and BMC port; None when an address does not fit (the
+    checks report that). Routes: each interface's connected subnet, its network's default
+    route and `routes:` through the network's gateway."""
     ifaces: list[Interface] = []
     routes: list[Route] = []
-    ib_ports: list[IbPort] = []
     bmc: Interface | None = None
     for nic_name, net_name in nic_networks(cluster, node):
         net = cluster.networks[net_name]
         address = node_address(net, rack, node, net_name)
         subnet = rack_subnet(net, rack)
-        assert address is not None and subnet is not None, "checks guarantee both"
+        if address is None or subnet is None:
+            return None
         prefix = interface_prefix(net)
         gateway = str(netaddr.IPAddress(subnet.first + net.gateway)) if net.gateway else None
         iface = Interface(
@@ -351,6 +359,31 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         if gateway and net.default_route:
             routes.append(Route("default", nic_name, gateway))
         routes += [Route(dst, nic_name, gateway) for dst in net.routes if gateway]
+    assert bmc is not None, "nic_networks always lists the BMC"
+    return ifaces, routes, bmc
+
+
+def egress(routes: Iterable[Route], block: str) -> list[Route]:
+    """The routes that carry some address of `block` (longest-prefix match): the most specific
+    route holding all of it, and every route inside it. Empty: some address has no route."""
+    net = netaddr.IPNetwork(block)
+    covering: Route | None = None
+    inside: list[Route] = []
+    for route in routes:
+        dst = route.network()
+        if dst.prefixlen > net.prefixlen and dst in net:
+            inside.append(route)
+        elif net in dst and (covering is None or dst.prefixlen > covering.network().prefixlen):
+            covering = route
+    return ([covering] if covering else []) + sorted(inside, key=Route.order)
+
+
+def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> Host:
+    model = cluster.hardware.servers[node.model]
+    ib_ports: list[IbPort] = []
+    planned = links(cluster, rack, node)
+    assert planned is not None, "checks guarantee every address"
+    ifaces, routes, bmc = planned
     for nic in model.nics:
         if nic.device and node.guid:
             fabric = cluster.fabric
@@ -365,7 +398,6 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
                     host_lid(rack, node),
                 )
             )
-    assert bmc is not None
     expected = versions(cluster, node.model)
     expected.update({key: pin.version for key, pin in node.pins.items()})
     return Host(
