@@ -19,6 +19,7 @@ from compiler.plan import (
     HOST_LID_SLOTS,
     Route,
     egress,
+    ib_mtu,
     link_gbps,
     links,
     nic_networks,
@@ -88,16 +89,6 @@ def names(c: Cluster, rep: Report) -> None:
     models = [(m, ("hardware", "servers", m)) for m in c.hardware.servers]
     models += [(m, ("hardware", "switches", m)) for m in c.hardware.switches]
     rep.unique("duplicate-name", "model name", models)
-    # A rack is its file: cable IDs and messages take the name, reviewers the file name.
-    for r, rack in enumerate(c.racks):
-        file = rep.source.where(("racks", r)).file
-        stem = file.rsplit("/", 1)[-1].removesuffix(".yaml")
-        if file.endswith(".yaml") and rack.name != stem:
-            rep.add(
-                ("racks", r, "name"),
-                "rack-file-name",
-                f"rack {rack.name!r} is in {stem}.yaml; name the file after the rack",
-            )
     # Each SM host has one opensm.conf: a second entry would overwrite the first's.
     rep.unique(
         "duplicate-subnet-manager",
@@ -618,6 +609,27 @@ def routes(c: Cluster, rep: Report) -> None:
                 )
 
 
+def ipoib(c: Cluster, rep: Report) -> None:
+    """IPoIB runs on the Default partition (hosts configure ib0, no child interfaces), at an
+    MTU a partition's IB MTU carries."""
+    for name, net in sorted(c.networks.items()):
+        if net.medium == Medium.INFINIBAND and ib_mtu(net.mtu) is None:
+            rep.add(
+                ("networks", name, "mtu"),
+                "ipoib-mtu",
+                f"IPoIB MTU {net.mtu} is no IB MTU less its 4-byte header (datagram: 252, 508, "
+                f"1020, 2044 or 4092; connected: 4093-65520)",
+            )
+    for i, part in enumerate(c.fabric.partitions):
+        if part.ipoib:
+            rep.add(
+                ("fabric", "partitions", i, "ipoib"),
+                "ipoib-partition",
+                f"no host has an IPoIB interface on partition {part.name!r} (IPoIB runs on "
+                "the Default partition): drop the flag",
+            )
+
+
 def provisioning(c: Cluster, rep: Report) -> None:
     """What DHCP, the boot menus and the kickstarts need: served Ethernet networks, the PXE
     network among them, the service hosts reachable on it, two OS disks for RAID1."""
@@ -682,6 +694,7 @@ RULES: tuple[Rule, ...] = (
     subnets,
     addresses,
     routes,
+    ipoib,
     provisioning,
     positions,
     ports,

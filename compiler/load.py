@@ -113,6 +113,17 @@ def parse(files: dict[str, bytes]) -> Source:
 
     rack_files = sorted(n for n in files if _is_rack_file(n))
     data["racks"] = tuple(read(name, ("racks", i)) for i, name in enumerate(rack_files))
+    # A rack is its file: cable IDs and messages take the name, reviewers go by the file name.
+    for i, name in enumerate(rack_files):
+        rack, stem = data["racks"][i], name.rsplit("/", 1)[-1].removesuffix(".yaml")
+        if isinstance(rack, dict) and isinstance(rack.get("name"), str) and rack["name"] != stem:
+            diagnostics.append(
+                Diagnostic(
+                    locations[("racks", i, "name")],
+                    "rack-file-name",
+                    f"rack {rack['name']!r} is in {stem}.yaml; name the file after the rack",
+                )
+            )
     locations[("racks",)] = Location(racks_prefix)
 
     if diagnostics:

@@ -100,6 +100,27 @@ def nic_networks(cluster: Cluster, node: Node) -> list[tuple[str, str]]:
     return [(nic.name, nic.network) for nic in model.nics] + [("bmc", model.bmc)]
 
 
+# IPoIB in datagram mode carries the IB MTU less its 4-byte header; connected mode (up to
+# 65520) rides the largest IB MTU. OpenSM names an IB MTU by its code (partitions' mtu=).
+IB_MTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+IPOIB_HEADER = 4
+IPOIB_DATAGRAM_MAX_MTU = max(IB_MTU_CODES) - IPOIB_HEADER
+
+
+def ib_mtu(ipoib_mtu: int) -> int | None:
+    """The IB MTU a partition needs for an IPoIB MTU; None when datagram mode cannot carry it."""
+    if ipoib_mtu > IPOIB_DATAGRAM_MAX_MTU:
+        return max(IB_MTU_CODES)
+    return ipoib_mtu + IPOIB_HEADER if ipoib_mtu + IPOIB_HEADER in IB_MTU_CODES else None
+
+
+def fabric_mtu(cluster: Cluster) -> int | None:
+    """The fabric's IB MTU, from its IPoIB network's MTU: one value for every partition, so
+    RDMA and IPoIB traffic agree; None without an IPoIB network."""
+    mtus = [ib_mtu(n.mtu) for n in cluster.networks.values() if n.medium == Medium.INFINIBAND]
+    return max((m for m in mtus if m), default=None)
+
+
 def standard_length(metres: float) -> float:
     return next((s for s in STOCK_LENGTHS_M if s >= metres - 1e-9), math.ceil(metres / 10) * 10)
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 import netaddr
 
 from compiler.model import Medium
-from compiler.plan import Host, Interface, Plan, Route
+from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, Interface, Plan, Route
 from compiler.targets.render import template
-
-IPOIB_DATAGRAM_MAX_MTU = 4092  # above it IPoIB must run in connected mode
 
 
 def static_routes(host: Host, iface: Interface) -> list[Route]:
