@@ -18,9 +18,11 @@ from compiler import checks, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source, load
 from compiler.model import Cluster, validate
+from compiler.output import read_tree
 from compiler.plan import Plan, build
 
 MANIFEST = "MANIFEST.json"
+CARRIED = ("dns/",)  # generated/ files whose next version depends on the last (SOA serials)
 
 # pydantic error types -> our rule names, so a reader can look a rule up in one vocabulary.
 _RULES = {
@@ -73,20 +75,29 @@ def check(source: Source) -> Cluster:
     return cluster
 
 
-def compile_source(source: Source, environ: Mapping[str, str] | None = None) -> Compiled:
+def compile_source(
+    source: Source,
+    environ: Mapping[str, str] | None = None,
+    previous: Mapping[str, bytes] | None = None,
+) -> Compiled:
     """Compile `source`; secrets come from `environ` and the files cluster/ names, and only
-    when `environ` is given (the CLI passes os.environ), else the targets use placeholders."""
+    when `environ` is given (the CLI passes os.environ), else the targets use placeholders.
+    `previous` is the generated/ this compile replaces: DNS serials continue from its zones."""
     cluster = check(source)
     secrets, notices = read_secrets(source, cluster, environ)
-    plan = replace(build(cluster), secrets=secrets)
+    carried = {
+        path: data.decode() for path, data in (previous or {}).items() if path.startswith(CARRIED)
+    }
+    plan = replace(build(cluster), secrets=secrets, previous=carried)
     files = targets.render_all(plan)
     files[MANIFEST] = manifest(files, source.digest())
     return Compiled(source, cluster, plan, files, notices)
 
 
 def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:
-    """Compile `repo/cluster`; raises SourceError (bad input) or TargetError (a bug)."""
-    return compile_source(load(repo / "cluster"), environ)
+    """Compile `repo/cluster`, continuing from `repo/generated`; raises SourceError (bad
+    input) or TargetError (a bug)."""
+    return compile_source(load(repo / "cluster"), environ, read_tree(repo / "generated"))
 
 
 # crypt(3): $id$[params$]salt$hash, the hash part 22 characters (MD5) or more.

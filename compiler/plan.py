@@ -271,6 +271,8 @@ class Plan:
     gateways: dict[tuple[str, str], str] = field(default_factory=dict)  # (network, rack) -> ip
     # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
     secrets: dict[str, str] = field(default_factory=dict)
+    # The committed generated/ files a target continues from (DNS serials), set by the pipeline.
+    previous: dict[str, str] = field(default_factory=dict)
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
