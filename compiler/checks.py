@@ -671,6 +671,19 @@ def provisioning(c: Cluster, rep: Report) -> None:
                 "invalid-value",
                 f"{model!r} needs two OS disks for its RAID1",
             )
+    for mode in sorted({c.hardware.servers[node.model].boot for node in nodes.values()}):
+        if getattr(prov.boot_files, mode.value) is None:
+            rep.add(
+                (*at, "boot_files"),
+                "missing-field",
+                f"a server model boots {mode.value}, but boot_files names no {mode.value} loader",
+            )
+    for p, r, n in _nodes(c):
+        node = c.racks[r].nodes[n]
+        if node.os_disks and len(node.os_disks) < 2:
+            rep.add(
+                (*p, "os_disks"), "invalid-value", f"{node.name!r} needs two OS disks for its RAID1"
+            )
     source = prov.root_password_hash
     if source.env is None and source.file is None:
         rep.add(

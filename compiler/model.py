@@ -63,6 +63,15 @@ Serial = Annotated[str, _pattern(r"[A-Z0-9][A-Z0-9-]{3,31}", "a serial number (A
 Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z._-]*", "a version (quote it)")]
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
+# Kernel names (nvme0n1, sda) follow probe order, which changes across boots and kernels; a
+# udev link by PCI path (same slot, same name) or by WWN/serial (same disk) does not.
+DiskId = Annotated[
+    str,
+    _pattern(
+        r"/dev/disk/by-(path|id)/[A-Za-z0-9][A-Za-z0-9:._+-]*",
+        "a stable disk name (/dev/disk/by-path/... or /dev/disk/by-id/..., not sda or nvme0n1)",
+    ),
+]
 Lax = Strict(False)  # closed vocabularies: a YAML string becomes the StrEnum member
 
 
@@ -85,6 +94,13 @@ class SwitchRole(StrEnum):
 class Medium(StrEnum):
     ETHERNET = "ethernet"
     INFINIBAND = "infiniband"
+
+
+class BootMode(StrEnum):
+    """How a server's firmware boots: DHCP, the PXE menus and the disk layout follow from it."""
+
+    UEFI = "uefi"
+    BIOS = "bios"
 
 
 class LabelStock(StrEnum):
@@ -185,8 +201,9 @@ class ServerModel(Strict_):
     cpu_sockets: int = Field(ge=1)
     memory_gib: int = Field(ge=1)
     gpus: Gpus | None = None
-    os_disks: tuple[str, ...] = Field(min_length=1)
-    scratch_disk: str | None = None
+    boot: Annotated[BootMode, Lax]
+    os_disks: tuple[DiskId, ...] = Field(min_length=1)  # mirrored (RAID1)
+    scratch_disk: DiskId | None = None
     bmc: Name  # the network of the BMC port
     nics: tuple[Nic, ...] = Field(min_length=1)
 
@@ -233,6 +250,9 @@ class Node(Strict_):
     addresses: dict[Name, IPv4] = {}  # per-network override of the derived address
     links: dict[Name, Link] = {}  # per-network override of the derived switch port
     pins: dict[str, Pin] = {}
+    # Where this box's disks differ from its model's (another PCI slot, disks named by WWN).
+    os_disks: tuple[DiskId, ...] = ()
+    scratch_disk: DiskId | None = None
 
 
 class Switch(Strict_):
@@ -363,8 +383,8 @@ class Profile(Strict_):
 class BootFiles(Strict_):
     """Paths on the provisioning server's TFTP root, as the firmware and loaders ask for them."""
 
-    bios: str  # PXELINUX, for client architecture 0
-    uefi: str  # shim, which loads GRUB, for client architectures 7 and 9
+    bios: str | None = None  # PXELINUX, for client architecture 0 (models that boot BIOS)
+    uefi: str | None = None  # shim, which loads GRUB, for client architectures 7 and 9
     kernel: str  # the installer's kernel and initrd, loaded by either
     initrd: str
 

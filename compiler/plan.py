@@ -16,6 +16,7 @@ from typing import Any
 import netaddr
 
 from compiler.model import (
+    BootMode,
     Cluster,
     Fabric,
     Medium,
@@ -212,7 +213,8 @@ class Host:
     versions: dict[str, str]
     pinned: dict[str, str]  # version key -> reason, for keys held off the baseline
     gpus: dict[str, Any] | None
-    os_disks: tuple[str, ...]
+    boot: BootMode
+    os_disks: tuple[str, ...]  # stable names (/dev/disk/by-path/...), mirrored
     scratch_disk: str | None
 
     def interface(self, network: str) -> Interface | None:
@@ -441,8 +443,9 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         versions=dict(sorted(expected.items())),
         pinned={key: pin.reason for key, pin in sorted(node.pins.items())},
         gpus=model.gpus.model_dump() if model.gpus else None,
-        os_disks=model.os_disks,
-        scratch_disk=model.scratch_disk,
+        boot=model.boot,
+        os_disks=node.os_disks or model.os_disks,
+        scratch_disk=node.scratch_disk or model.scratch_disk,
     )
 
 

@@ -6,8 +6,10 @@ routes) and from the host's profile in provisioning.yaml (packages, %post steps)
 RHEL 8 as pykickstart knows it (`ksvalidator -v RHEL8`; FORMATS.md §5).
   network   static, on every interface of the host; the PXE NIC by MAC, the others by name;
             the default route only on networks that carry it
-  storage   RAID1 of the model's OS disks (/boot/efi, /boot, /), the scratch NVMe on
-            /scratch; UEFI layout: every model in the reference cluster boots UEFI
+  storage   RAID1 of the host's OS disks by stable name (/dev/disk/by-path or by-id, the
+            node's own or its model's), the scratch disk on /scratch; the layout follows
+            the model's boot mode: UEFI /boot/efi (RAID1, metadata 1.0), /boot, /; BIOS a
+            biosboot partition on each disk, /boot, /
   rootpw    the hash the pipeline read from outside the repository (Plan.secrets), else
             PLACEHOLDER_ROOT_HASH, which no password matches
   %post     `set -euo pipefail`, logged, fails the install on error: local mirrors only,
