@@ -21,6 +21,10 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 | ib_ports     | ib-port  | ibstat                        | ib_ports: port_guid, rate, state      |
 | gpus         | gpu      | nvidia_smi_gpus, _nvlink,     | node admission (audits/admission.py): |
 |              |          | _ecc, xid                     | GPU count and model, NVLinks, ECC, Xid|
+| files        | file     | sha256sum (the deploy map's   | deploy.files: each file there, with   |
+|              |          | paths)                        | generated/'s bytes (or just there)    |
+| units        | service  | systemctl_show (its units)    | deploy.units: installed, active and   |
+|              |          |                               | enabled                               |
 
 Versions compare semantically (`audits.versions`). A version key listed in the contract's
 `accept` (a rollout of `cluster/firmware.yaml`) also matches its `previous` version up to and
@@ -66,7 +70,7 @@ from audits.model import (
 from audits.observe import observe
 from audits.parsers.base import RegistryError
 from audits.sink import Contract, Facts, Sink
-from compiler.plan import normal_routes
+from contract import normal_routes
 
 _BMC_PARTS = 2  # ipmitool prints "%u.%02x": major.minor of the BMC firmware, nothing more
 
@@ -204,6 +208,58 @@ def _records(
             sink.drift(path, want, have, level_severity, text)
 
 
+def _deployed(c: Contract) -> list[dict[str, Any]]:
+    return list(c.get("deploy", {}).get("files", ()))
+
+
+def _units_of(c: Contract) -> list[str]:
+    return list(c.get("deploy", {}).get("units", ()))
+
+
+def probe_arguments(c: Contract) -> dict[str, tuple[str, ...]]:
+    """The arguments of the probes that take the host's own list: its deployed paths, its
+    units (from generated/deploy/<host>.json)."""
+    out: dict[str, tuple[str, ...]] = {}
+    if _deployed(c):
+        out["sha256sum"] = tuple(f["path"] for f in _deployed(c))
+    if _units_of(c):
+        out["systemctl_show"] = tuple(_units_of(c))
+    return out
+
+
+def _files(c: Contract, facts: Facts, sink: Sink) -> None:
+    seen: dict[str, str] = facts["sha256sum"]
+    for f in _deployed(c):
+        path, source, want = f["path"], f["source"], f["sha256"]
+        where = f"files[{path}]"
+        if path not in seen:
+            text = f"{path} missing (or unreadable); it should hold generated/{source}"
+            sink.drift(where, want or "present", None, Severity.CRITICAL, text)
+        elif want is not None and seen[path] != want:
+            text = f"{path} differs from generated/{source}"
+            sink.drift(where, want, seen[path], Severity.CRITICAL, text)
+
+
+# UnitFileState values under which a unit starts at boot without being enabled by name.
+_STARTS_AT_BOOT = {"enabled", "enabled-runtime", "static", "indirect", "generated", "alias"}
+
+
+def _units(c: Contract, facts: Facts, sink: Sink) -> None:
+    seen = {u["unit"]: u for u in facts["systemctl_show"]}
+    for unit in _units_of(c):
+        state = seen.get(unit)
+        where = f"units[{unit}]"
+        if state is None or state["load"] == "not-found":
+            sink.drift(where, "active", None, Severity.CRITICAL, f"unit {unit} not installed")
+            continue
+        if state["active"] != "active":
+            text = f"unit {unit} is {state['active']}, not active"
+            sink.drift(f"{where}.active", "active", state["active"], Severity.CRITICAL, text)
+        if state["enabled"] not in _STARTS_AT_BOOT:
+            text = f"unit {unit} is {state['enabled'] or 'not'} enabled: it will not start at boot"
+            sink.drift(f"{where}.enabled", "enabled", state["enabled"], Severity.WARNING, text)
+
+
 def build_checks(checks: tuple[Check, ...]) -> tuple[Check, ...]:
     """The checks in order; a name given twice is an error."""
     names = [check.name for check in checks]
@@ -251,6 +307,10 @@ CHECKS = build_checks(
             lambda c: c["gpus"] is not None,
             _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
             admission.gpus,
+        ),
+        Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _fixed("sha256sum"), _files),
+        Check(
+            "units", Kind.SERVICE, lambda c: bool(_units_of(c)), _fixed("systemctl_show"), _units
         ),
     )
 )

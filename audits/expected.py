@@ -1,7 +1,8 @@
 """Stage 1 of the audit: read what the compiler expects, `generated/expected/`, and name it.
 
-The contract itself is documented in `compiler/targets/expected.py`; this module only reads
-it (schema 1) and names where it came from: the git commit checked out in the repository, if
+The contract itself is documented in `compiler/targets/expected.py` and `contract/`; this
+module only reads it (schema 1), with each host's `generated/deploy/<host>.json` under the key
+"deploy", and names where it came from: the git commit checked out in the repository, if
 it is in one, and `generated/MANIFEST.json`'s `source_sha256` (the digest of the `cluster/`
 it was compiled from), so a report says which expectations it was measured against.
 """
@@ -39,7 +40,9 @@ def read(repo: Path) -> Expectations:
         contract = _json(path)
         if contract.get("host") != path.stem:
             raise AuditError(f"{path}: 'host' is {contract.get('host')!r}, not {path.stem!r}")
-        hosts[path.stem] = contract
+        # The host's deploy map (files and units its services need) rides along as "deploy".
+        placed = generated / "deploy" / path.name
+        hosts[path.stem] = contract | ({"deploy": _json(placed)} if placed.is_file() else {})
     manifest = generated / "MANIFEST.json"
     source = _json(manifest).get("source_sha256") if manifest.is_file() else None
     return Expectations(hosts, _json(folder / "fabric.json"), _commit(repo), source)

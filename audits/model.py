@@ -43,6 +43,8 @@ class Kind(StrEnum):
     IB_PORT = "ib-port"
     CABLE = "cable"
     GPU = "gpu"
+    FILE = "file"
+    SERVICE = "service"
 
 
 class Severity(StrEnum):

@@ -42,6 +42,7 @@ import asyncssh
 
 from audits import expected, pipeline
 from audits.collect import Collected, Collection, Recorder, probe_of, read_object
+from audits.compare import probe_arguments
 from audits.model import AuditError
 from audits.probes import PROBES, ProbeError
 from audits.report import Report
@@ -138,11 +139,16 @@ class SshCollector:
     """Collects over SSH; see the module docstring. `fabric_from` None: no fabric scan."""
 
     def __init__(
-        self, targets: Mapping[str, Target], options: SshOptions, fabric_from: str | None
+        self,
+        targets: Mapping[str, Target],
+        options: SshOptions,
+        fabric_from: str | None,
+        arguments: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
     ) -> None:
         if options.concurrency < 1 or options.timeout <= 0:
             raise AuditError("concurrency must be at least 1 and the timeout above 0 seconds")
         self.targets = dict(targets)
+        self.arguments = dict(arguments or {})  # host -> probe key -> its arguments
         self.options = options
         self.fabric_from = fabric_from
         try:
@@ -207,8 +213,8 @@ class SshCollector:
                         x509_trusted_cert_paths=[],
                     )
                     try:
-                        own = await _run_all(conn, keys)
-                        scanned = await _run_all(conn, fabric)
+                        own = await _run_all(conn, keys, self.arguments.get(name, {}))
+                        scanned = await _run_all(conn, fabric, {})
                     finally:
                         conn.close()  # says goodbye without waiting for the host to answer
             except (OSError, asyncssh.Error, TimeoutError) as exc:
@@ -217,31 +223,35 @@ class SshCollector:
         return own, scanned
 
 
-async def _run_all(conn: asyncssh.SSHClientConnection, keys: Sequence[str]) -> Collected:
+async def _run_all(
+    conn: asyncssh.SSHClientConnection,
+    keys: Sequence[str],
+    arguments: Mapping[str, tuple[str, ...]],
+) -> Collected:
     outputs: dict[str, str] = {}
     failed: dict[str, str] = {}
     for key in sorted(keys):
         try:
-            command = _command(key)
+            command = _command(key, arguments.get(key, ()))
         except ProbeError as exc:
             failed[key] = f"not run: {exc}"
             continue
         done = await conn.run(command, check=False, encoding="utf-8", errors="replace")
-        if done.exit_status == 0:
+        if done.exit_status in PROBES[probe_of(key)].ok_exits:
             outputs[key] = str(done.stdout or "")
         else:
             failed[key] = _failure(done)
     return Collected(outputs, failed)
 
 
-def _command(key: str) -> str:
+def _command(key: str, arguments: tuple[str, ...] = ()) -> str:
     """The command line of a probe key, from the allowlist only; raises ProbeError."""
     probe = PROBES.get(probe_of(key))
     if probe is None:
         raise ProbeError(f"{key!r} is not an allowlisted probe (known: {sorted(PROBES)})")
     iface = key.split("@", 1)[1] if "@" in key else None
     # Quoted for the remote shell: it must see exactly these words.
-    return shlex.join(probe.argv_for(iface))
+    return shlex.join(probe.argv_for(iface, arguments))
 
 
 def _failure(done: asyncssh.SSHCompletedProcess) -> str:
@@ -286,7 +296,8 @@ def audit_live(
     expectations = expected.read(repo)
     hosts = expectations.hosts
     addresses = targets(hosts, read_inventory(inventory) if inventory else {})
-    collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from))
+    arguments = {name: probe_arguments(c) for name, c in hosts.items()}
+    collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from), arguments)
     report = pipeline.audit(expectations, Recorder(collector, record), now)
     pipeline.write(report, out, metrics)
     return report

@@ -56,6 +56,23 @@ def _compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bundle(args: argparse.Namespace) -> int:
+    from compiler import bundle
+
+    compiled = pipeline.compile_repo(args.repo, os.environ)
+    for notice in compiled.notices:
+        print(f"clusterforge: {notice}", file=sys.stderr)
+    try:
+        files = bundle.bundles(compiled, args.host, args.role)
+    except bundle.SelectionError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    bundle.write(args.out, files)
+    hosts = sorted({path.split("/", 1)[0].removesuffix(".json") for path in files})
+    print(f"{args.out}: bundles of {len(hosts)} host(s), {len(files)} files")
+    return EXIT_OK
+
+
 def _validate(args: argparse.Namespace) -> int:
     p = plan.build(pipeline.check(load(args.repo / "cluster")))
     print(
@@ -203,6 +220,14 @@ def parser() -> argparse.ArgumentParser:
         "the file provisioning.yaml names (for the provisioning server; never commit it)",
     )
     c.set_defaults(run=_compile)
+    b = sub.add_parser(
+        "bundle",
+        help="each host's files as a root-filesystem overlay DIR/<host>/ plus DIR/<host>.json",
+    )
+    b.add_argument("--out", type=Path, required=True, metavar="DIR")
+    b.add_argument("--host", action="append", default=[], metavar="H", help="only host H")
+    b.add_argument("--role", action="append", default=[], metavar="R", help="only role R")
+    b.set_defaults(run=_bundle)
     v = sub.add_parser("validate", help="run every check on cluster/; write nothing")
     v.set_defaults(run=_validate)
     lab = sub.add_parser(

@@ -6,6 +6,7 @@ may assume the model's per-field rules held, nothing more (a model name may be u
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from compiler.plan import (
     HOST_LID_SLOTS,
     Route,
     egress,
+    route_network,
     ib_mtu,
     link_gbps,
     links,
@@ -593,7 +595,7 @@ def routes(c: Cluster, rep: Report) -> None:
                     how = "has no route"
                 else:
                     stray = next(i.network for i in ifaces if i.name == route.dev)
-                    whole = netaddr.IPNetwork(net.cidr) in route.network()
+                    whole = netaddr.IPNetwork(net.cidr) in route_network(route)
                     part = net.cidr if whole else route.dst
                     how = (
                         f"{part} leaves through {route.dev} ({stray!r} route {route.dst}"
@@ -699,6 +701,57 @@ def provisioning(c: Cluster, rep: Report) -> None:
         )
 
 
+_VERSION_KEY = re.compile(r"\{([a-z_]+)\}")
+
+
+def services(c: Cluster, rep: Report) -> None:
+    """Every role a node has runs named, defined services; a `{key}` in a package name is a
+    version every host of that role has (its model's baseline or the fleet's software)."""
+    cat, at = c.services, ("services",)
+    for role, names in cat.roles.items():
+        for i, name in enumerate(names):
+            if name not in cat.services:
+                known = ", ".join(sorted(cat.services))
+                rep.add(
+                    (*at, "roles", role.value, i),
+                    "unknown-reference",
+                    f"service {name!r} is not defined (known: {known})",
+                )
+    used: dict[Role, set[str]] = defaultdict(set)
+    for path, r, n in _nodes(c):
+        node = c.racks[r].nodes[n]
+        used[node.role].add(node.model)
+        if node.role not in cat.roles:
+            rep.add(
+                (*path, "role"),
+                "missing-services",
+                f"role {node.role.value!r} of {node.name!r} has no entry in services.yaml roles",
+            )
+    for role, models in sorted(used.items()):
+        for name in cat.roles.get(role, ()):
+            service = cat.services.get(name)
+            if service is None:
+                continue
+            for field_name in ("module_streams", "packages"):
+                for i, text in enumerate(getattr(service, field_name)):
+                    for key in _VERSION_KEY.findall(text):
+                        base = key.removesuffix("_major")
+                        lacking = sorted(m for m in models if base not in _version_keys(c, m))
+                        if lacking:
+                            rep.add(
+                                (*at, "services", name, field_name, i),
+                                "unknown-version-key",
+                                f"{{{key}}}: role {role.value!r} runs {name!r} on model(s) "
+                                f"{', '.join(lacking)}, which have no {base!r} version",
+                            )
+
+
+def _version_keys(c: Cluster, model: str) -> set[str]:
+    baseline = c.firmware.baselines.get(model)
+    keys = set(baseline.model_dump(exclude_none=True)) if baseline else set()
+    return keys | set(c.firmware.software)
+
+
 RULES: tuple[Rule, ...] = (
     names,
     identities,
@@ -712,6 +765,7 @@ RULES: tuple[Rule, ...] = (
     positions,
     ports,
     fabric,
+    services,
 )
 
 

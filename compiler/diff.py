@@ -57,7 +57,8 @@ from deepdiff.helper import notpresent
 from compiler import hostlist
 from compiler.errors import Diagnostic
 from compiler.pipeline import MANIFEST, Compiled
-from compiler.plan import Cable, CableEnd, Plan, Route, interface_prefix
+from compiler.plan import Cable, CableEnd, Plan, interface_prefix
+from contract import Route
 
 SCHEMA = 1
 DEFAULT_SHARE_LIMIT = 0.10

@@ -24,7 +24,7 @@ Path_ = tuple[str | int, ...]
 
 # One file per concern, the way an operator thinks of the site; racks get a folder because
 # racks are added one at a time and each pull request should touch only its own rack file.
-SECTIONS = ("site", "networks", "hardware", "fabric", "firmware", "provisioning")
+SECTIONS = ("site", "networks", "hardware", "fabric", "firmware", "provisioning", "services")
 RACKS_DIR = "racks"
 
 # Compose with ruamel's libyaml-based parser (ten times faster than the round-trip loader on

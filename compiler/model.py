@@ -103,6 +103,18 @@ class BootMode(StrEnum):
     BIOS = "bios"
 
 
+class FirewallPolicy(StrEnum):
+    RESTRICTED = "restricted"
+    TRUSTED = "trusted"
+
+
+class FileCheck(StrEnum):
+    """How the audit checks a deployed file: its bytes, or only that it is there."""
+
+    CONTENT = "content"
+    EXISTS = "exists"
+
+
 class LabelStock(StrEnum):
     """Label stock the cable label sheets are laid out on; geometry in `compiler/labels.py`."""
 
@@ -175,6 +187,9 @@ class Network(Strict_):
     mtu: int = Field(1500, ge=576, le=65520)
     switch: Annotated[SwitchRole, Lax] | None = None  # the rack switch its NICs are cabled to
     first_port: int = Field(1, ge=1)  # that switch's port for slot 1; slot n uses first+n-1
+    # Host firewall on this network's interfaces: `restricted` opens only the ports of the
+    # host's services (a zone named after the network); `trusted` lets everything in.
+    firewall: Annotated[FirewallPolicy, Lax] = FirewallPolicy.RESTRICTED
 
 
 # --- hardware.yaml --------------------------------------------------------------------------
@@ -376,8 +391,10 @@ class Repo(Strict_):
 
 
 class Profile(Strict_):
+    """The installer's package set (%packages): the environment group and what the first boot
+    needs before any service; what a role runs comes from services.yaml."""
+
     packages: tuple[str, ...]
-    post: tuple[str, ...] = ()  # extra %post steps, shell, one per line
 
 
 class BootFiles(Strict_):
@@ -399,6 +416,7 @@ class HashSource(Strict_):
 class Provisioning(Strict_):
     os: str
     os_version: Version
+    http_root: str  # the provisioning host's HTTP document root: kickstarts, bundles, mirrors
     install_path: str
     repos: tuple[Repo, ...]
     pxe_network: Name  # the NIC that PXE boots and installs: the only one given a boot file
@@ -407,6 +425,69 @@ class Provisioning(Strict_):
     root_password_hash: HashSource
     profiles: dict[Name, Profile]
     role_profiles: dict[str, Name]
+
+
+# --- services.yaml --------------------------------------------------------------------------
+
+# A generated path, where `{host}` and `{role}` stand for the host's name and role, and a final
+# `*` matches every file of one folder (kickstart/*.ks); `{name}` in `dest` is the matched name.
+Source = Annotated[str, _pattern(r"[a-z0-9{}][A-Za-z0-9._{}/*-]*", "a path under generated/")]
+AbsPath = Annotated[
+    str, _pattern(r"(/[A-Za-z0-9_{}][A-Za-z0-9._{}-]*)+", "an absolute path without '..'")
+]
+Mode = Annotated[str, _pattern(r"0[0-7]{3}", "a file mode like '0644' (quote it)")]
+Owner = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]*:[a-z_][a-z0-9_-]*", "user:group")]
+PortSpec = Annotated[
+    str, _pattern(r"[0-9]{1,5}(-[0-9]{1,5})?/(tcp|udp)", "a port like 9100/tcp or 100-200/udp")
+]
+Unit = Annotated[
+    str, _pattern(r"[A-Za-z0-9@_.-]+\.(service|socket|timer|target)", "a systemd unit name")
+]
+
+
+class FileHome(Strict_):
+    """Where generated files live on the hosts of a service, and what reads them."""
+
+    source: Source
+    dest: AbsPath
+    mode: Mode = "0644"
+    owner: Owner = "root:root"
+    reload: Unit | None = None  # reload-or-restart when the file changes
+    check: Annotated[FileCheck, Lax] = FileCheck.CONTENT
+    # A kind of file the cluster may not have today (PXELINUX menus: no model boots BIOS).
+    optional: bool = False
+
+
+class Scrape(Strict_):
+    """The Prometheus job that scrapes this service's exporter on every host that runs it."""
+
+    job: Name
+    port: int = Field(ge=1, le=65535)
+
+
+class Service(Strict_):
+    """What a host runs: packages (`{key}` is the host's pinned version of that key, `{key_major}`
+    its first dotted part), dnf module streams enabled before them, units enabled and active,
+    kernel modules built for the pinned kernel and loaded at boot, ports opened on restricted
+    networks, and the generated files it reads."""
+
+    description: str
+    module_streams: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+    units: tuple[Unit, ...] = ()
+    kernel_modules: tuple[Annotated[str, _pattern(r"[a-z0-9_-]+", "a module name")], ...] = ()
+    ports: tuple[PortSpec, ...] = ()
+    files: tuple[FileHome, ...] = ()
+    scrape: Scrape | None = None
+
+
+class ServiceCatalog(Strict_):
+    """services.yaml: the service catalogue, the services of each role (in install order), and
+    the generated files that have no home on any host (read by people, not by a service)."""
+
+    services: dict[Name, Service]
+    roles: dict[Annotated[Role, Lax], tuple[Name, ...]]
+    review_only: tuple[Source, ...] = ()
 
 
 # --- the whole ------------------------------------------------------------------------------
@@ -419,6 +500,7 @@ class Cluster(Strict_):
     fabric: Fabric
     firmware: Firmware
     provisioning: Provisioning
+    services: ServiceCatalog
     racks: tuple[Rack, ...]
 
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from compiler import checks, targets
+from compiler import checks, deploy, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source, load
 from compiler.model import Cluster, validate
 from compiler.output import read_tree
 from compiler.plan import Plan, build
+from contract import Deploy
 
 MANIFEST = "MANIFEST.json"
 CARRIED = ("dns/",)  # generated/ files whose next version depends on the last (SOA serials)
@@ -44,6 +45,7 @@ class Compiled:
     cluster: Cluster
     plan: Plan
     files: dict[str, bytes]  # path under generated/ -> content, MANIFEST.json included
+    deploys: dict[str, Deploy]  # host -> its generated/deploy/<host>.json
     notices: list[str] = field(default_factory=list)  # for the operator: the CLI prints them
 
 
@@ -90,8 +92,11 @@ def compile_source(
     }
     plan = replace(build(cluster), secrets=secrets, previous=carried)
     files = targets.render_all(plan)
+    deploys = deploy.deploy_map(plan, files, source)
+    files |= {path: text.encode() for path, text in deploy.deploy_files(deploys).items()}
+    files = dict(sorted(files.items()))
     files[MANIFEST] = manifest(files, source.digest())
-    return Compiled(source, cluster, plan, files, notices)
+    return Compiled(source, cluster, plan, files, deploys, notices)
 
 
 def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:

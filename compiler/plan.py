@@ -8,7 +8,7 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -29,6 +29,7 @@ from compiler.model import (
     Switch,
     SwitchRole,
 )
+from contract import Route
 
 U_HEIGHT_M = 0.04445
 TRAY_DROP_M = 0.6  # from a rack's top into the overhead tray, each end
@@ -145,45 +146,6 @@ class Interface:
 
 
 @dataclass(frozen=True)
-class Route:
-    """A route in the normalised form the audit compares: `ip -j route` minus what varies."""
-
-    dst: str
-    dev: str
-    gateway: str | None = None
-
-    def as_json(self) -> dict[str, str]:
-        out = {"dst": self.dst, "dev": self.dev}
-        if self.gateway:
-            out["gateway"] = self.gateway
-        return out
-
-    def network(self) -> netaddr.IPNetwork:
-        """The destination as a network; `default` is 0.0.0.0/0."""
-        return netaddr.IPNetwork("0.0.0.0/0" if self.dst == "default" else self.dst)
-
-    def order(self) -> tuple[bool, str, str]:
-        """Sort key: the default route first, then by destination."""
-        return (self.dst != "default", self.dst, self.dev)
-
-    @classmethod
-    def from_ip(cls, entry: Mapping[str, Any]) -> Route:
-        """One entry of `ip -j route show`, reduced to what the plan decides."""
-        dst = str(entry["dst"])
-        if dst != "default" and "/" not in dst:
-            dst += "/32"  # ip prints host routes bare; the plan writes every prefix
-        gateway = entry.get("gateway")
-        return cls(dst, str(entry.get("dev", "")), str(gateway) if gateway else None)
-
-
-def normal_routes(ip_json: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """`ip -j route show` in the form of the expected routes ("routes" in generated/expected/):
-    the one normaliser the audit and the tests compare through. Metric, protocol, scope and
-    source address vary by how a route was made, so they are dropped; what remains is unique."""
-    return [r.as_json() for r in sorted({Route.from_ip(e) for e in ip_json}, key=Route.order)]
-
-
-@dataclass(frozen=True)
 class IbPort:
     device: str
     port: int
@@ -206,6 +168,7 @@ class Host:
     serial: str
     ring: str
     profile: str
+    services: tuple[str, ...]  # services.yaml: what the host's role runs, in install order
     interfaces: tuple[Interface, ...]
     bmc: Interface
     routes: tuple[Route, ...]
@@ -388,6 +351,10 @@ def links(
     return ifaces, routes, bmc
 
 
+def route_network(route: Route) -> netaddr.IPNetwork:
+    return netaddr.IPNetwork("0.0.0.0/0" if route.dst == "default" else route.dst)
+
+
 def egress(routes: Iterable[Route], block: str) -> list[Route]:
     """The routes that carry some address of `block` (longest-prefix match): the most specific
     route holding all of it, and every route inside it. Empty: some address has no route."""
@@ -395,10 +362,10 @@ def egress(routes: Iterable[Route], block: str) -> list[Route]:
     covering: Route | None = None
     inside: list[Route] = []
     for route in routes:
-        dst = route.network()
+        dst = route_network(route)
         if dst.prefixlen > net.prefixlen and dst in net:
             inside.append(route)
-        elif net in dst and (covering is None or dst.prefixlen > covering.network().prefixlen):
+        elif net in dst and (covering is None or dst.prefixlen > route_network(covering).prefixlen):
             covering = route
     return ([covering] if covering else []) + sorted(inside, key=Route.order)
 
@@ -436,6 +403,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         serial=node.serial,
         ring=ring_of[node.name],
         profile=cluster.provisioning.role_profiles[node.role.value],
+        services=cluster.services.roles.get(node.role, ()),
         interfaces=tuple(ifaces),
         bmc=bmc,
         routes=tuple(sorted(routes, key=Route.order)),

@@ -21,7 +21,7 @@ import asyncssh
 import pytest
 
 from audits.collect import Collected, Collection, ReplayCollector, probe_of, write_recording
-from audits.compare import host_probes
+from audits.compare import host_probes, probe_arguments
 from audits.model import AuditError
 from audits.probes import PROBES
 from audits.ssh import SshCollector, SshOptions, Target, fabric_host
@@ -78,9 +78,10 @@ def audit_live(
     return Run(code, tmp / "report", lab.commands())
 
 
-def allowlisted(key: str) -> str:
+def allowlisted(key: str, contract: dict[str, Any] | None = None) -> str:
     iface = key.split("@", 1)[1] if "@" in key else None
-    return shlex.join(PROBES[probe_of(key)].argv_for(iface))
+    arguments = probe_arguments(contract).get(key, ()) if contract else ()
+    return shlex.join(PROBES[probe_of(key)].argv_for(iface, arguments))
 
 
 def most_at_once(commands: list[Command]) -> int:
@@ -149,7 +150,7 @@ def test_each_probe_is_one_allowlisted_command_and_the_fabric_is_scanned_once(
     for host, state in fleet.hosts.items():
         sent = sorted(c.line for c in clean.commands if c.host == host)
         keys = [*host_probes(state.state), *(["ibnetdiscover"] if host == SCAN_HOST else [])]
-        assert sent == sorted(allowlisted(k) for k in keys), host
+        assert sent == sorted(allowlisted(k, state.state) for k in keys), host
 
 
 # -- drift, with at most two hosts at once ---------------------------------------------------
@@ -175,6 +176,38 @@ def test_drift_on_one_host_is_named_exactly(drift: Run) -> None:
 def test_the_concurrency_bound_holds(drift: Run) -> None:
     assert most_at_once(drift.commands) <= 2
     assert {c.host for c in drift.commands} == set(drift.status())  # and every host had its turn
+
+
+# -- deployed files and services ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deployed(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """On three hosts: a deployed file edited by hand, one missing, one unit stopped."""
+    fleet = Fleet.load(lab_repo / "generated")
+    fleet.edit_file("gpu001", "/etc/chrony.conf")
+    fleet.remove_file("sm01", "/etc/opensm/opensm.conf")
+    fleet.set_unit("prov01", "dhcpd.service", "inactive", "enabled")
+    lab.serve(fleet, SCAN_HOST)
+    return audit_live(lab_repo, lab, tmp_path_factory.mktemp("deployed"))
+
+
+@pytest.mark.realtool
+def test_file_and_service_drift_is_named_exactly(deployed: Run) -> None:
+    assert deployed.code == 1
+    found = sorted((f["host"], f["kind"], f["path"]) for f in deployed.report["findings"])
+    assert found == [
+        ("gpu001", "file", "files[/etc/chrony.conf]"),
+        ("prov01", "service", "units[dhcpd.service].active"),
+        ("sm01", "file", "files[/etc/opensm/opensm.conf]"),
+    ]
+    messages = {f["host"]: f["message"] for f in deployed.report["findings"]}
+    assert "generated/chrony/gpu001.conf" in messages["gpu001"]
+    assert "generated/opensm/sm01/opensm.conf" in messages["sm01"]
+    assert {h for h, s in deployed.status().items() if s != "ok"} == {"gpu001", "prov01", "sm01"}
+    # The hosts were asked for exactly their deploy map's paths, each one word after `--`.
+    sha = next(c.line for c in deployed.commands if c.host == "sm01" and "sha256sum" in c.line)
+    assert sha.startswith("sha256sum -- /etc/") and "/etc/opensm/opensm.conf" in sha.split()
 
 
 # -- hosts that cannot be collected, each in its own way, in one run ------------------------

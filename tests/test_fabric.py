@@ -84,7 +84,7 @@ def test_opensm_routes_the_planned_fabric(which: str, tmp_path: Path) -> None:
     out = write_files(compiled, tmp_path / "generated")
     opensm = out / "opensm"
     master = max(compiled.plan.fabric.subnet_managers, key=lambda sm: sm.priority).host
-    # Every /etc/rdma path of the installed config points at the generated file instead.
+    # Every /etc/opensm path of the installed config points at the generated file instead.
     overrides = {
         key: str(opensm / Path(value).name)
         for key, value in (
@@ -92,7 +92,7 @@ def test_opensm_routes_the_planned_fabric(which: str, tmp_path: Path) -> None:
             for line in (opensm / master / "opensm.conf").read_text().splitlines()
             if line and not line.startswith("#")
         )
-        if value.startswith("/etc/rdma/")
+        if value.startswith("/etc/opensm/")
     }
     assert set(overrides) == {
         "root_guid_file", "cn_guid_file", "partition_config_file", "node_name_map_name"

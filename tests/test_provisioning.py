@@ -32,6 +32,7 @@ from pykickstart.parser import KickstartParser
 from pykickstart.version import RHEL8, makeVersion
 
 from clusterforge.cli import main
+from compiler import bundle
 from compiler.errors import SourceError
 from compiler.load import load
 from compiler.pipeline import Compiled, compile_source
@@ -238,9 +239,11 @@ def test_both_servers_offer_the_planned_address_and_boot_file(
     assert nic and nic.mac and nic.gateway and bmc.mac and bmc.gateway and leaf.address
     assert served and served.gateway
     if server_kind == "isc":
-        (tmp_path / "dhcpd.conf").write_text(text(compiled, "dhcp/dhcpd.conf"))
+        # The chosen server runs from the provisioning host's bundle, at its installed path.
+        overlay = tmp_path / "bundle" / plan.site.services.provisioning
+        bundle.write(tmp_path / "bundle", bundle.bundles(compiled, [overlay.name]))
         (tmp_path / "dhcpd.leases").write_text("")
-        files = ["-cf", tmp_path / "dhcpd.conf", "-lf", tmp_path / "dhcpd.leases"]
+        files = ["-cf", overlay / "etc/dhcp/dhcpd.conf", "-lf", tmp_path / "dhcpd.leases"]
         files += ["-pf", tmp_path / "pid"]
         command = [require_tool("dhcpd"), "-4", "-f", *map(str, files), served.name]
     else:

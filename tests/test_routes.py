@@ -25,7 +25,8 @@ import netaddr
 import pytest
 
 from compiler.pipeline import Compiled, compile_repo
-from compiler.plan import Host, Route, normal_routes
+from compiler.plan import Host
+from contract import Route, normal_routes
 from tests.conftest import require_tool
 
 SAMPLES = ("gpu001", "login01", "prov01")  # a GPU server, a login node, the provisioning host

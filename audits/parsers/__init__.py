@@ -24,6 +24,8 @@ from audits.parsers import (
     nvidia_smi_nvlink,
     nvidia_smi_xml,
     ofed_info,
+    sha256sum,
+    systemctl_show,
     uname_r,
     xid,
 )
@@ -58,6 +60,8 @@ _MODULES: tuple[ModuleType, ...] = (
     nvidia_smi_nvlink,
     nvidia_smi_xml,
     ofed_info,
+    sha256sum,
+    systemctl_show,
     uname_r,
     xid,
 )

@@ -16,6 +16,7 @@ from compiler.targets import (
     expected,
     fabric,
     firmware,
+    hostconf,
     hosts,
     inventory,
     kickstart,
@@ -64,6 +65,7 @@ TARGETS.add("dhcp", dhcp.render)
 TARGETS.add("pxe", pxe.render)
 TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
+TARGETS.add("hostconf", hostconf.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:

@@ -5,7 +5,9 @@
   db.<reverse zone>        the reverse zones of each network's address block, cut at an octet
                            boundary (in-addr.arpa, RFC 1035); networks that share a block (bmc
                            and mgmt share 10.60/16) share its zone, one section each;
-  named.conf.zones         the zone statements, file names relative to named's `directory`.
+  named.conf.zones         the zone statements, file names relative to named's `directory`;
+  named.conf               the server's configuration: authoritative only, answering the
+                           site's networks, including the zones from ZONES_PATH.
 SOA serials are monotonic and deterministic: a zone keeps the serial of the same zone in the
 generated/ this compile replaces (`Plan.previous`) while its records are unchanged, and takes
 that serial + 1 when they change (RFC 1982 arithmetic, so a secondary always sees it as newer);
@@ -25,6 +27,7 @@ from compiler.plan import Plan
 from compiler.targets.hosts import names
 from compiler.targets.render import template
 
+ZONES_PATH = "/etc/named/named.conf.zones"  # where services.yaml installs named.conf.zones
 SERIAL_START = 1_000_000_000  # ten digits, far below 2**32, the SOA's 32-bit field
 _SERIAL = re.compile(r"^\t\t([0-9]+)\t; serial$", re.MULTILINE)
 
@@ -83,4 +86,8 @@ def render(plan: Plan) -> dict[str, str]:
         for zone in sorted(reverse)
     }
     files["dns/named.conf.zones"] = template("named-zones.j2", zones=[domain, *sorted(reverse)])
+    clients = sorted({net.cidr for net in plan.cluster.networks.values()})
+    files["dns/named.conf"] = template(
+        "named.conf.j2", site=plan.site, clients=clients, zones=ZONES_PATH
+    )
     return files

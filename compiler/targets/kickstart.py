@@ -1,33 +1,44 @@
 """`generated/kickstart/<host>.ks`: an unattended Rocky Linux 8 install of every host that PXE
 boots, served by the provisioning host at `http://<its PXE address>/ks/<host>.ks`.
 
-One template for every host; what differs comes from the plan (addresses, disks, versions,
-routes) and from the host's profile in provisioning.yaml (packages, %post steps). Grammar:
-RHEL 8 as pykickstart knows it (`ksvalidator -v RHEL8`; FORMATS.md §5).
-  network   static, on every interface of the host; the PXE NIC by MAC, the others by name;
-            the default route only on networks that carry it
+One template for every host; what differs comes from the plan (addresses, disks, versions)
+and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykickstart knows it
+(`ksvalidator -v RHEL8`; FORMATS.md §5).
+  network   the installer's network only: static on the PXE NIC, matched by MAC; the
+            installed system is configured by the generated keyfiles, nothing else
   storage   RAID1 of the host's OS disks by stable name (/dev/disk/by-path or by-id, the
             node's own or its model's), the scratch disk on /scratch; the layout follows
             the model's boot mode: UEFI /boot/efi (RAID1, metadata 1.0), /boot, /; BIOS a
             biosboot partition on each disk, /boot, /
   rootpw    the hash the pipeline read from outside the repository (Plan.secrets), else
             PLACEHOLDER_ROOT_HASH, which no password matches
-  %post     `set -euo pipefail`, logged, fails the install on error: local mirrors only,
-            the pinned kernel and MLNX_OFED, the profile's steps (GPU driver, exporters),
-            the host's route-<iface> files of generated/routes/, and
-            /etc/clusterforge/expected.json (the host's generated/expected/ contract)
+  %packages the role's profile (provisioning.yaml): the environment group the first boot needs
+  %post     `set -euo pipefail`, logged, fails the install on error, in an order that makes
+            kernel modules match the kernel that boots:
+            1. local mirrors only;
+            2. the pinned kernel (and its headers), made the default;
+            3. MLNX_OFED, whose kernel modules are built for that kernel, proven by ofed_info;
+            4. the role's services: module streams, packages (the GPU driver after OFED, since
+               nvidia-peermem links against OFED's ib_core), DKMS modules built for the pinned
+               kernel rather than the installer's, then every module the services load,
+               proven present for the pinned kernel before the first boot;
+            5. the host's bundle (BUNDLE_PATH on the provisioning host): every file of
+               generated/deploy/<host>.json, checked against its sha256, installed with its
+               mode and owner; the installer's own ifcfg files removed, so the keyfiles are
+               the network's one configuration;
+            6. the services' units enabled.
 """
 
 from __future__ import annotations
 
 import netaddr
 
+from compiler.deploy import kernel_modules, packages, units
 from compiler.plan import Host, Interface, Plan
-from compiler.targets import routes
-from compiler.targets.expected import host_contract
-from compiler.targets.render import template, to_json
+from compiler.targets.render import template
 
 KS_PATH = "/ks"  # where the provisioning host serves generated/kickstart/
+BUNDLE_PATH = "/bundle"  # where it serves every host's bundle (`clusterforge bundle`)
 PLACEHOLDER_ROOT_HASH = "$6$PLACEHOLDER$no.password.matches.set.the.real.hash.outside.git"
 
 
@@ -51,25 +62,23 @@ def boot_nic(plan: Plan, host: Host) -> Interface | None:
     return nic if nic is not None and nic.mac else None
 
 
-def _network(plan: Plan, host: Host, iface: Interface, boot: Interface) -> str:
-    """One `network` command: static, by MAC for the boot NIC (names may change in the
-    installer), the default route only where the network carries it."""
-    net = plan.cluster.networks[iface.network]
+def _network(plan: Plan, host: Host, boot: Interface) -> str:
+    """The installer's `network` command: static on the boot NIC, by MAC (names may change in
+    the installer), with the default route only where its network carries one."""
+    net = plan.cluster.networks[boot.network]
     args = [
-        f"--device={iface.mac if iface is boot else iface.name}",
+        f"--device={boot.mac}",
         "--bootproto=static",
-        f"--ip={iface.address}",
-        f"--netmask={netaddr.IPNetwork(iface.cidr).netmask}",
-        f"--mtu={iface.mtu}",
+        f"--ip={boot.address}",
+        f"--netmask={netaddr.IPNetwork(boot.cidr).netmask}",
+        f"--mtu={boot.mtu}",
     ]
-    if net.default_route and iface.gateway:
-        args.append(f"--gateway={iface.gateway}")
+    if net.default_route and boot.gateway:
+        args.append(f"--gateway={boot.gateway}")
     else:
         args.append("--nodefroute")
-    if iface is boot:
-        services = plan.site.services
-        dns = ",".join(plan.address(h, iface.network) for h in services.dns)
-        args += [f"--nameserver={dns}", f"--hostname={host.name}.{plan.site.domain}", "--activate"]
+    dns = ",".join(plan.address(h, boot.network) for h in plan.site.services.dns)
+    args += [f"--nameserver={dns}", f"--hostname={host.name}.{plan.site.domain}", "--activate"]
     return " ".join(["network", *args, "--onboot=yes"])
 
 
@@ -78,13 +87,12 @@ def render(plan: Plan) -> dict[str, str]:
     pxe = prov.pxe_network
     ntp = ",".join(plan.address(h, pxe) for h in plan.site.services.ntp)
     repos = [(r.name, http_url(plan, r.path)) for r in prov.repos]
-    route_files = routes.render(plan)
     files = {}
     for host in plan.hosts:
         boot = boot_nic(plan, host)
         if boot is None:
             continue
-        prefix = f"routes/{host.name}/route-"
+        streams, names = packages(plan, host)
         files[f"kickstart/{host.name}.ks"] = template(
             "kickstart.ks.j2",
             host=host,
@@ -93,13 +101,14 @@ def render(plan: Plan) -> dict[str, str]:
             install=http_url(plan, prov.install_path),
             repos=repos,
             ntp=ntp,
-            networks=[_network(plan, host, i, boot) for i in host.interfaces],
+            network=_network(plan, host, boot),
             root_hash=plan.secrets.get("root_password_hash", PLACEHOLDER_ROOT_HASH),
             profile=prov.profiles[host.profile],
             variables={key.upper(): value for key, value in host.versions.items()},
-            route_files={
-                p.rsplit("/", 1)[1]: text for p, text in route_files.items() if p.startswith(prefix)
-            },
-            expected=to_json(host_contract(host)),
+            streams=streams,
+            packages=names,
+            modules=kernel_modules(plan, host),
+            units=units(plan, host),
+            bundle=http_url(plan, BUNDLE_PATH),
         )
     return files

@@ -1,7 +1,8 @@
 """`generated/monitoring/`: Prometheus on the monitoring host, its targets and alert rules.
 
-  targets/node.json    node_exporter (:9100) on every host's management address;
-  targets/dcgm.json    dcgm-exporter (:9400) on every host with GPUs;
+  targets/<job>.json   one per service of services.yaml with a `scrape:` (node_exporter,
+                       dcgm-exporter, ...): every host whose role runs it, on its management
+                       address and the service's port;
   targets/ipmi.json    every BMC, scraped through the ipmi_exporter beside Prometheus;
   prometheus.yml       the scrape jobs over those files (file-based service discovery), the
                        rule file and the Alertmanager; paths relative to the config's folder;
@@ -14,14 +15,14 @@ clusterforge_hosts_unreachable; the rules alert on both above zero.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
+from compiler.deploy import services
 from compiler.model import Medium
 from compiler.plan import Host, Plan
 from compiler.targets.render import template, to_json, to_yaml
 
-NODE_PORT = 9100
-DCGM_PORT = 9400
 IPMI_EXPORTER = "127.0.0.1:9290"  # runs on the monitoring host, beside Prometheus
 ALERTMANAGER = "127.0.0.1:9093"
 
@@ -41,15 +42,16 @@ def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """Job name -> file_sd target groups."""
     ib = {n for n, net in plan.cluster.networks.items() if net.medium == Medium.INFINIBAND}
     leaf = {c.b.device: c.a.device for c in plan.cables if c.network in ib}
-    jobs: dict[str, list[dict[str, Any]]] = {"node": [], "dcgm": [], "ipmi": []}
+    jobs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for host in plan.hosts:
         labels = _labels(host, leaf)
         address = _scrape_address(plan, host)
-        jobs["node"].append({"targets": [f"{address}:{NODE_PORT}"], "labels": labels})
-        if host.gpus:
-            jobs["dcgm"].append({"targets": [f"{address}:{DCGM_PORT}"], "labels": labels})
+        for _, service in services(plan, host):
+            if service.scrape:
+                target = f"{address}:{service.scrape.port}"
+                jobs[service.scrape.job].append({"targets": [target], "labels": labels})
         jobs["ipmi"].append({"targets": [host.bmc.address], "labels": labels})
-    return jobs
+    return dict(jobs)
 
 
 def _ib_rate_expr(plan: Plan) -> str:

@@ -1,22 +1,37 @@
-"""`generated/routes/<host>/`: static routes that keep each network's traffic on its own NIC.
+"""`generated/routes/<host>/<iface>.nmconnection`: each interface of a host as a NetworkManager
+keyfile, the one way the cluster configures its networks (the kickstart installs them through
+the host's bundle and removes what the installer wrote).
 
 Storage reads once crawled because a wrong default route sent them out of the management
 port; a route per destination network pins them to the storage NIC whatever the default is.
-For every interface, from `Host.routes` (the routes generated/expected/ makes the audit look
-for), minus the connected route the kernel makes from the address:
-  route-<iface>          Rocky 8 network-scripts, ip-args style: one `ip route add` argument
-                         list per line (FORMATS.md §6); only for interfaces with such routes;
-  <iface>.nmconnection   a full NetworkManager keyfile (address, MTU, the same routes as
-                         route1..N, the default route as `gateway=`); install it mode 0600.
+A keyfile holds the address, MTU, the routes of `Host.routes` (the routes generated/expected/
+makes the audit look for) minus the connected one the kernel makes from the address, the
+default route as `gateway=`, and the firewalld zone of the interface's network.
+
+Matched by hardware address, never by name (names change with firmware, slots and kernels):
+Ethernet by its MAC; IPoIB by its 20-byte address, of which NetworkManager compares only the
+last 8 bytes, the port GUID (nm_utils_hwaddr_matches: the first 4 carry the queue pair number,
+which changes on every boot). Install mode 0600, root: NetworkManager ignores other keyfiles.
 """
 
 from __future__ import annotations
 
 import netaddr
 
+from compiler.deploy import firewall_zone
 from compiler.model import Medium
-from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, Interface, Plan, Route
+from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, Interface, Plan
 from compiler.targets.render import template
+from contract import Route
+
+# QPN bytes (any: not compared) and the link-local GID prefix fe80::/64 before the port GUID.
+IPOIB_HWADDR_PREFIX = "00:00:00:00:fe:80:00:00:00:00:00:00"
+
+
+def ipoib_hwaddr(port_guid: str) -> str:
+    """The IPoIB hardware address NetworkManager matches: ...:<port GUID as 8 bytes>."""
+    digits = port_guid.removeprefix("0x")
+    return ":".join([IPOIB_HWADDR_PREFIX, *(digits[i : i + 2] for i in range(0, 16, 2))])
 
 
 def static_routes(host: Host, iface: Interface) -> list[Route]:
@@ -35,17 +50,15 @@ def render(plan: Plan) -> dict[str, str]:
         for iface in host.interfaces:
             routes = static_routes(host, iface)
             default = next((r for r in routes if r.dst == "default"), None)
-            medium = plan.cluster.networks[iface.network].medium
-            base = f"routes/{host.name}/"
-            if routes:
-                files[f"{base}route-{iface.name}"] = template(
-                    "route-iface.j2", host=host, iface=iface, routes=routes
-                )
-            files[f"{base}{iface.name}.nmconnection"] = template(
+            infiniband = plan.cluster.networks[iface.network].medium == Medium.INFINIBAND
+            hwaddr = ipoib_hwaddr(host.ib_ports[0].guid) if infiniband else iface.mac
+            files[f"routes/{host.name}/{iface.name}.nmconnection"] = template(
                 "nmconnection.j2",
                 host=host,
                 iface=iface,
-                infiniband=medium == Medium.INFINIBAND,
+                infiniband=infiniband,
+                hwaddr=hwaddr,
+                zone=firewall_zone(plan, iface.network),
                 datagram=iface.mtu <= IPOIB_DATAGRAM_MAX_MTU,
                 gateway=default.gateway if default else None,
                 routes=[r for r in routes if r is not default],

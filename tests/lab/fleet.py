@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from audits.compare import probe_arguments
 from audits.versions import leading
 from compiler import output, pipeline
 
@@ -43,6 +44,20 @@ class HostState:
     inactive_nvlinks: dict[int, int] = field(default_factory=dict)  # gpu -> links down
     ecc: dict[int, tuple[int, int]] = field(default_factory=dict)  # gpu -> (corr., uncorr.)
     overrides: dict[str, str] = field(default_factory=dict)  # probe key -> raw output
+    files: dict[str, str] = field(default_factory=dict)  # deployed path -> its sha256 now
+    units: dict[str, tuple[str, str]] = field(default_factory=dict)  # unit -> (active, enabled)
+
+    @classmethod
+    def of(cls, contract: dict[str, Any]) -> HostState:
+        """A host whose files and units are exactly its deploy map's."""
+        deploy = contract.get("deploy", {})
+        # A file checked for presence only has no planned digest: any stands for its bytes.
+        files = {
+            f["path"]: f["sha256"] or _digest("deployed", f["path"])
+            for f in deploy.get("files", ())
+        }
+        units = dict.fromkeys(deploy.get("units", ()), ("active", "enabled"))
+        return cls(contract, files=files, units=units)
 
 
 @dataclass
@@ -54,10 +69,13 @@ class Fleet:
     @classmethod
     def load(cls, generated: Path) -> Fleet:
         """A fleet exactly as `generated/expected/` says."""
-        hosts = {
-            p.stem: HostState(json.loads(p.read_text(encoding="utf-8")))
-            for p in sorted((generated / "expected" / "hosts").glob("*.json"))
-        }
+        hosts = {}
+        for p in sorted((generated / "expected" / "hosts").glob("*.json")):
+            contract = json.loads(p.read_text(encoding="utf-8"))
+            placed = generated / "deploy" / p.name
+            if placed.is_file():  # as audits/expected.py reads it
+                contract["deploy"] = json.loads(placed.read_text(encoding="utf-8"))
+            hosts[p.stem] = HostState.of(contract)
         fabric = json.loads((generated / "expected" / "fabric.json").read_text(encoding="utf-8"))
         cables = {
             c["id"]: copy.deepcopy(c) for c in fabric["cables"] if c["lifecycle"] == "installed"
@@ -96,6 +114,20 @@ class Fleet:
     def unplug(self, cable: str) -> None:
         del self.cables[cable]
 
+    def edit_file(self, host: str, path: str) -> None:
+        """Someone changed a deployed file by hand."""
+        self.hosts[host].files[path] = _digest("edited", host, path)
+
+    def remove_file(self, host: str, path: str) -> None:
+        del self.hosts[host].files[path]
+
+    def set_unit(self, host: str, unit: str, active: str, enabled: str) -> None:
+        self.hosts[host].units[unit] = (active, enabled)
+
+    def arguments(self, host: str) -> dict[str, tuple[str, ...]]:
+        """What the audit passes to the probes that take arguments on `host`."""
+        return probe_arguments(self.hosts[host].state)
+
     # -- rendering -------------------------------------------------------------------------
 
     def outputs(self, host: str) -> dict[str, str]:
@@ -118,6 +150,13 @@ class Fleet:
             out["ibstat"] = _ibstat(s)
         if s["gpus"] is not None:
             out |= _gpus(h, host)
+        if "sha256sum" in self.arguments(host):
+            out["sha256sum"] = "".join(f"{sha}  {path}\n" for path, sha in h.files.items())
+        if h.units:
+            out["systemctl_show"] = "\n".join(
+                f"Id={unit}\nLoadState=loaded\nActiveState={active}\nUnitFileState={enabled}\n"
+                for unit, (active, enabled) in h.units.items()
+            )
         return out | h.overrides
 
     def ibnetdiscover(self) -> str:

@@ -201,7 +201,7 @@ class SshLab:
                 if key in missing.get(name, ()):
                     continue
                 (node.state / f"{key}.txt").write_text(text, encoding="utf-8")
-                answers[shlex.join(_argv(key))] = f"{key}.txt"
+                answers[shlex.join(_argv(key, fleet.arguments(name).get(key, ())))] = f"{key}.txt"
             (node.state / "answers.json").write_text(json.dumps(answers), encoding="utf-8")
             pause = node.state / "delay"
             if name in delay:
@@ -328,11 +328,11 @@ class SshLab:
         proc.wait(timeout=10)
 
 
-def _argv(key: str) -> tuple[str, ...]:
+def _argv(key: str, arguments: tuple[str, ...] = ()) -> tuple[str, ...]:
     probe = probe_of(key)
     iface = key.split("@", 1)[1] if "@" in key else None
     if probe in PROBES:
-        return PROBES[probe].argv_for(iface)
+        return PROBES[probe].argv_for(iface, arguments)
     raise LabError(f"the fleet renders {key!r}, which no probe runs")
 
 

@@ -1,0 +1,85 @@
+"""`clusterforge bundle`: each host's generated files as a root-filesystem overlay.
+
+For every selected host, `DIR/<host>/` holds its files at their destination paths (from the
+deploy map, `generated/deploy/<host>.json`) with their modes, and `DIR/<host>.json` is that
+map: path, source, sha256, mode, owner, the unit to reload. That is how a change reaches an
+installed host (rsync, scp or any configuration-management tool applies an overlay; owners
+are in the JSON, since the build machine need not have the hosts' users), and how a new host
+gets its files: the provisioning host's overlay lays out its HTTP root's `bundle/` folder with
+every host's overlay and map, which the kickstart's %post fetches.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from compiler.errors import ClusterforgeError, OutputError
+from compiler.pipeline import Compiled
+from compiler.targets.kickstart import BUNDLE_PATH
+from contract import Deploy
+
+
+class SelectionError(ClusterforgeError):
+    """Raised when --host or --role names nothing the cluster has."""
+
+
+def _overlay(compiled: Compiled, deploy: Deploy, prefix: str = "") -> dict[str, tuple[bytes, int]]:
+    files = {f"{prefix}{f.path}": (compiled.files[f.source], int(f.mode, 8)) for f in deploy.files}
+    manifest = json.dumps(deploy.as_json(), indent=2, sort_keys=True) + "\n"
+    files[f"{prefix}.json"] = (manifest.encode(), 0o644)
+    return files
+
+
+def bundles(
+    compiled: Compiled, hosts: Sequence[str] = (), roles: Sequence[str] = ()
+) -> dict[str, tuple[bytes, int]]:
+    """{path under DIR: (bytes, mode)} for the hosts named or of the roles named (all when
+    neither is given)."""
+    plan = compiled.plan
+    known = {h.name: h for h in plan.hosts}
+    unknown = [h for h in hosts if h not in known]
+    unknown += [r for r in roles if r not in {h.role.value for h in plan.hosts}]
+    if unknown:
+        raise SelectionError(f"no host or role {', '.join(map(repr, unknown))} in cluster/")
+    chosen = [
+        h.name
+        for h in plan.hosts
+        if (not hosts and not roles) or h.name in hosts or h.role.value in roles
+    ]
+    out: dict[str, tuple[bytes, int]] = {}
+    http_root = compiled.cluster.provisioning.http_root.rstrip("/")
+    for name in chosen:
+        out |= _overlay(compiled, compiled.deploys[name], name)
+        if name == plan.site.services.provisioning:
+            # Its HTTP root serves every host's bundle to the kickstarts' %post.
+            for other, deploy in sorted(compiled.deploys.items()):
+                served = f"{name}{http_root}{BUNDLE_PATH}/{other}"
+                out |= _overlay(compiled, deploy, served)
+    return dict(sorted(out.items()))
+
+
+def write(out: Path, files: dict[str, tuple[bytes, int]]) -> None:
+    """Replace `out` with exactly `files`, built beside it and renamed into place."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    try:
+        for rel, (data, mode) in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            path.chmod(mode)
+        staging.chmod(0o755)
+        old = out.parent / f".{out.name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if out.exists():
+            out.rename(old)
+        staging.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise OutputError(f"cannot write {out}: {exc}") from exc

@@ -1,0 +1,155 @@
+"""Stage 6, deploy: every generated file's home, from the services each host's role runs.
+
+`services.yaml` says, per service, which generated files it reads and where they live on a
+host. This stage expands those homes over the files the targets produced and gives each host
+its `Deploy` (contract: files with path, mode, owner, sha256 and the unit to reload; units;
+kernel modules), written as `generated/deploy/<host>.json`, read by `clusterforge bundle` and
+the audit. A generated file with no home on any host must be declared `review_only`; one that
+is neither, or a home whose source was not generated, is bad input, located in services.yaml.
+
+Source patterns: `{host}` and `{role}` are the host's; a `*` in the last part matches the
+files of that one folder, and `{name}` in `dest` is then the matched file's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
+from hashlib import sha256
+
+from compiler.errors import Diagnostic, SourceError
+from compiler.load import Source
+from compiler.model import FileCheck, FirewallPolicy, Role, Service
+from compiler.plan import Host, Plan
+from contract import Deploy, Placed
+
+DEPLOY_DIR = "deploy"
+_KEY = re.compile(r"\{([a-z_]+)\}")
+
+
+def services(plan: Plan, host: Host) -> list[tuple[str, Service]]:
+    """The services `host` runs, in install order."""
+    catalogue = plan.cluster.services.services
+    return [(name, catalogue[name]) for name in host.services]
+
+
+def version_vars(host: Host) -> dict[str, str]:
+    """What `{key}` in a package name stands for: the host's versions, and `<key>_major`."""
+    out = dict(host.versions)
+    out |= {f"{key}_major": value.split(".")[0] for key, value in host.versions.items()}
+    return out
+
+
+def expand(text: str, variables: Mapping[str, str]) -> str:
+    """`text` with each `{key}` replaced (the checks made sure every key is there)."""
+    return _KEY.sub(lambda m: variables[m.group(1)], text)
+
+
+def packages(plan: Plan, host: Host) -> tuple[list[str], list[str]]:
+    """(dnf module streams, packages) of the host's services, in order, without repeats."""
+    variables = version_vars(host)
+    streams: dict[str, None] = {}
+    names: dict[str, None] = {}
+    for _, service in services(plan, host):
+        streams |= dict.fromkeys(expand(s, variables) for s in service.module_streams)
+        names |= dict.fromkeys(expand(p, variables) for p in service.packages)
+    return list(streams), list(names)
+
+
+def units(plan: Plan, host: Host) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(u for _, s in services(plan, host) for u in s.units))
+
+
+def kernel_modules(plan: Plan, host: Host) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m for _, s in services(plan, host) for m in s.kernel_modules))
+
+
+def role_ports(plan: Plan, role: Role) -> list[str]:
+    """The ports a role's restricted networks open: the union of its services' ports."""
+    catalogue = plan.cluster.services.services
+    names = plan.cluster.services.roles.get(role, ())
+    return sorted({p for n in names for p in catalogue[n].ports}, key=_port_order)
+
+
+def _port_order(spec: str) -> tuple[int, str]:
+    number, proto = spec.split("/")
+    return int(number.split("-")[0]), proto
+
+
+def firewall_zone(plan: Plan, network: str) -> str:
+    """The firewalld zone of a host's interface on `network`."""
+    if plan.cluster.networks[network].firewall == FirewallPolicy.TRUSTED:
+        return "trusted"
+    return network
+
+
+def _matches(pattern: str, path: str) -> bool:
+    """Part by part, so `*` never crosses a folder."""
+    want, have = pattern.split("/"), path.split("/")
+    return len(want) == len(have) and all(
+        fnmatchcase(h, w) for w, h in zip(want, have, strict=True)
+    )
+
+
+def _sources(pattern: str, files: Iterable[str]) -> list[str]:
+    if "*" not in pattern:
+        return [pattern] if pattern in files else []
+    return [f for f in files if _matches(pattern, f)]
+
+
+def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[str, Deploy]:
+    """Every host's Deploy; raises SourceError for homes without files, two files at one
+    destination, and files with neither a home nor a review-only declaration."""
+    catalogue = plan.cluster.services
+    problems: list[Diagnostic] = []
+    homed: set[str] = set()
+    out: dict[str, Deploy] = {}
+    for host in plan.hosts:
+        placed: dict[str, Placed] = {}
+        for name, service in services(plan, host):
+            for i, home in enumerate(service.files):
+                at = source.where(("services", "services", name, "files", i, "source"))
+                pattern = home.source.format(host=host.name, role=host.role.value)
+                found = _sources(pattern, files)
+                if not found and not home.optional:
+                    message = f"{host.name} ({host.role.value}) needs generated/{pattern}: none"
+                    problems.append(Diagnostic(at, "missing-source", message))
+                for src in found:
+                    dest = home.dest.format(
+                        host=host.name, role=host.role.value, name=src.rsplit("/", 1)[-1]
+                    )
+                    if dest in placed and placed[dest].source != src:
+                        message = (
+                            f"{host.name}: {dest} would hold both generated/"
+                            f"{placed[dest].source} and generated/{src}"
+                        )
+                        problems.append(Diagnostic(at, "file-home-conflict", message))
+                        continue
+                    digest = None
+                    if home.check == FileCheck.CONTENT:
+                        digest = sha256(files[src]).hexdigest()
+                    placed[dest] = Placed(dest, src, home.mode, home.owner, digest, home.reload)
+                    homed.add(src)
+        out[host.name] = Deploy(
+            host.name,
+            tuple(placed[p] for p in sorted(placed)),
+            units(plan, host),
+            kernel_modules(plan, host),
+        )
+    at = source.where(("services", "review_only"))
+    for path in sorted(files):
+        if path in homed or any(_matches(p, path) for p in catalogue.review_only):
+            continue
+        message = f"generated/{path} has no home on any host and is not declared review-only"
+        problems.append(Diagnostic(at, "homeless-file", message))
+    if problems:
+        raise SourceError(problems)
+    return out
+
+
+def deploy_files(deploys: Mapping[str, Deploy]) -> dict[str, str]:
+    """`deploy/<host>.json` for every host."""
+    from compiler.targets.render import to_json  # targets import this module
+
+    return {f"{DEPLOY_DIR}/{h}.json": to_json(d.as_json()) for h, d in sorted(deploys.items())}
