@@ -18,17 +18,17 @@ from compiler.load import Path_, Source
 from compiler.model import Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
     HOST_LID_SLOTS,
-    Route,
     egress,
-    route_network,
     ib_mtu,
     link_gbps,
     links,
     nic_networks,
     node_address,
     rack_subnet,
+    route_network,
     wires,
 )
+from contract import Route
 
 # Baseline keys a model must have, by what the model carries.
 SERVER_KEYS = ("bios", "bmc")
