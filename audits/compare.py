@@ -6,8 +6,7 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 | check        | kind     | probes                        | compares                              |
 | ------------ | -------- | ----------------------------- | ------------------------------------- |
 | bios         | firmware | dmidecode_bios                | versions.bios                         |
-| bmc          | firmware | ipmitool_mc_info              | versions.bmc, as major.minor: all    |
-|              |          |                               | that ipmitool prints                  |
+| bmc          | firmware | ipmitool_mc_info              | versions.bmc                          |
 | nic_firmware | firmware | ethtool_i@<IPoIB iface>       | versions.nic_firmware, nic_psid (the  |
 |              |          |                               | HCA behind each interface the         |
 |              |          |                               | contract lists without a MAC)         |
@@ -26,9 +25,12 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 | units        | service  | systemctl_show (its units)    | deploy.units: installed, active and   |
 |              |          |                               | enabled                               |
 
-Versions compare semantically (`audits.versions`). A version key listed in the contract's
-`accept` (a rollout of `cluster/firmware.yaml`) also matches its `previous` version up to and
-including the `until` date, read on the audit's clock `now` (UTC); after it, it is drift.
+Versions compare semantically (`audits.versions`) and in full, unless the contract's `mask`
+(the baseline's, in cluster/firmware.yaml) says to compare a key's first N parts only, as
+for a BMC whose probe, ipmitool, prints major.minor; the part left out is reported. A
+version key listed in the contract's `accept` (a rollout of `cluster/firmware.yaml`) also
+matches its `previous` version up to and including the `until` date, read on the audit's
+clock `now` (UTC); after it, it is drift.
 Interfaces and IB ports are diffed as records keyed by name with deepdiff: a planned record
 missing or a planned field that differs is drift; unplanned records are masked.
 
@@ -72,8 +74,6 @@ from audits.parsers.base import RegistryError
 from audits.sink import Contract, Facts, Sink
 from contract import normal_routes
 
-_BMC_PARTS = 2  # ipmitool prints "%u.%02x": major.minor of the BMC firmware, nothing more
-
 
 @dataclass(frozen=True)
 class Check:
@@ -102,7 +102,7 @@ def _bios(c: Contract, facts: Facts, sink: Sink) -> None:
 
 
 def _bmc(c: Contract, facts: Facts, sink: Sink) -> None:
-    sink.version(c, "bmc", facts["ipmitool_mc_info"]["firmware_revision"], _BMC_PARTS)
+    sink.version(c, "bmc", facts["ipmitool_mc_info"]["firmware_revision"])
 
 
 def _nic_firmware(c: Contract, facts: Facts, sink: Sink) -> None:

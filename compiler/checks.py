@@ -247,7 +247,7 @@ def baselines(c: Cluster, rep: Report) -> None:
                 f"baseline of {model!r} lacks {', '.join(missing)}",
             )
         # A key the model has no part for would make the audit expect a version it cannot read.
-        for key in baseline.model_dump(exclude_none=True):
+        for key in baseline.model_dump(exclude_none=True, exclude={"mask"}):
             if key not in keys:
                 rep.add(
                     ("firmware", "baselines", model, key),
@@ -265,10 +265,19 @@ def baselines(c: Cluster, rep: Report) -> None:
                     f"{node.name!r} pins {key!r}, but model {node.model!r} has none "
                     f"(its keys: {', '.join(keys)})",
                 )
+    # A mask of a key the baseline does not set would hide nothing, silently.
+    for model, baseline in c.firmware.baselines.items():
+        for key in baseline.mask:
+            if getattr(baseline, key, None) is None or key == "mask":
+                rep.add(
+                    ("firmware", "baselines", model, "mask", key),
+                    "unknown-reference",
+                    f"mask of {key!r}, which baseline {model!r} does not set",
+                )
     # A rollout naming no real ring or key would silently accept nothing, and two rollouts
     # of one key in one ring would leave "previous" ambiguous.
     rings = {ring.name for ring in c.firmware.rings}
-    version_keys = {*c.firmware.software, *Baseline.model_fields}
+    version_keys = {*c.firmware.software, *Baseline.model_fields} - {"mask"}
     claimed: set[tuple[str, str]] = set()
     for i, rollout in enumerate(c.firmware.rollouts):
         at: Path_ = ("firmware", "rollouts", i)
@@ -748,7 +757,7 @@ def services(c: Cluster, rep: Report) -> None:
 
 def _version_keys(c: Cluster, model: str) -> set[str]:
     baseline = c.firmware.baselines.get(model)
-    keys = set(baseline.model_dump(exclude_none=True)) if baseline else set()
+    keys = set(baseline.model_dump(exclude_none=True, exclude={"mask"})) if baseline else set()
     return keys | set(c.firmware.software)
 
 

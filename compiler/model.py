@@ -343,6 +343,9 @@ class Baseline(Strict_):
     gpu_driver: Version | None = None
     cuda: Version | None = None
     firmware: Version | None = None  # switches: the one firmware image
+    # Version keys compared by their first N dot-separated parts only, where the probe prints
+    # no more (ipmitool: a BMC's major.minor); every other key is compared in full.
+    mask: dict[str, Annotated[int, Field(ge=1)]] = {}
 
 
 class Ring(Strict_):

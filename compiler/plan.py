@@ -175,6 +175,7 @@ class Host:
     ib_ports: tuple[IbPort, ...]
     versions: dict[str, str]
     pinned: dict[str, str]  # version key -> reason, for keys held off the baseline
+    mask: dict[str, int]  # version key -> leading parts compared, where the baseline says so
     gpus: dict[str, Any] | None
     boot: BootMode
     os_disks: tuple[str, ...]  # stable names (/dev/disk/by-path/...), mirrored
@@ -315,7 +316,7 @@ def _rings(cluster: Cluster) -> dict[str, str]:
 
 def versions(cluster: Cluster, model: str) -> dict[str, str]:
     """The baseline of `model`: the fleet's software plus the model's own firmware."""
-    baseline = cluster.firmware.baselines[model].model_dump(exclude_none=True)
+    baseline = cluster.firmware.baselines[model].model_dump(exclude_none=True, exclude={"mask"})
     return {**cluster.firmware.software, **baseline}
 
 
@@ -410,6 +411,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         ib_ports=tuple(ib_ports),
         versions=dict(sorted(expected.items())),
         pinned={key: pin.reason for key, pin in sorted(node.pins.items())},
+        mask=dict(sorted(cluster.firmware.baselines[node.model].mask.items())),
         gpus=model.gpus.model_dump() if model.gpus else None,
         boot=model.boot,
         os_disks=node.os_disks or model.os_disks,

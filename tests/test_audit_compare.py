@@ -123,13 +123,31 @@ def test_version_drift_names_kind_path_and_values(fleet: Fleet, audit: Audit) ->
     ]
 
 
-def test_bmc_is_compared_at_the_precision_ipmitool_prints(fleet: Fleet, audit: Audit) -> None:
+def test_bmc_is_compared_as_the_baseline_masks_it(fleet: Fleet, audit: Audit) -> None:
+    """firmware.yaml masks hgx-a100's bmc to major.minor (what ipmitool prints); the report
+    names the part left out."""
     assert fleet.hosts["gpu001"].state["versions"]["bmc"] == "1.01.10"
     entry, findings = audit("gpu001")  # ipmitool shows "1.01"
     assert findings == [] and entry["versions"]["bmc"]["observed"] == "1.01"
+    assert entry["versions"]["bmc"]["masked"] == ".10"
     fleet.set_version(["gpu001"], "bmc", "1.02.01")
     _, findings = audit("gpu001")
     assert [(f["path"], f["observed"]) for f in findings] == [("versions.bmc", "1.02")]
+    assert "the baseline masks the rest" in findings[0]["message"]
+
+
+def test_without_a_mask_every_version_is_compared_in_full(
+    fleet: Fleet, contracts: Contracts
+) -> None:
+    """No mask, no silent truncation: 1.01 of a BMC that should run 1.01.10 is drift."""
+    contract = copy.deepcopy(contracts["gpu001"])
+    assert contract["mask"] == {"bmc": 2}
+    contract["mask"] = {}
+    result = compare_host(contract, Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert [(f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("versions.bmc", "1.01.10", "1.01")
+    ]
+    assert "masked" not in result.entry["versions"]["bmc"]
 
 
 def test_varying_fields_are_masked(fleet: Fleet, audit: Audit) -> None:

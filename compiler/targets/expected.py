@@ -6,6 +6,8 @@ Per host (`expected/hosts/<host>.json`), schema 1:
   host, role, rack, ring, model;
   versions: {bios, bmc, nic_firmware, nic_psid, vbios, gpu_driver, cuda, ofed, kernel}
             (only the keys that apply to the model), and pinned: {key: reason};
+  mask: {version key: parts}: keys the baseline has compared by their first `parts`
+            dot-separated parts only (what the probe prints); every other key in full;
   interfaces: [{name, network, address: "a.b.c.d/len", mac, mtu}] (mac null on IPoIB);
   bmc: {address, mac};
   routes: [{dst, dev, gateway?}] as `ip -j route show` reports them, normalised to those
@@ -41,6 +43,7 @@ def host_contract(h: Host, rollouts: tuple[Rollout, ...] = ()) -> dict[str, Any]
         "model": h.model,
         "versions": h.versions,
         "pinned": h.pinned,
+        "mask": h.mask,
         "interfaces": [
             {"name": i.name, "network": i.network, "address": i.cidr, "mac": i.mac, "mtu": i.mtu}
             for i in h.interfaces
