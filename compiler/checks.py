@@ -641,6 +641,21 @@ def ipoib(c: Cluster, rep: Report) -> None:
             )
 
 
+def cages(c: Cluster, rep: Report) -> None:
+    """A front panel adds up: its cages' ports are the model's ports, each port whole lanes."""
+    for name, model in sorted(c.hardware.switches.items()):
+        panel = model.cages
+        if panel is None:
+            continue
+        if panel.count * panel.split != model.ports or panel.lanes % panel.split:
+            rep.add(
+                ("hardware", "switches", name, "cages"),
+                "cage-layout",
+                f"{panel.count} {panel.connector} cages of {panel.lanes} lanes split "
+                f"{panel.split} ways do not make {model.ports} ports of whole lanes",
+            )
+
+
 def provisioning(c: Cluster, rep: Report) -> None:
     """What DHCP, the boot menus and the kickstarts need: served Ethernet networks, the PXE
     network among them, the service hosts reachable on it, two OS disks for RAID1."""
@@ -770,6 +785,7 @@ RULES: tuple[Rule, ...] = (
     addresses,
     routes,
     ipoib,
+    cages,
     provisioning,
     positions,
     ports,

@@ -223,12 +223,23 @@ class ServerModel(Strict_):
     nics: tuple[Nic, ...] = Field(min_length=1)
 
 
+class Cages(Strict_):
+    """A switch's front panel: `count` cages of one connector, `lanes` each, split into
+    `split` ports of lanes/split lanes (a twin-port OSFP cage: 8 lanes, 2 ports of 4x)."""
+
+    connector: Annotated[str, _pattern(r"[A-Z][A-Z0-9-]*", "a connector (OSFP, QSFP56)")]
+    count: int = Field(ge=1, le=128)
+    lanes: int = Field(ge=1, le=16)
+    split: int = Field(1, ge=1, le=8)
+
+
 class SwitchModel(Strict_):
     vendor: str
     medium: Annotated[Medium, Lax]
-    ports: int = Field(ge=1, le=128)
+    ports: int = Field(ge=1, le=128)  # logical ports, as the fabric numbers them
     speed_gbps: int = Field(gt=0)
     height_u: int = Field(1, ge=1, le=4)
+    cages: Cages | None = None  # default: one single-port cage per port
 
 
 class Hardware(Strict_):

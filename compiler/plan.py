@@ -8,8 +8,8 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -17,6 +17,7 @@ import netaddr
 
 from compiler.model import (
     BootMode,
+    Cages,
     Cluster,
     Fabric,
     Medium,
@@ -210,6 +211,7 @@ class CableEnd:
     rack: str
     u: int
     location: str  # TIA-606 style: room.rackgrid-Uxx:port, e.g. H1.A01-U42:P05
+    face: str = ""  # the port as the faceplate names it: P05, P3/1 (cage 3, half 1), mlx5_0/1
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,9 @@ class Cable:
     rate: str  # 4xHDR, 25G, 1G
     installed: bool
     note: str = ""
+    # A split cable (one OSFP to two QSFP56) is one assembly with one leg per link: the legs
+    # share this name, the switch and cage of the split end (SPINE01-P03); "" for others.
+    assembly: str = ""
 
 
 @dataclass(frozen=True)
@@ -525,6 +530,7 @@ def cables(cluster: Cluster) -> list[Cable]:
     place: dict[str, tuple[Rack, int]] = {}  # device -> (rack, U)
     speed: dict[tuple[str, str], int] = {}  # (device, port or NIC) -> Gbps; switches under ""
     role: dict[str, str] = {}
+    cages: dict[str, Cages | None] = {}  # switch -> its model's front panel
     for rack in cluster.racks:
         for node in rack.nodes:
             place[node.name] = (rack, node.u)
@@ -536,14 +542,18 @@ def cables(cluster: Cluster) -> list[Cable]:
             place[sw.name] = (rack, sw.u)
             speed[(sw.name, "")] = cluster.hardware.switches[sw.model].speed_gbps
             role[sw.name] = sw.role.value
+            cages[sw.name] = cluster.hardware.switches[sw.model].cages
     overrides = {(o.device, o.port): o for o in cluster.fabric.cables}
     ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
 
     def end(device: str, port: str) -> CableEnd:
         rack, u = place[device]
-        # "/" separates the two ends of a TIA-606 patch-cord label, so mlx5_0/1 -> mlx5_0-1.
-        label = f"P{int(port):02d}" if port.isdigit() else port.replace("/", "-")
-        return CableEnd(device, port, rack.name, u, f"{site.room}.{grid(rack)}-U{u:02d}:{label}")
+        face = port_face(cages[device], int(port)) if device in cages else port
+        # "/" separates the two ends of a TIA-606 patch-cord label: mlx5_0/1 -> mlx5_0-1,
+        # cage 3's first half P3/1 -> P3-1.
+        label = face.replace("/", "-")
+        location = f"{site.room}.{grid(rack)}-U{u:02d}:{label}"
+        return CableEnd(device, port, rack.name, u, location, face)
 
     out = []
     for wire in wires(cluster):
@@ -580,9 +590,33 @@ def cables(cluster: Cluster) -> list[Cable]:
                 rate=rate,
                 installed=override.installed if override else True,
                 note=override.note if override else "",
+                assembly=_assembly(cages, a) or _assembly(cages, b),
             )
         )
-    return out
+    # The legs of one split cable are one product: each takes the longest leg's length.
+    longest: dict[str, float] = {}
+    for c in out:
+        if c.assembly:
+            longest[c.assembly] = max(longest.get(c.assembly, 0.0), c.length_m)
+    return [replace(c, length_m=longest[c.assembly]) if c.assembly else c for c in out]
+
+
+def _assembly(cages: Mapping[str, Cages | None], end: CableEnd) -> str:
+    """The split cable an end belongs to: its switch and cage, when the cage holds several
+    ports (SPINE01-P03); "" otherwise."""
+    panel = cages.get(end.device)
+    if panel is None or panel.split == 1:
+        return ""
+    return f"{end.device.upper()}-P{(int(end.port) - 1) // panel.split + 1:02d}"
+
+
+def port_face(cages: Cages | None, port: int) -> str:
+    """How a switch's front panel names logical port `port`: P05, or P3/1 (cage 3, first
+    half) on a model whose cages carry several ports."""
+    if cages is None or cages.split == 1:
+        return f"P{port:02d}"
+    cage, half = divmod(port - 1, cages.split)
+    return f"P{cage + 1}/{half + 1}"
 
 
 def grid(rack: Rack) -> str:

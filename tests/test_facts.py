@@ -4,6 +4,8 @@ spine cages, versions compared in full. Each test failed on the output before th
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
 import re
 import subprocess
@@ -170,3 +172,44 @@ def test_the_bios_variant_is_accepted_by_the_real_programs(bios: Compiled, tmp_p
     assert {r.mountpoint for r in handler.raid.raidList} == {"/boot", "/"}
     biosboot = [p.disk for p in handler.partition.partitions if p.fstype == "biosboot"]
     assert biosboot == [WWN_A, WWN_B]
+
+
+# --- spine cages (item 8) -------------------------------------------------------------------
+
+
+def test_leaf_uplinks_land_on_cage_halves(compiled: Compiled) -> None:
+    """QM9700 spines: 32 twin-port OSFP cages; leaf N lands on cage (N+1)//2, half 1 or 2,
+    named so on the cable's end, its location and both labels."""
+    uplinks = [c for c in compiled.plan.cables if c.b.device.startswith("spine")]
+    assert uplinks
+    labels = _text(compiled, "labels/labels.csv")
+    for c in uplinks:
+        port = int(c.b.port)
+        cage, half = (port + 1) // 2, 2 - port % 2
+        assert c.b.face == f"P{cage}/{half}", c.id
+        assert c.b.location.endswith(f":P{cage}-{half}"), c.id
+        assert f"{c.b.location}/{c.a.location}" in labels
+        assert c.assembly == f"{c.b.device.upper()}-P{cage:02d}"
+
+
+def test_bom_buys_split_cables_once(compiled: Compiled) -> None:
+    """Two leaf uplinks per spine cage, one OSFP-to-2xQSFP56 cable: the BOM counts the cable,
+    and no spine link is bought as a plain cable."""
+    uplinks = [c for c in compiled.plan.cables if c.b.device.startswith("spine")]
+    rows = list(csv.DictReader(io.StringIO(_text(compiled, "fabric/bom.csv"))))
+    split = sum(int(r["count"]) for r in rows if r["medium"].endswith("OSFP-2xQSFP56"))
+    assert split == len({c.assembly for c in uplinks})
+    assert {r["rate"] for r in rows if "OSFP" in r["medium"]} == {"2x4xHDR"}
+    plain = sum(int(r["count"]) for r in rows if "OSFP" not in r["medium"])
+    assert plain == len(compiled.plan.cables) - len(uplinks)
+    for assembly in {c.assembly for c in uplinks}:
+        assert len({c.length_m for c in uplinks if c.assembly == assembly}) == 1
+
+
+def test_split_port_configuration_is_an_artifact(compiled: Compiled) -> None:
+    rows = list(csv.DictReader(io.StringIO(_text(compiled, "fabric/split-ports.csv"))))
+    spines = {s.name for s in compiled.plan.switches if s.role.value == "spine"}
+    assert {r["switch"] for r in rows} == spines
+    first = next(r for r in rows if r["switch"] == "spine01" and r["port"] == "2")
+    assert (first["cage"], first["half"], first["face"], first["lanes"]) == ("1", "2", "P1/2", "4x")
+    assert first["peer"] == "leaf02" and first["assembly"] == "SPINE01-P01"
