@@ -118,5 +118,7 @@ PROBES: dict[str, Probe] = build_probes(
         ),
         Probe("ibnetdiscover", ("ibnetdiscover",), "fabric"),
         Probe("iblinkinfo", ("iblinkinfo", "-l"), "fabric"),
+        # The switches' firmware, in-band from the fabric host (audits/parsers/mlxfwmanager.py).
+        Probe("mlxfwmanager", ("mlxfwmanager", "--query"), "fabric"),
     )
 )

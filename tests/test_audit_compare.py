@@ -18,7 +18,7 @@ import pytest
 
 from audits.collect import Collected
 from audits.compare import compare_host, host_probes
-from audits.fabric import compare_fabric
+from audits.fabric import compare_fabric, fabric_probes
 from audits.model import HostEntry
 from audits.versions import same, tokens
 from compiler.errors import SourceError
@@ -395,6 +395,31 @@ def test_the_fabric_as_planned_is_ok(fleet: Fleet, generated: Path) -> None:
     result = _fabric(fleet, generated)
     assert (result.entry["status"], result.findings) == ("ok", [])
     assert len(result.entry["checked"]) == len(fleet.cables)
+
+
+def _with_firmware(fleet: Fleet, generated: Path) -> Any:
+    plan = json.loads((generated / "expected" / "fabric.json").read_text())
+    ports = {p["port_guid"]: name for name, h in fleet.hosts.items() for p in h.state["ib_ports"]}
+    outputs = {"ibnetdiscover": fleet.ibnetdiscover(), "mlxfwmanager": fleet.mlxfwmanager()}
+    return compare_fabric(plan, ports, Collected(outputs, {}))
+
+
+def test_switch_firmware_is_read_from_the_fabric_scan(fleet: Fleet, generated: Path) -> None:
+    """Every IB switch's firmware, in-band (mlxfwmanager): as planned, ok; one other, and one
+    not seen, are firmware drift named by switch."""
+    contract = json.loads((generated / "expected" / "fabric.json").read_text())
+    assert {s["name"] for s in contract["switches"]} >= {"leaf01", "spine01"}
+    assert "mlxfwmanager" in fabric_probes(contract)
+    result = _with_firmware(fleet, generated)
+    assert (result.entry["status"], result.findings) == ("ok", [])
+    fleet.set_switch_firmware("spine03", "31.2010.1000")
+    fleet.set_switch_firmware("leaf07", None)
+    result = _with_firmware(fleet, generated)
+    assert result.entry["status"] == "drift"
+    assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("firmware", "switches[leaf07].firmware", "27.2010.6102", None),
+        ("firmware", "switches[spine03].firmware", "31.2012.1068", "31.2010.1000"),
+    ]
 
 
 def test_hosts_are_matched_by_port_guid_not_node_guid(fleet: Fleet) -> None:

@@ -19,7 +19,8 @@ Per host (`expected/hosts/<host>.json`), schema 1:
           still accepts for that key up to and including `until` (by the audit's clock);
           pinned keys are held off the baseline and take no rollout.
 Fabric (`expected/fabric.json`): every planned InfiniBand cable with its ID, both ends as
-node name, node GUID and port, rate, width and lifecycle ("installed" or "planned").
+node name, node GUID and port, rate, width and lifecycle ("installed" or "planned"); every
+InfiniBand switch with its node GUID, model and baseline firmware ("switches").
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ def fabric_contract(plan: Plan) -> dict[str, Any]:
         "schema": SCHEMA,
         "rate": plan.fabric.rate,
         "width": plan.fabric.width,
+        # InfiniBand switches with a firmware baseline: the audit reads theirs from the fabric.
+        "switches": [
+            {"name": s.name, "guid": s.guid, "model": s.model, "firmware": s.firmware}
+            for s in plan.switches
+            if s.guid and s.firmware
+        ],
         "cables": [
             {
                 "id": c.id,

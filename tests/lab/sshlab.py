@@ -196,6 +196,8 @@ class SshLab:
             outputs = fleet.outputs(name)
             if name == fabric_from:
                 outputs["ibnetdiscover"] = fleet.ibnetdiscover()
+                if fleet.switches:
+                    outputs["mlxfwmanager"] = fleet.mlxfwmanager()
             answers = {}
             for key, text in sorted(outputs.items()):
                 if key in missing.get(name, ()):
