@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -593,12 +593,7 @@ def cables(cluster: Cluster) -> list[Cable]:
                 assembly=_assembly(cages, a) or _assembly(cages, b),
             )
         )
-    # The legs of one split cable are one product: each takes the longest leg's length.
-    longest: dict[str, float] = {}
-    for c in out:
-        if c.assembly:
-            longest[c.assembly] = max(longest.get(c.assembly, 0.0), c.length_m)
-    return [replace(c, length_m=longest[c.assembly]) if c.assembly else c for c in out]
+    return out
 
 
 def _assembly(cages: Mapping[str, Cages | None], end: CableEnd) -> str:

@@ -4,7 +4,8 @@
   the real OpenSM can be run against it (tests/lab). Only installed cables are in it.
 - `cables.csv`: every cable of the plan (all networks), ID first.
 - `bom.csv`: cables to buy, counted by medium, rate and length; the legs of a split cable
-  (one OSFP cage to two QSFP56 ports) are one product, e.g. `AOC OSFP-2xQSFP56`, `2x4xHDR`.
+  (one OSFP cage to two QSFP56 ports) are one product, e.g. `AOC OSFP-2xQSFP56`, `2x4xHDR`,
+  at the longer leg's length.
 - `split-ports.csv`: every port of a switch whose cages carry several ports (the spines'
   twin-port OSFP cages): cage, half, lanes and what it is cabled to; the split-port
   configuration to set on the switch and to check a cage's two ends by.
@@ -104,13 +105,17 @@ def product(plan: Plan, cable: Cable) -> tuple[str, str, float]:
 
 
 def bill_of_materials(plan: Plan) -> str:
-    seen: set[str] = set()
+    # A split cable is bought once, at its longer leg's run. Each leg keeps its own run in the
+    # schedule, so a rack added later never changes a cable already there; its leg may make
+    # the cage's product longer, and the BOM's diff says so.
+    legs: dict[str, Cable] = {}
     counts: Counter[tuple[str, str, float]] = Counter()
     for c in plan.cables:
-        if c.assembly and c.assembly in seen:
-            continue  # the other leg of a split cable already counted
-        seen.add(c.assembly)
-        counts[product(plan, c)] += 1
+        if not c.assembly:
+            counts[product(plan, c)] += 1
+        elif c.assembly not in legs or c.length_m > legs[c.assembly].length_m:
+            legs[c.assembly] = c
+    counts.update(product(plan, c) for c in legs.values())
     rows: list[list[object]] = [
         [medium, rate, f"{length:g}", n] for (medium, rate, length), n in sorted(counts.items())
     ]
