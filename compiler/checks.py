@@ -741,6 +741,19 @@ def services(c: Cluster, rep: Report) -> None:
                     "unknown-reference",
                     f"service {name!r} is not defined (known: {known})",
                 )
+    for name, defined in cat.services.items():
+        for i, home in enumerate(defined.files):
+            allowed = {"host", "role"}
+            for key, text in (("source", home.source), ("dest", home.dest)):
+                bad = set(re.findall(r"\{([^{}]*)\}", text)) - allowed
+                if bad or text.count("{") != text.count("}"):
+                    rep.add(
+                        (*at, "services", name, "files", i, key),
+                        "invalid-placeholder",
+                        f"{text!r}: only {{{'}, {'.join(sorted(allowed))}}} may stand in it",
+                    )
+                # {name} is the matched file's name, so only a pattern with `*` gives one.
+                allowed = {"host", "role", "name"} if "*" in home.source else allowed
     used: dict[Role, set[str]] = defaultdict(set)
     for path, r, n in _nodes(c):
         node = c.racks[r].nodes[n]

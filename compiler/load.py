@@ -138,6 +138,25 @@ def _is_rack_file(name: str) -> bool:
     return folder == f"cluster/{RACKS_DIR}" and base.endswith(".yaml")
 
 
+def parse_document(name: str, text: bytes) -> Source:
+    """Parse one YAML file outside `cluster/` (a lab's faults file) into a Source whose paths
+    start at the document's root; raise SourceError when it is not valid YAML."""
+    problems: list[Diagnostic] = []
+    locations: dict[Path_, Location] = {}
+    try:
+        tree = _YAML.compose(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        problem = exc.problem or exc.context or "cannot parse"
+        raise SourceError([Diagnostic(Location(name, line, col), "yaml-syntax", problem)]) from None
+    data = None if tree is None else _plain(tree, (), name, locations, problems)
+    if problems:
+        raise SourceError(problems)
+    locations.setdefault((), Location(name, 1, 1))
+    return Source({"document": data}, {("document", *k): v for k, v in locations.items()})
+
+
 def _plain(
     node: Node, at: Path_, name: str, locations: dict[Path_, Location], problems: list[Diagnostic]
 ) -> Any:

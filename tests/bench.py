@@ -26,10 +26,10 @@ sys.path.insert(0, str(REPO))
 from audits import expected  # noqa: E402
 from audits import pipeline as audit  # noqa: E402
 from audits.collect import ReplayCollector  # noqa: E402
+from clusterforge.lab.fleet import Fleet  # noqa: E402
 from compiler import pipeline, targets  # noqa: E402
 from compiler.load import Source, load  # noqa: E402
 from compiler.plan import build  # noqa: E402
-from tests.lab.fleet import Fleet  # noqa: E402
 
 
 def median_s(fn: Callable[[], Any], runs: int) -> float:

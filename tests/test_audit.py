@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from audits.render import markdown
 from audits.report import Report
 from clusterforge.cli import main
-from tests.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet, compile_reference
 
 OFED_HOSTS = ["gpu017", "gpu042", "gpu101"]
 OLD_OFED = "5.8-1.0.1.1"

@@ -1,7 +1,7 @@
 """The audit's compare stage on one host, and its fabric compare, against the reference cluster.
 
 Expectations are compiled from `cluster/` into a temporary folder; each host's outputs come
-from the fleet recorder (`tests/lab/fleet.py`), then one fact is changed per test.
+from the fleet recorder (`clusterforge/lab/fleet.py`), then one fact is changed per test.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from audits.compare import compare_host, host_probes
 from audits.fabric import compare_fabric, fabric_probes
 from audits.model import HostEntry
 from audits.versions import same, tokens
+from clusterforge.lab.fleet import Fleet, compile_reference
 from compiler.errors import SourceError
-from tests.lab.fleet import Fleet, compile_reference
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 

@@ -1,16 +1,17 @@
-"""`clusterforge audit` collecting live over SSH, against real OpenSSH sshd on loopback.
+"""`clusterforge audit` collecting live over SSH, against the lab twin (clusterforge.lab).
 
-The lab (tests/lab/sshlab.py) plays the whole five-host lab cluster, one sshd per host on
-127.0.0.x; each answers the audit's commands from a `Fleet` rendered from the lab's own
-generated/expected/. A clean lab audits ok and its recording replays to the same report; then
-one thing at a time goes wrong (OFED drift, a host key unknown or changed, an sshd down, a
-command missing, a host too slow) and the report must say exactly that.
+Each scenario brings up a lab of the five-host lab cluster (tests/lab/small.py): real sshd on
+loopback, ibsim for the fabric scan, each host answering the audit's commands from its own
+generated/expected/, faults staged as a faults file. A clean lab audits ok and its recording
+replays to the same report; then things go wrong (OFED drift, a host key unknown or changed, a
+host down, a command missing, a host that never answers) and the report must say exactly that.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,9 +27,10 @@ from audits.model import AuditError
 from audits.probes import PROBES
 from audits.ssh import SshCollector, SshOptions, Target, fabric_host
 from clusterforge.cli import main
+from clusterforge.lab import lab as twin
+from clusterforge.lab.fleet import Fleet
 from tests.conftest import require_tool
-from tests.lab.fleet import Fleet
-from tests.lab.sshlab import Command, SshLab, compile_lab
+from tests.lab.small import compile_lab
 
 SCAN_HOST = "sm01"  # the lab's one subnet manager: the default host to scan the fabric from
 OLD_OFED = "5.8-1.0.1.1"
@@ -38,7 +40,7 @@ OLD_OFED = "5.8-1.0.1.1"
 class Run:
     code: int
     out: Path
-    commands: list[Command]  # what the lab's hosts were asked to run, in order
+    commands: list[twin.Command]  # what the lab's hosts were asked to run, in order
 
     @property
     def report(self) -> dict[str, Any]:
@@ -58,23 +60,23 @@ def lab_repo(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_lab(repo, tmp_path_factory.mktemp("lab-repo"))
 
 
-@pytest.fixture(scope="module")
-def lab(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
-    require_tool("sshd")
-    require_tool("ssh-keygen")
-    hosts = sorted(Fleet.load(lab_repo / "generated").hosts)
-    with SshLab(tmp_path_factory.mktemp("ssh-lab"), hosts) as running:
-        yield running
+def lab_with(
+    lab_repo: Path, tmp: Path, faults: list[dict[str, Any]] | None = None
+) -> Iterator[twin.Lab]:
+    for tool in ("sshd", "ssh-keygen", "ibsim", "ibnetdiscover"):
+        require_tool(tool)
+    path = None
+    if faults is not None:
+        path = tmp / "faults.yaml"
+        path.write_text(json.dumps(faults), encoding="utf-8")  # JSON is YAML
+    # Not below pytest's folder: as root the lab runs as a user of its own, who must reach it.
+    state = Path(tempfile.mkdtemp(prefix="cf-lab-"))
+    with twin.running(lab_repo, state, faults_file=path) as lab:
+        yield lab
 
 
-def audit_live(
-    lab_repo: Path, lab: SshLab, tmp: Path, *extra: str, known_hosts: Path | None = None
-) -> Run:
-    known = known_hosts or lab.write_known_hosts(tmp / "known_hosts")
-    argv = ["-C", str(lab_repo), "audit", "--out", str(tmp / "report")]
-    argv += ["--ssh-key", str(lab.client_key), "--known-hosts", str(known)]
-    argv += ["--inventory", str(lab.write_inventory(tmp / "inventory.json")), "--user", lab.user]
-    code = main([*argv, *extra])
+def audit_live(lab: twin.Lab, tmp: Path, *extra: str) -> Run:
+    code = main([*lab.audit_args(), "--out", str(tmp / "report"), *extra])
     return Run(code, tmp / "report", lab.commands())
 
 
@@ -84,7 +86,7 @@ def allowlisted(key: str, contract: dict[str, Any] | None = None) -> str:
     return shlex.join(PROBES[probe_of(key)].argv_for(iface, arguments))
 
 
-def most_at_once(commands: list[Command]) -> int:
+def most_at_once(commands: list[twin.Command]) -> int:
     """The most hosts busy at one moment, a host busy from its first command to its last."""
     spans: dict[str, tuple[int, int]] = {}
     for c in commands:
@@ -97,9 +99,10 @@ def most_at_once(commands: list[Command]) -> int:
 
 
 @pytest.fixture(scope="module")
-def clean(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    lab.serve(Fleet.load(lab_repo / "generated"), SCAN_HOST)
-    return audit_live(lab_repo, lab, tmp_path_factory.mktemp("clean"))
+def clean(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    tmp = tmp_path_factory.mktemp("clean")
+    for lab in lab_with(lab_repo, tmp):
+        yield audit_live(lab, tmp)
 
 
 @pytest.mark.realtool
@@ -138,8 +141,12 @@ def test_the_recording_is_what_the_hosts_printed_for_exactly_the_probes(
         outputs = fleet.outputs(host)
         for key in wanted:
             assert (folder / f"{key}.txt").read_text(encoding="utf-8") == outputs[key], key
+    # The fabric scan is the real ibnetdiscover's, on ibsim playing generated/fabric/.
     scan = (recording / "fabric" / "ibnetdiscover.txt").read_text(encoding="utf-8")
-    assert scan == fleet.ibnetdiscover()
+    assert "# Topology file: generated on" in scan
+    for host, state in fleet.hosts.items():
+        for port in state.state["ib_ports"]:
+            assert f'# "{host} {port["device"]}"' in scan
 
 
 @pytest.mark.realtool
@@ -158,11 +165,11 @@ def test_each_probe_is_one_allowlisted_command_and_the_fabric_is_scanned_once(
 
 
 @pytest.fixture(scope="module")
-def drift(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    fleet = Fleet.load(lab_repo / "generated")
-    fleet.set_version(["gpu002"], "ofed", OLD_OFED)
-    lab.serve(fleet, SCAN_HOST)
-    return audit_live(lab_repo, lab, tmp_path_factory.mktemp("drift"), "--concurrency", "2")
+def drift(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    tmp = tmp_path_factory.mktemp("drift")
+    ofed = {"fault": "version-drift", "hosts": "gpu002", "version": "ofed", "value": OLD_OFED}
+    for lab in lab_with(lab_repo, tmp, [ofed]):
+        yield audit_live(lab, tmp, "--concurrency", "2")
 
 
 @pytest.mark.realtool
@@ -183,14 +190,16 @@ def test_the_concurrency_bound_holds(drift: Run) -> None:
 
 
 @pytest.fixture(scope="module")
-def deployed(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+def deployed(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """On three hosts: a deployed file edited by hand, one missing, one unit stopped."""
-    fleet = Fleet.load(lab_repo / "generated")
-    fleet.edit_file("gpu001", "/etc/chrony.conf")
-    fleet.remove_file("sm01", "/etc/opensm/opensm.conf")
-    fleet.set_unit("prov01", "dhcpd.service", "inactive", "enabled")
-    lab.serve(fleet, SCAN_HOST)
-    return audit_live(lab_repo, lab, tmp_path_factory.mktemp("deployed"))
+    tmp = tmp_path_factory.mktemp("deployed")
+    staged = [
+        {"fault": "file-changed", "hosts": "gpu001", "path": "/etc/chrony.conf"},
+        {"fault": "file-missing", "hosts": "sm01", "path": "/etc/opensm/opensm.conf"},
+        {"fault": "unit-state", "hosts": "prov01", "unit": "dhcpd.service", "active": "inactive"},
+    ]
+    for lab in lab_with(lab_repo, tmp, staged):
+        yield audit_live(lab, tmp)
 
 
 @pytest.mark.realtool
@@ -221,20 +230,23 @@ class Faults:
 
 
 @pytest.fixture(scope="module")
-def faults(lab: SshLab, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Faults:
-    """gpu001 shows another key than known_hosts has, sm01 none known; gpu002's sshd is down;
-    mon01 takes a minute per answer; prov01 has no ipmitool, and is told to scan the fabric
-    (only sm01 has ibnetdiscover and mlxfwmanager)."""
+def faults(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
+    """gpu001 shows another key than known_hosts has, sm01 none known; gpu002 is down;
+    mon01 never answers; prov01 has no ipmitool, and is told to scan the fabric (only the
+    subnet manager has ibnetdiscover and mlxfwmanager)."""
     tmp = tmp_path_factory.mktemp("faults")
-    fleet = Fleet.load(lab_repo / "generated")
-    lab.serve(fleet, SCAN_HOST, missing={"prov01": {"ipmitool_mc_info"}}, delay={"mon01": 60})
-    with lab.stopped("gpu002"):
-        known = lab.write_known_hosts(tmp / "known_hosts", unknown={"sm01"}, changed={"gpu001"})
-        before = known.read_bytes()
+    staged = [
+        {"fault": "key-changed", "hosts": "gpu001"},
+        {"fault": "key-unknown", "hosts": "sm01"},
+        {"fault": "host-down", "hosts": "gpu002"},
+        {"fault": "probe-hangs", "hosts": "mon01"},
+        {"fault": "probe-missing", "hosts": "prov01", "probe": "ipmitool_mc_info"},
+    ]
+    for lab in lab_with(lab_repo, tmp, staged):
+        before = lab.known_hosts.read_bytes()
         # The timeout leaves prov01 (seven commands) time to spare even on a busy machine.
-        extra = ("--fabric-from", "prov01", "--timeout", "10")
-        run = audit_live(lab_repo, lab, tmp, *extra, known_hosts=known)
-    return Faults(run, (before, known.read_bytes()))
+        run = audit_live(lab, tmp, "--fabric-from", "prov01", "--timeout", "10")
+        yield Faults(run, (before, lab.known_hosts.read_bytes()))
 
 
 @pytest.mark.realtool
@@ -263,8 +275,9 @@ def test_a_host_key_unknown_or_changed_is_rejected_and_never_trusted(faults: Fau
 
 
 @pytest.mark.realtool
-def test_a_host_whose_sshd_is_down_is_refused(faults: Faults) -> None:
-    assert "Connection refused" in faults.run.host("gpu002")["reason"]
+def test_a_host_that_is_down_is_refused_at_its_lab_address(faults: Faults) -> None:
+    reason = faults.run.host("gpu002")["reason"]
+    assert "Connection refused" in reason and "127." in reason, reason
 
 
 @pytest.mark.realtool

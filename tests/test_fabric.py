@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from audits.parsers import ibnetdiscover
+from clusterforge.lab.ibsim import SimFabric
 from compiler import pipeline
 from compiler.load import Source, load
 from compiler.pipeline import Compiled
 from tests.conftest import REPO, require_tool
-from tests.lab.ibsim import SimFabric
 
 REFERENCE = load(REPO / "cluster")
 

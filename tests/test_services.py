@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
+from clusterforge.lab.ibsim import SimFabric, _run_killable
 from compiler import bundle, deploy
 from compiler.load import load
 from compiler.pipeline import Compiled, compile_source
 from compiler.targets.render import _env
 from contract import Deploy
 from tests.conftest import REPO, require_tool
-from tests.lab.ibsim import SimFabric, _run_killable
 
 
 @pytest.fixture(scope="module")

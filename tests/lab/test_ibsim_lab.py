@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
-from tests.lab.ibsim import (
+from clusterforge.lab.ibsim import (
     LabError,
     SimFabric,
     SimFabricError,
@@ -28,6 +27,7 @@ from tests.lab.ibsim import (
     reached_master,
     routing_engine,
 )
+from tests.conftest import require_tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
