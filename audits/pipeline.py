@@ -11,29 +11,41 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from audits import expected
+from audits import expected, shard
 from audits.collect import Collector, ReplayCollector
 from audits.compare import compare_host, host_probes
-from audits.fabric import compare_fabric, fabric_probes
+from audits.fabric import FabricAudit, compare_fabric, fabric_probes, not_scanned
 from audits.model import AuditError
 from audits.render import junit, markdown, textfile
 from audits.report import Report, build, to_json
 
 
 def audit(
-    expectations: expected.Expectations, collector: Collector, now: datetime | None = None
+    expectations: expected.Expectations,
+    collector: Collector,
+    now: datetime | None = None,
+    selection: shard.Selection | None = None,
 ) -> Report:
     """Collect, compare and report; rollout windows are judged at `now`, by default the time
-    the state was collected (so a replay gives the same report as the original run)."""
+    the state was collected (so a replay gives the same report as the original run).
+    `selection` (`audits.shard`) narrows the run to some hosts, with or without the fabric."""
     hosts = expectations.hosts
+    chosen = sorted(hosts) if selection is None else selection.hosts
+    scan = selection is None or selection.fabric
     collection = collector.collect(
-        {name: host_probes(c) for name, c in hosts.items()}, fabric_probes(expectations.fabric)
+        {name: host_probes(hosts[name]) for name in chosen},
+        fabric_probes(expectations.fabric) if scan else (),
     )
     when = now or collection.collected_at
-    audits = [compare_host(hosts[name], collection.hosts[name], when) for name in sorted(hosts)]
+    audits = [compare_host(hosts[name], collection.hosts[name], when) for name in chosen]
+    # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
     ports = {p["port_guid"]: name for name, c in hosts.items() for p in c["ib_ports"]}
-    fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
-    return build(expectations, collection.collected_at, when, audits, fabric)
+    if scan:
+        fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
+    else:
+        fabric = FabricAudit(not_scanned(), [])
+    report = build(expectations, collection.collected_at, when, audits, fabric)
+    return report if selection is None else shard.mark(report, selection)
 
 
 def files(report: Report) -> dict[str, str]:
@@ -72,11 +84,26 @@ def _replace(path: Path, text: str) -> None:
 
 
 def audit_replay(
-    repo: Path, recording: Path, out: Path, metrics: Path | None, now: datetime | None
+    repo: Path,
+    recording: Path,
+    out: Path,
+    metrics: Path | None,
+    now: datetime | None,
+    part: tuple[tuple[int, int] | None, str | None] = (None, None),
 ) -> Report:
-    """Audit a recording against `repo`'s generated/expected/ and write the report."""
+    """Audit a recording against `repo`'s generated/expected/ and write the report; `part` is
+    the (--shard, --hosts) selection, if any."""
     if not recording.is_dir():
         raise AuditError(f"{recording} is not a folder")
-    report = audit(expected.read(repo), ReplayCollector(recording), now)
+    expectations = expected.read(repo)
+    selection = shard.select(expectations, *part) if part != (None, None) else None
+    report = audit(expectations, ReplayCollector(recording), now, selection)
+    write(report, out, metrics)
+    return report
+
+
+def merge(folders: list[Path], out: Path, metrics: Path | None) -> Report:
+    """Fold shard report folders into one report folder (`clusterforge audit merge`)."""
+    report = shard.merge([shard.read(folder) for folder in folders])
     write(report, out, metrics)
     return report

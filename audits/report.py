@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from audits.compare import HostAudit
 from audits.expected import Expectations
@@ -50,6 +50,15 @@ class Summary(TypedDict):
     fabric: str
 
 
+class Shard(TypedDict):
+    """A shard's part of the audit (`audit --shard K/N`): `audit merge` folds the N parts."""
+
+    index: int
+    count: int
+    hosts: list[str]  # the hosts this shard audited
+    fabric: bool  # whether this shard scanned the fabric (shard 1 does)
+
+
 class Report(TypedDict):
     schema: int
     expectations: Named
@@ -60,6 +69,7 @@ class Report(TypedDict):
     hosts: list[HostEntry]
     fabric: FabricEntry
     findings: list[Finding]
+    shard: NotRequired[Shard]
 
 
 def build(
@@ -70,8 +80,28 @@ def build(
     fabric: FabricAudit,
 ) -> Report:
     """Assemble the report from every host's audit and the fabric's."""
-    entries = sorted((h.entry for h in hosts), key=lambda e: e["host"])
-    findings = sorted([f for h in hosts for f in h.findings] + fabric.findings, key=finding_order)
+    named = Named(commit=expectations.commit, source_sha256=expectations.source_sha256)
+    return assemble(
+        named,
+        collected_at.isoformat(),
+        now.isoformat(),
+        [h.entry for h in hosts],
+        [f for h in hosts for f in h.findings] + fabric.findings,
+        fabric.entry,
+    )
+
+
+def assemble(
+    named: Named,
+    collected_at: str,
+    now: str,
+    hosts: list[HostEntry],
+    findings: list[Finding],
+    fabric: FabricEntry,
+) -> Report:
+    """The report of these host entries, findings and fabric entry: sorted, summed, judged."""
+    entries = sorted(hosts, key=lambda e: e["host"])
+    findings = sorted(findings, key=finding_order)
     statuses = Counter(e["status"] for e in entries)
     kinds = Counter(f["kind"] for f in findings)
     summary = Summary(
@@ -79,17 +109,17 @@ def build(
         status={s.value: statuses[s.value] for s in Status},
         findings=len(findings),
         by_kind={k.value: kinds[k.value] for k in Kind if kinds[k.value]},
-        fabric=fabric.entry["status"],
+        fabric=fabric["status"],
     )
     return Report(
         schema=SCHEMA,
-        expectations=Named(commit=expectations.commit, source_sha256=expectations.source_sha256),
-        collected_at=collected_at.isoformat(),
-        now=now.isoformat(),
+        expectations=named,
+        collected_at=collected_at,
+        now=now,
         exit_code=exit_code(summary),
         summary=summary,
         hosts=entries,
-        fabric=fabric.entry,
+        fabric=fabric,
         findings=findings,
     )
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import asyncssh
 
-from audits import expected, pipeline
+from audits import expected, pipeline, shard
 from audits.collect import Collected, Collection, Recorder, probe_of, read_object
 from audits.compare import probe_arguments
 from audits.model import AuditError
@@ -290,14 +290,17 @@ def audit_live(
     out: Path,
     metrics: Path | None,
     now: datetime | None,
+    part: tuple[tuple[int, int] | None, str | None] = (None, None),
 ) -> Report:
     """Collect over SSH into the recording `record`, audit it against `repo`'s
-    generated/expected/, and write the report; raises AuditError when it cannot run."""
+    generated/expected/, and write the report; raises AuditError when it cannot run. `part`
+    is the (--shard, --hosts) selection (`audits.shard`), if any."""
     expectations = expected.read(repo)
+    selection = shard.select(expectations, *part) if part != (None, None) else None
     hosts = expectations.hosts
     addresses = targets(hosts, read_inventory(inventory) if inventory else {})
     arguments = {name: probe_arguments(c) for name, c in hosts.items()}
     collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from), arguments)
-    report = pipeline.audit(expectations, Recorder(collector, record), now)
+    report = pipeline.audit(expectations, Recorder(collector, record), now, selection)
     pipeline.write(report, out, metrics)
     return report

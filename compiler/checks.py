@@ -18,6 +18,9 @@ from compiler.load import Path_, Source
 from compiler.model import Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
     HOST_LID_SLOTS,
+    MAX_CORES,
+    MAX_SPINES,
+    Tiers,
     egress,
     ib_mtu,
     link_gbps,
@@ -467,7 +470,7 @@ def positions(c: Cluster, rep: Report) -> None:
         roles = [
             (sw.role.value, ("racks", r, "switches", s, "role"))
             for s, sw in enumerate(rack.switches)
-            if sw.role != SwitchRole.SPINE
+            if sw.role not in (SwitchRole.SPINE, SwitchRole.CORE)
         ]
         rep.unique("duplicate-switch-role", f"switch role in rack {rack.name!r}", roles)
 
@@ -488,7 +491,7 @@ def ports(c: Cluster, rep: Report) -> None:
                 f"{w.device!r} needs port {port} of {w.switch!r}, which has {model.ports} ports",
             )
         used.append(((w.switch, port), w.path))
-        if switch[w.switch].role == SwitchRole.SPINE:
+        if switch[w.switch].role == SwitchRole.SPINE and w.device not in switch:
             # Hosts belong on leaves (ftree); and a cable ID names the one switch of its role
             # in a rack (R01-IB05), which a rack of spines does not have.
             rep.add(
@@ -496,7 +499,7 @@ def ports(c: Cluster, rep: Report) -> None:
                 "link-to-spine",
                 f"{w.device!r} is cabled to spine {w.switch!r}; hosts connect to a leaf",
             )
-        if w.device in switch:  # a leaf-spine link: the spine end is a port too
+        if w.device in switch:  # a link up a tier: the upper end is a port too
             used.append(((w.device, int(w.device_port)), w.path))
             spine = c.hardware.switches.get(switch[w.device].model)
             if spine and not 1 <= int(w.device_port) <= spine.ports:
@@ -545,37 +548,111 @@ def fabric(c: Cluster, rep: Report) -> None:
                     f"{node.name!r} has an HCA but no leaf in rack {rack.name!r} "
                     "and no links: entry",
                 )
-    # A cable planned but not installed is no path: the leaf's ECMP set is what is cabled.
+    # A cable planned but not installed is no path: a switch's ECMP set is what is cabled.
     missing = {(o.device, o.port) for o in c.fabric.cables if not o.installed}
-    spines = {sw.name for rack in c.racks for sw in rack.switches if sw.role == SwitchRole.SPINE}
-    up: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # leaf -> spine -> n
-    down: dict[str, float] = defaultdict(float)  # leaf -> Gb/s to its servers
+    tiers = Tiers.of(c)
+    role = {sw.name: sw.role for rack in c.racks for sw in rack.switches}
+    up: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # switch -> upper -> n
+    down: dict[str, float] = defaultdict(float)  # switch -> Gb/s to the tier below
+    rate = link_gbps(c.fabric)
     for w in all_wires:
         if (w.switch, w.switch_port) in missing:
             continue
-        if w.device in spines:
+        if role.get(w.device) in (SwitchRole.SPINE, SwitchRole.CORE):
             up[w.switch][w.device] += 1
+            down[w.device] += rate
         else:
             down[w.switch] += speed.get((w.device, w.device_port), 0)
-    rate = link_gbps(c.fabric)
     for p, r, s in _switches(c):
-        sw = c.racks[r].switches[s]
-        if sw.role != SwitchRole.LEAF:
+        rack, sw = c.racks[r], c.racks[r].switches[s]
+        if sw.role == SwitchRole.LEAF:
+            pod = tiers.pod_of(rack.id)[0]
+            upper, below, above = set(tiers.spines.get(pod, ())), "servers", "spines"
+        elif sw.role == SwitchRole.SPINE and c.fabric.racks_per_pod is not None and sw.pod:
+            plane = tiers.spines[sw.pod].index(sw.name) + 1
+            upper, below, above = set(tiers.cores.get(plane, ())), "leaves", "cores"
+        else:
             continue
         links = up[sw.name]
-        if len(set(links.values())) > 1 or set(links) != spines:
+        if len(set(links.values())) > 1 or set(links) != upper:
             rep.add(
                 p,
                 "unequal-uplinks",
-                f"leaf {sw.name!r} links to spines unevenly: {dict(sorted(links.items()))}",
+                f"{sw.role.value} {sw.name!r} links to {above} unevenly: "
+                f"{dict(sorted(links.items()))}",
             )
         up_bw, down_bw = sum(links.values()) * rate, down[sw.name]
         if up_bw == 0 or down_bw / up_bw > c.fabric.max_oversubscription:
             rep.add(
                 p,
                 "oversubscription",
-                f"leaf {sw.name!r}: {down_bw:g} Gb/s to servers vs {up_bw:g} Gb/s to spines "
-                f"exceeds {c.fabric.max_oversubscription:g}:1",
+                f"{sw.role.value} {sw.name!r}: {down_bw:g} Gb/s to {below} vs {up_bw:g} Gb/s "
+                f"to {above} exceeds {c.fabric.max_oversubscription:g}:1",
+            )
+
+
+def tiers(c: Cluster, rep: Report) -> None:
+    """A fabric is two-tier (no pods, no cores) or three-tier (racks_per_pod and core_port,
+    every spine in a pod, every core in a plane); every leaf's pod has spines, every spine's
+    plane has cores, and each tier fits its static LID range."""
+    three = c.fabric.racks_per_pod is not None
+    if three and c.fabric.core_port is None:
+        rep.add(
+            ("fabric", "racks_per_pod"),
+            "missing-field",
+            "a three-tier fabric (racks_per_pod) needs core_port: the first spine port to the core",
+        )
+    t = Tiers.of(c)
+    counts = {SwitchRole.SPINE: 0, SwitchRole.CORE: 0}
+    for p, r, s in _switches(c):
+        rack, sw = c.racks[r], c.racks[r].switches[s]
+        if sw.role in counts:
+            counts[sw.role] += 1
+        for key, owner in (("pod", SwitchRole.SPINE), ("plane", SwitchRole.CORE)):
+            if getattr(sw, key) is not None and not (three and sw.role == owner):
+                rep.add(
+                    (*p, key),
+                    "invalid-value",
+                    f"{sw.name!r}: {key} is for the {owner.value}s of a three-tier fabric",
+                )
+        if sw.role == SwitchRole.CORE and not three:
+            rep.add(
+                (*p, "role"),
+                "core-without-pods",
+                f"core {sw.name!r}: a core tier joins pods; set fabric racks_per_pod",
+            )
+        elif sw.role == SwitchRole.CORE and sw.plane is None:
+            rep.add(p, "missing-field", f"core {sw.name!r} needs plane: (the spines it joins)")
+        elif sw.role == SwitchRole.SPINE and three and sw.pod is None:
+            rep.add(p, "missing-field", f"spine {sw.name!r} needs pod: in a three-tier fabric")
+        elif sw.role == SwitchRole.SPINE and three and sw.pod is not None:
+            plane = t.spines[sw.pod].index(sw.name) + 1
+            if plane not in t.cores:
+                rep.add(
+                    p,
+                    "plane-without-cores",
+                    f"spine {sw.name!r} is spine {plane} of pod {sw.pod}; "
+                    f"no core has plane {plane}",
+                )
+        elif (sw.pod is not None or sw.plane is not None) and not (three and sw.role in counts):
+            rep.add(
+                p, "unknown-key", f"{sw.name!r}: pod and plane are for three-tier spines and cores"
+            )
+        elif sw.role == SwitchRole.LEAF and three:
+            pod = t.pod_of(rack.id)[0]
+            if pod not in t.spines:
+                rep.add(
+                    ("racks", r, "id"),
+                    "pod-without-spines",
+                    f"rack id {rack.id} is in pod {pod} (racks_per_pod "
+                    f"{c.fabric.racks_per_pod}), which has no spines",
+                )
+    for role, most in ((SwitchRole.SPINE, MAX_SPINES), (SwitchRole.CORE, MAX_CORES)):
+        if counts[role] > most:
+            rep.add(
+                ("racks",),
+                "lid-range",
+                f"{counts[role]} {role.value} switches; static LIDs hold {most}",
             )
 
 
@@ -802,6 +879,7 @@ RULES: tuple[Rule, ...] = (
     provisioning,
     positions,
     ports,
+    tiers,
     fabric,
     services,
 )

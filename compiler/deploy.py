@@ -92,10 +92,23 @@ def _matches(pattern: str, path: str) -> bool:
     )
 
 
-def _sources(pattern: str, files: Iterable[str]) -> list[str]:
-    if "*" not in pattern:
-        return [pattern] if pattern in files else []
-    return [f for f in files if _matches(pattern, f)]
+class _Folders:
+    """The generated files by folder, so a pattern whose folder part is literal (most are:
+    `routes/gpu001/*.nmconnection`) looks at that folder's files only, not at all of them:
+    one host's lookups stay constant as the fleet grows."""
+
+    def __init__(self, files: Iterable[str]) -> None:
+        self.files = set(files)
+        self.by_folder: dict[str, list[str]] = {}
+        for f in sorted(self.files):
+            self.by_folder.setdefault(f.rpartition("/")[0], []).append(f)
+
+    def sources(self, pattern: str) -> list[str]:
+        if "*" not in pattern:
+            return [pattern] if pattern in self.files else []
+        folder = pattern.rpartition("/")[0]
+        pool = self.by_folder.get(folder, []) if "*" not in folder else sorted(self.files)
+        return [f for f in pool if _matches(pattern, f)]
 
 
 def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[str, Deploy]:
@@ -105,13 +118,14 @@ def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[s
     problems: list[Diagnostic] = []
     homed: set[str] = set()
     out: dict[str, Deploy] = {}
+    folders = _Folders(files)
     for host in plan.hosts:
         placed: dict[str, Placed] = {}
         for name, service in services(plan, host):
             for i, home in enumerate(service.files):
                 at = source.where(("services", "services", name, "files", i, "source"))
                 pattern = home.source.format(host=host.name, role=host.role.value)
-                found = _sources(pattern, files)
+                found = folders.sources(pattern)
                 if not found and not home.optional:
                     message = f"{host.name} ({host.role.value}) needs generated/{pattern}: none"
                     problems.append(Diagnostic(at, "missing-source", message))

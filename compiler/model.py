@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from enum import StrEnum
 from typing import Annotated, Any
 
 import netaddr
@@ -19,6 +18,16 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
+)
+
+from compiler.kinds import (
+    BootMode,
+    FileCheck,
+    FirewallPolicy,
+    LabelStock,
+    Medium,
+    Role,
+    SwitchRole,
 )
 
 
@@ -73,54 +82,7 @@ DiskId = Annotated[
     ),
 ]
 Lax = Strict(False)  # closed vocabularies: a YAML string becomes the StrEnum member
-
-
-class Role(StrEnum):
-    GPU = "gpu"
-    LOGIN = "login"
-    SUBNET_MANAGER = "subnet-manager"
-    PROVISIONING = "provisioning"
-    MONITORING = "monitoring"
-    SPARE = "spare"
-
-
-class SwitchRole(StrEnum):
-    LEAF = "leaf"
-    SPINE = "spine"
-    MANAGEMENT = "management"
-    STORAGE = "storage"
-
-
-class Medium(StrEnum):
-    ETHERNET = "ethernet"
-    INFINIBAND = "infiniband"
-
-
-class BootMode(StrEnum):
-    """How a server's firmware boots: DHCP, the PXE menus and the disk layout follow from it."""
-
-    UEFI = "uefi"
-    BIOS = "bios"
-
-
-class FirewallPolicy(StrEnum):
-    RESTRICTED = "restricted"
-    TRUSTED = "trusted"
-
-
-class FileCheck(StrEnum):
-    """How the audit checks a deployed file: its bytes, or only that it is there."""
-
-    CONTENT = "content"
-    EXISTS = "exists"
-
-
-class LabelStock(StrEnum):
-    """Label stock the cable label sheets are laid out on; geometry in `compiler/labels.py`."""
-
-    WRAP_LETTER = "wrap-letter"
-    AVERY_5160 = "avery-5160"
-    AVERY_L7163 = "avery-l7163"
+__all__ = ["BootMode", "FileCheck", "FirewallPolicy", "LabelStock", "Medium", "Role", "SwitchRole"]
 
 
 # --- site.yaml ------------------------------------------------------------------------------
@@ -289,11 +251,17 @@ class Switch(Strict_):
     serial: Serial
     mac: Mac  # management port
     guid: Guid | None = None  # node GUID (InfiniBand switches)
+    pod: int | None = Field(None, ge=1)  # spines of a three-tier fabric: the pod they serve
+    plane: int | None = Field(None, ge=1)  # cores: the spine position, in every pod, they join
+
+
+# Host LIDs are 0x1000 + 64 * rack id + slot and must stay unicast (below 0xC000).
+MAX_RACK_ID = (0xBFFF - 0x1000 - 63) // 64
 
 
 class Rack(Strict_):
     name: Name
-    id: int = Field(ge=1, le=250)
+    id: int = Field(ge=1, le=MAX_RACK_ID)
     row: Annotated[str, _pattern(r"[A-Z]{1,2}", "a row letter")]
     col: int = Field(ge=1)
     height_u: int = Field(42, ge=1, le=60)
@@ -333,6 +301,12 @@ class Fabric(Strict_):
     max_oversubscription: float = Field(1.0, gt=0)
     uplink_port: int = Field(ge=1)  # first leaf port facing spines, in spine order
     links_per_spine: int = Field(1, ge=1)
+    # Three-tier: racks 1..racks_per_pod are pod 1, and so on; a leaf links to the spines of
+    # its pod; spine ports from core_port on go, links_per_core each, to the cores of the
+    # spine's plane (its position among its pod's spines). Unset: one two-tier fabric.
+    racks_per_pod: int | None = Field(None, ge=1)
+    core_port: int | None = Field(None, ge=1)
+    links_per_core: int = Field(1, ge=1)
     subnet_managers: tuple[SubnetManager, ...] = Field(min_length=1)
     partitions: tuple[Partition, ...] = ()
     cables: tuple[CableOverride, ...] = ()

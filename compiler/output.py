@@ -1,7 +1,12 @@
-"""Stage 6, output: write `generated/` atomically and compare it with a fresh compile.
+"""Stage 6, output: write `generated/` and compare it with a fresh compile.
 
-Writing builds the whole tree beside `generated/` and swaps it in with renames, so a reader
-never sees a half-written tree and stale files vanish with the old one.
+Writing touches only the files whose bytes changed (a one-rack change rewrites a few dozen
+files, not eighteen thousand), and a reader never sees a half-written tree:
+  - a first write builds the whole tree beside `generated/` and renames it into place;
+  - later writes remove `MANIFEST.json` first, replace each changed file whole by rename (a
+    file is always its old or its new bytes), delete stale files, and rename the new manifest
+    in last. A tree whose files match their manifest's sha256 is complete; no manifest means a
+    write is under way (or was interrupted: compile again).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.errors import OutputError
+
+MANIFEST = "MANIFEST.json"  # written last: its presence says the tree is whole
 
 
 @dataclass(frozen=True)
@@ -53,22 +60,61 @@ def compare(root: Path, files: dict[str, bytes]) -> Difference:
 
 def write(root: Path, files: dict[str, bytes]) -> bool:
     """Make `root` hold exactly `files`; returns False when it already did (nothing touched)."""
-    if not compare(root, files):
+    difference = compare(root, files)
+    if not difference:
         return False
+    try:
+        if not root.is_dir():
+            _write_whole(root, files)
+            return True
+        manifest = files.get(MANIFEST)
+        (root / MANIFEST).unlink(missing_ok=True)
+        for rel in (*difference.missing, *difference.changed):
+            if rel != MANIFEST:
+                _replace(root / rel, files[rel])
+        for rel in difference.extra:
+            (root / rel).unlink()
+            _prune(root, (root / rel).parent)
+        if manifest is not None:
+            _replace(root / MANIFEST, manifest)
+    except OSError as exc:
+        raise OutputError(f"cannot write {root}: {exc}") from exc
+    return True
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write `path` whole: a temporary file beside it, renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        partial.write_bytes(data)
+        partial.replace(path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def _prune(root: Path, folder: Path) -> None:
+    """Remove `folder` and its parents up to `root` while they are empty."""
+    while folder != root and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
+
+
+def _write_whole(root: Path, files: dict[str, bytes]) -> None:
+    """A new tree, built beside `root` and renamed into place."""
     root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.new-", dir=root.parent))
     try:
+        made: set[Path] = set()  # one mkdir per folder, not per file
         for rel, data in files.items():
             path = staging / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.parent not in made:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                made.add(path.parent)
             path.write_bytes(data)
         staging.chmod(0o755)
-        old = root.parent / f".{root.name}.old-{os.getpid()}"
-        if root.exists():
-            root.rename(old)
         staging.rename(root)
-        shutil.rmtree(old, ignore_errors=True)
-    except OSError as exc:
+    except OSError:
         shutil.rmtree(staging, ignore_errors=True)
-        raise OutputError(f"cannot write {root}: {exc}") from exc
-    return True
+        raise

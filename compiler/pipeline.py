@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from compiler import checks, deploy, targets
+from compiler import checks, deploy, output, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source, load
 from compiler.model import Cluster, validate
@@ -22,7 +22,7 @@ from compiler.output import read_tree
 from compiler.plan import Plan, build
 from contract import Deploy
 
-MANIFEST = "MANIFEST.json"
+MANIFEST = output.MANIFEST
 CARRIED = ("dns/",)  # generated/ files whose next version depends on the last (SOA serials)
 
 # pydantic error types -> our rule names, so a reader can look a rule up in one vocabulary.
@@ -102,7 +102,14 @@ def compile_source(
 def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:
     """Compile `repo/cluster`, continuing from `repo/generated`; raises SourceError (bad
     input) or TargetError (a bug)."""
-    return compile_source(load(repo / "cluster"), environ, read_tree(repo / "generated"))
+    generated = repo / "generated"
+    # Only what a target continues from: reading all of generated/ would cost as much again.
+    previous = {
+        f"{folder}{path}": data
+        for folder in CARRIED
+        for path, data in read_tree(generated / folder).items()
+    }
+    return compile_source(load(repo / "cluster"), environ, previous)
 
 
 # crypt(3): $id$[params$]salt$hash, the hash part 22 characters (MD5) or more.

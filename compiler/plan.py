@@ -8,14 +8,16 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 import netaddr
 
 from compiler.model import (
+    MAX_RACK_ID,
     BootMode,
     Cages,
     Cluster,
@@ -47,10 +49,14 @@ IB_LANE_GBPS = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50
 
 
 # Static LIDs, so an SM fail-over or restart never renumbers the fabric and a LID says where a
-# port is: spines from 1 in name order, leaves 0x100 + rack id, hosts 0x1000 + 64 * rack + slot.
+# port is: spines from 1 in name order, leaves 0x100 + rack id, cores 0xf00 + their place in
+# name order, hosts 0x1000 + 64 * rack + slot.
 LEAF_LID_BASE = 0x100
+CORE_LID_BASE = 0xF00
 HOST_LID_BASE = 0x1000
 HOST_LID_SLOTS = 64
+MAX_SPINES = LEAF_LID_BASE - 1
+MAX_CORES = HOST_LID_BASE - CORE_LID_BASE - 1
 
 
 def link_gbps(fabric: Fabric) -> float:
@@ -124,8 +130,62 @@ def fabric_mtu(cluster: Cluster) -> int | None:
     return max((m for m in mtus if m), default=None)
 
 
+@dataclass(frozen=True)
+class Room:
+    """How far the plan's rules reach: the highest rack id every network and the LID plan
+    hold, the highest rack id a leaf may have (its spine ports, or the core's ports for pods),
+    and how many rack ids below those are still free."""
+
+    max_rack_id: int
+    limited_by: str
+    max_leaf_rack_id: int
+    leaf_limited_by: str
+    free_ids: int
+    free_leaf_ids: int
+
+    def __str__(self) -> str:
+        return (
+            f"room for {self.free_ids} more racks (rack ids up to {self.max_rack_id}: "
+            f"{self.limited_by}), {self.free_leaf_ids} of them with a leaf (up to "
+            f"{self.max_leaf_rack_id}: {self.leaf_limited_by})"
+        )
+
+
+def room(cluster: Cluster) -> Room:
+    """How many racks the address, LID and port rules can still take; see `Room`."""
+    limits = [(MAX_RACK_ID, "static LIDs")]
+    for name, net in sorted(cluster.networks.items()):
+        subnets = 2 ** (net.rack_prefix - netaddr.IPNetwork(net.cidr).prefixlen)
+        limits.append(((subnets - 1 - net.offset) // net.stride, f"network {name!r}"))
+    top, why = min(limits)
+    fabric = cluster.fabric
+    ports = {
+        sw.role: cluster.hardware.switches[sw.model].ports
+        for rack in cluster.racks
+        for sw in rack.switches
+        if sw.model in cluster.hardware.switches
+    }
+    leaf = [(top, why)]
+    if fabric.racks_per_pod is None and SwitchRole.SPINE in ports:
+        leaf.append((ports[SwitchRole.SPINE] // fabric.links_per_spine, "spine ports"))
+    elif fabric.racks_per_pod is not None and SwitchRole.CORE in ports:
+        pods = ports[SwitchRole.CORE] // fabric.links_per_core
+        leaf.append((pods * fabric.racks_per_pod, f"core ports: {pods} pods"))
+    leaf_top, leaf_why = min(leaf)
+    ids = {rack.id for rack in cluster.racks}
+    return Room(
+        top,
+        why,
+        leaf_top,
+        leaf_why,
+        top - sum(1 for i in ids if i <= top),
+        leaf_top - sum(1 for i in ids if i <= leaf_top),
+    )
+
+
 def standard_length(metres: float) -> float:
-    return next((s for s in STOCK_LENGTHS_M if s >= metres - 1e-9), math.ceil(metres / 10) * 10)
+    i = bisect_left(STOCK_LENGTHS_M, metres - 1e-9)
+    return STOCK_LENGTHS_M[i] if i < len(STOCK_LENGTHS_M) else math.ceil(metres / 10) * 10
 
 
 # --- the plan -------------------------------------------------------------------------------
@@ -245,8 +305,12 @@ class Plan:
     # The committed generated/ files a target continues from (DNS serials), set by the pipeline.
     previous: dict[str, str] = field(default_factory=dict)
 
+    @cached_property
+    def _host_by_name(self) -> dict[str, Host]:
+        return {h.name: h for h in self.hosts}
+
     def host(self, name: str) -> Host:
-        return next(h for h in self.hosts if h.name == name)
+        return self._host_by_name[name]
 
     def address(self, name: str, network: str) -> str:
         """A host's address on `network`; the site services are named by host."""
@@ -266,10 +330,13 @@ def build(cluster: Cluster) -> Plan:
             key=lambda h: h.name,
         )
     )
-    spines = sorted(sw.name for r in racks for sw in r.switches if sw.role == SwitchRole.SPINE)
+    top = {
+        role: sorted(sw.name for r in racks for sw in r.switches if sw.role == role)
+        for role in (SwitchRole.SPINE, SwitchRole.CORE)
+    }
     switches = tuple(
         sorted(
-            (_switch(cluster, rack, sw, spines) for rack in racks for sw in rack.switches),
+            (_switch(cluster, rack, sw, top) for rack in racks for sw in rack.switches),
             key=lambda s: s.name,
         )
     )
@@ -424,11 +491,15 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
     )
 
 
-def _switch(cluster: Cluster, rack: Rack, sw: Switch, spines: list[str]) -> SwitchPlan:
+def _switch(
+    cluster: Cluster, rack: Rack, sw: Switch, top: dict[SwitchRole, list[str]]
+) -> SwitchPlan:
     model = cluster.hardware.switches[sw.model]
     lid = None
     if sw.role == SwitchRole.SPINE:
-        lid = 1 + spines.index(sw.name)
+        lid = 1 + top[SwitchRole.SPINE].index(sw.name)
+    elif sw.role == SwitchRole.CORE:
+        lid = CORE_LID_BASE + 1 + top[SwitchRole.CORE].index(sw.name)
     elif sw.role == SwitchRole.LEAF:
         lid = LEAF_LID_BASE + rack.id
     # Switch management ports live on the first network, by name, that has a switch_base.
@@ -500,16 +571,17 @@ def wires(cluster: Cluster) -> list[Wire]:
                 )
                 end = f"{nic.device}/{nic.port or 1}" if nic and nic.device else nic_name
                 out.append(Wire(net_name, switch, port, node.name, end, path))
-    spines = sorted(
-        sw.name for rack in cluster.racks for sw in rack.switches if sw.role == SwitchRole.SPINE
-    )
     fabric = cluster.fabric
     ib = next((name for name, net in cluster.networks.items() if net.switch == "leaf"), "ib")
+    tiers = Tiers.of(cluster)
     for r, rack in enumerate(cluster.racks):
         for s, sw in enumerate(rack.switches):
             if sw.role != SwitchRole.LEAF:
                 continue
-            for k, spine in enumerate(spines):
+            # On a spine, the leaf of the pod's n-th rack id uses ports from
+            # (n-1)*links_per_spine+1: a new rack adds cables and moves none.
+            pod, place = tiers.pod_of(rack.id)
+            for k, spine in enumerate(tiers.spines.get(pod, ())):
                 for j in range(fabric.links_per_spine):
                     out.append(
                         Wire(
@@ -517,11 +589,65 @@ def wires(cluster: Cluster) -> list[Wire]:
                             sw.name,
                             fabric.uplink_port + k * fabric.links_per_spine + j,
                             spine,
-                            str((rack.id - 1) * fabric.links_per_spine + j + 1),
+                            str(place * fabric.links_per_spine + j + 1),
+                            ("racks", r, "switches", s),
+                        )
+                    )
+    if fabric.core_port is None:
+        return out
+    for r, rack in enumerate(cluster.racks):
+        for s, sw in enumerate(rack.switches):
+            if sw.role != SwitchRole.SPINE or sw.pod is None:
+                continue
+            # A spine's plane is its place among its pod's spines; it links to every core of
+            # that plane, and on a core pod n uses ports from (n-1)*links_per_core+1.
+            plane = tiers.spines[sw.pod].index(sw.name) + 1
+            for m, core in enumerate(tiers.cores.get(plane, ())):
+                for j in range(fabric.links_per_core):
+                    out.append(
+                        Wire(
+                            ib,
+                            sw.name,
+                            fabric.core_port + m * fabric.links_per_core + j,
+                            core,
+                            str((sw.pod - 1) * fabric.links_per_core + j + 1),
                             ("racks", r, "switches", s),
                         )
                     )
     return out
+
+
+@dataclass(frozen=True)
+class Tiers:
+    """The fat tree's upper tiers: spines by pod, cores by plane, each in name order. A
+    two-tier fabric is one pod (0) holding every spine, and no cores."""
+
+    racks_per_pod: int | None
+    spines: dict[int, tuple[str, ...]]
+    cores: dict[int, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> Tiers:
+        per_pod = cluster.fabric.racks_per_pod
+        spines: dict[int, list[str]] = {}
+        cores: dict[int, list[str]] = {}
+        for rack in cluster.racks:
+            for sw in rack.switches:
+                if sw.role == SwitchRole.SPINE:
+                    spines.setdefault((sw.pod or 0) if per_pod else 0, []).append(sw.name)
+                elif sw.role == SwitchRole.CORE and sw.plane is not None:
+                    cores.setdefault(sw.plane, []).append(sw.name)
+        return cls(
+            per_pod,
+            {k: tuple(sorted(v)) for k, v in spines.items()},
+            {k: tuple(sorted(v)) for k, v in cores.items()},
+        )
+
+    def pod_of(self, rack_id: int) -> tuple[int, int]:
+        """(pod, the rack's place in it from 0) of a leaf's rack; pod 0 in a two-tier fabric."""
+        if self.racks_per_pod is None:
+            return 0, rack_id - 1
+        return (rack_id - 1) // self.racks_per_pod + 1, (rack_id - 1) % self.racks_per_pod
 
 
 def cables(cluster: Cluster) -> list[Cable]:
@@ -578,10 +704,15 @@ def cables(cluster: Cluster) -> list[Cable]:
             gbps = min(speed[(a.device, "")], speed.get((b.device, b.port), 1))
             medium = "Cat6A" if gbps <= 10 else ("DAC" if length <= DAC_MAX_M else "AOC")
             rate = f"{gbps}G"
-        code = CABLE_CODES[role[a.device]]  # checks keep hosts off spines: a is never one
+        # A rack has one switch of each role whose ports name its cables (R01-IB05); a spine's
+        # uplinks to the core are named by the spine, which is unique site-wide (SPINE03-33).
+        if role[a.device] == SwitchRole.SPINE:
+            cable_id = f"{a.device.upper()}-{port:02d}"
+        else:
+            cable_id = f"{ra.name.upper()}-{CABLE_CODES[role[a.device]]}{port:02d}"
         out.append(
             Cable(
-                id=f"{ra.name.upper()}-{code}{port:02d}",
+                id=cable_id,
                 network=wire.network,
                 a=a,
                 b=b,

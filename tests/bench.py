@@ -1,138 +1,215 @@
-"""Benchmarks (`nox -s bench`): speed and memory of the compile, as medians and ratios.
-
-Nothing here asserts a timing: the machines are shared and noisy. It prints
-- cold start: `clusterforge validate` and `compile --check` vs a bare `python -c pass`;
-- the in-process stages on the reference cluster (load, model+checks, plan, targets);
-- scaling: the same on a cluster grown to about 1000 GPU servers, with the ratio;
-- peak memory of a compile (ru_maxrss of a child process);
-- the drift audit of the reference fleet replayed from a recording (collect, parse, compare,
-  render), the part of an audit that is ours rather than the network's.
+"""Benchmarks (`nox -s bench`): speed and memory of compile, validate and diff, as medians and
+ratios. Nothing here asserts a timing: the machines are shared and noisy. It prints, and writes
+as JSON (`--json`, default build/bench.json):
+- the import floor (`import pydantic, ruamel.yaml, jinja2, netaddr` in a fresh interpreter)
+  and cold starts of the CLI (`--help`, `validate`, `compile --check` of the reference
+  cluster) as multiples of it;
+- per size of a generated cluster (`compiler/generate.py`: two-tier up to one fabric's reach,
+  three-tier above): a first compile, a recompile after a one-node change (only changed files
+  written), validate and diff of that change, each with the ratio to the size before,
+  normalised per doubling, and its peak memory;
+- the drift audit of the reference fleet replayed from a recording.
+Every figure comes from a fresh process: its time is measured inside it, after the imports
+(the cold-start rows measure those), and its peak memory is its own VmHWM. Ratios are of CPU
+seconds (user + system), which a shared, loaded machine disturbs far less than wall time. A child's
+`ru_maxrss` is not: Linux carries the parent's high-water mark across fork and exec.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+SIZES = (124, 256, 512, 1024, 2048, 4096)
+FLOOR = "import pydantic, ruamel.yaml, jinja2, netaddr"
 
-from audits import expected  # noqa: E402
-from audits import pipeline as audit  # noqa: E402
-from audits.collect import ReplayCollector  # noqa: E402
-from clusterforge.lab.fleet import Fleet  # noqa: E402
-from compiler import pipeline, targets  # noqa: E402
-from compiler.load import Source, load  # noqa: E402
-from compiler.plan import build  # noqa: E402
+# Runs in the child: imports first, then one CLI call timed; prints seconds and VmHWM (KiB).
+CHILD = """
+import json, sys, time
+from compiler import diff, gitsource, output, pipeline
+from clusterforge.cli import main
+start, cpu = time.perf_counter(), time.process_time()
+code = main(sys.argv[1:])
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"code": code, "seconds": cpu, "wall": wall, "peak_kib": hwm}), file=sys.stderr)
+"""
 
 
-def median_s(fn: Callable[[], Any], runs: int) -> float:
+def cold(argv: list[str], runs: int) -> float:
+    """Median CPU seconds (user + system) of a fresh process running `argv`."""
     times = []
     for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
+        proc = subprocess.Popen(
+            argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
+        times.append(usage.ru_utime + usage.ru_stime)
     return statistics.median(times)
 
 
-def cold(argv: list[str], runs: int = 5) -> float:
-    return median_s(lambda: subprocess.run(argv, cwd=REPO, check=True, capture_output=True), runs)
-
-
-def grown(source: Source, racks: int, per_rack: int = 20) -> Source:
-    """The reference cluster plus `racks` GPU racks of `per_rack` servers (2U, so they fit a
-    48U rack) with their switches, fresh identities, and a 3:1 oversubscription allowance."""
-    template = next(r for r in source.data["racks"] if r["name"] == "r01")
-    node0 = template["nodes"][0]
-    extra = []
-    for i in range(racks):
-        rid = 26 + i
-
-        def ident(kind: int, n: int, rid: int = rid) -> str:
-            return f"02:{kind:02x}:00:{rid:02x}:{n // 256:02x}:{n % 256:02x}"
-
-        switches = tuple(
-            {**sw, "name": f"{sw['name'][:4]}{rid:03d}", "u": 48 - k,
-             "serial": f"BSW{rid:04d}{k}", "mac": ident(9, k),
-             **({"guid": f"0x0300000000{rid:04x}{k:02x}"} if "guid" in sw else {})}
-            for k, sw in enumerate(template["switches"])
-        )  # fmt: skip
-        nodes = tuple(
-            {**node0, "name": f"x{rid:03d}n{slot:02d}", "slot": slot, "u": 2 + (slot - 1) * 2,
-             "serial": f"BENCH{rid:04d}{slot:02d}",
-             "mac": {k: ident(j, slot) for j, k in enumerate(node0["mac"])},
-             "guid": f"0x02000000{rid:04x}{slot:04x}"}
-            for slot in range(1, per_rack + 1)
-        )  # fmt: skip
-        extra.append(
-            {"name": f"x{rid:03d}", "id": rid, "row": "D", "col": rid, "height_u": 48,
-             "switches": switches, "nodes": nodes}
-        )  # fmt: skip
-    hardware = dict(source.data["hardware"])
-    servers = dict(hardware["servers"])
-    servers["hgx-a100"] = {**servers["hgx-a100"], "height_u": 2}
-    hardware["servers"] = servers
-    fabric = {**source.data["fabric"], "max_oversubscription": 3.0}
-    data = {**source.data, "hardware": hardware, "fabric": fabric}
-    return Source({**data, "racks": (*source.data["racks"], *extra)}, source.locations)
-
-
-def stages(source: Source, runs: int) -> dict[str, float]:
-    cluster = pipeline.check(source)
-    plan = build(cluster)
+def child(repo: Path, argv: list[str], runs: int) -> dict[str, float]:
+    """CPU and wall seconds (medians) and peak MiB of `clusterforge -C repo ARGV`, fresh."""
+    seconds, walls, peaks = [], [], []
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, "-C", str(repo), *argv],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        result = json.loads(done.stderr.strip().splitlines()[-1])
+        if result["code"] not in (0, 1):
+            raise SystemExit(f"clusterforge {' '.join(argv)} failed:\n{done.stderr}")
+        seconds.append(result["seconds"])
+        walls.append(result["wall"])
+        peaks.append(result["peak_kib"] / 1024)
     return {
-        "model+checks": median_s(lambda: pipeline.check(source), runs),
-        "plan": median_s(lambda: build(cluster), runs),
-        "targets": median_s(lambda: targets.render_all(plan), runs),
+        "seconds": statistics.median(seconds),
+        "wall": statistics.median(walls),
+        "peak_mib": max(peaks),
     }
 
 
+def merged(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {
+        "seconds": statistics.median(r["seconds"] for r in runs),
+        "wall": statistics.median(r["wall"] for r in runs),
+        "peak_mib": max(r["peak_mib"] for r in runs),
+    }
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def sized(servers: int, root: Path) -> Path:
+    """A repository holding the generated cluster at HEAD~1 and one node's MAC changed at HEAD."""
+    from compiler import generate
+
+    repo = root / f"c{servers}"
+    for rel, text in generate.generate(servers).items():
+        path = repo / "cluster" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "init", "-q")
+    git(repo, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "add", ".")
+    git(repo, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "a")
+    return repo
+
+
+def change(repo: Path) -> None:
+    """One node's storage MAC replaced, as when a NIC is swapped."""
+    rack = repo / "cluster" / "racks" / "r001.yaml"
+    text = rack.read_text()
+    old = text.split('ens2f0: "', 1)[1].split('"', 1)[0]
+    rack.write_text(text.replace(old, "02:ee:ee:ee:ee:01", 1))
+    git(repo, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qam", "b")
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--json", type=Path, default=REPO / "build" / "bench.json")
+    opts = ap.parse_args()
+    sizes = [int(s) for s in opts.sizes.split(",")]
     py = sys.executable
-    cli = [py, "-m", "clusterforge.cli"]
-    bare = cold([py, "-c", "pass"])
-    validate = cold([*cli, "validate"])
-    check = cold([*cli, "compile", "--check"], runs=3)
-    print(f"cold start  python -c pass      {bare * 1000:8.0f} ms")
+    out: dict[str, Any] = {}
+
+    floor = cold([py, "-c", FLOOR], 7)
+    out["cold"] = {"floor_s": floor}
+    print(f"cold  import floor ({FLOOR[7:]})  {floor * 1000:6.0f} ms CPU")
+    for name, argv in (
+        ("help", ["--help"]),
+        ("validate", ["validate"]),
+        ("compile --check", ["compile", "--check"]),
+    ):
+        s = cold([py, "-m", "clusterforge.cli", *argv], 5)
+        out["cold"][name] = {"seconds": s, "x_floor": s / floor}
+        print(f"cold  {name:<41}{s * 1000:6.0f} ms  {s / floor:4.1f}x floor")
+
+    out["sizes"] = {}
+    steps = ("compile", "recompile", "validate", "diff")
     print(
-        f"cold start  validate            {validate * 1000:8.0f} ms  ({validate / bare:.1f}x bare)"
+        f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'wall s':>8}{'peak MiB':>10}{'ratio':>8}"
+        f"{'/doubling':>10}"
     )
-    print(f"cold start  compile --check     {check * 1000:8.0f} ms  ({check / bare:.1f}x bare)")
+    previous: dict[str, Any] | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for servers in sizes:
+            repo = sized(servers, Path(tmp))
+            row: dict[str, Any] = {}
+            for step in steps:
+                if step == "compile":
+                    runs = []
+                    for _ in range(opts.runs):
+                        subprocess.run(["rm", "-rf", str(repo / "generated")], check=True)
+                        runs.append(child(repo, ["compile"], 1))
+                    row[step] = merged(runs)
+                    change(repo)
+                elif step == "recompile":
+                    runs = []
+                    for _ in range(opts.runs):
+                        git(repo, "checkout", "-q", "HEAD~1", "--", "cluster")
+                        child(repo, ["compile"], 1)
+                        git(repo, "checkout", "-q", "HEAD", "--", "cluster")
+                        runs.append(child(repo, ["compile"], 1))
+                    row[step] = merged(runs)
+                elif step == "validate":
+                    row[step] = child(repo, ["validate"], opts.runs)
+                else:
+                    row[step] = child(repo, ["diff", "HEAD~1", "HEAD"], opts.runs)
+                figure = row[step]
+                text = f"{servers:>7}  {step:<10}{figure['seconds']:8.2f}{figure['wall']:8.2f}"
+                text += f"{figure['peak_mib']:10.1f}"
+                if previous is not None:
+                    ratio = figure["seconds"] / previous["row"][step]["seconds"]
+                    per = ratio ** (1 / math.log2(servers / previous["servers"]))
+                    figure["ratio"], figure["per_doubling"] = ratio, per
+                    text += f"{ratio:7.2f}x{per:9.2f}x"
+                print(text, flush=True)
+            out["sizes"][str(servers)] = row
+            previous = {"servers": servers, "row": row}
 
-    load_s = median_s(lambda: load(REPO / "cluster"), 5)
-    source = load(REPO / "cluster")
-    ref = stages(source, 5)
-    print(f"reference   load                {load_s * 1000:8.1f} ms")
-    for name, s in ref.items():
-        print(f"reference   {name:<20}{s * 1000:8.1f} ms")
+    out["audit_replay"] = audit_replay()
+    opts.json.parent.mkdir(parents=True, exist_ok=True)
+    opts.json.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    print(f"\nwritten {opts.json}")
 
-    big = grown(source, 39)  # rack ids 26-64 (a spine has 64 ports): 124 + 39 * 20 servers
-    hosts = len(build(pipeline.check(big)).hosts)
-    scaled = stages(big, 3)
-    for name, s in scaled.items():
-        print(f"{hosts} hosts {name:<20}{s * 1000:8.1f} ms  ({s / ref[name]:.1f}x reference)")
 
-    child = subprocess.run(
-        [py, "-c", "import resource, sys; from clusterforge.cli import main; "
-         "main(['compile', '--check']); "
-         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
-        cwd=REPO, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    peak_kib = int(child.stdout.strip().splitlines()[-1])
-    print(f"peak memory compile --check      {peak_kib / 1024:8.1f} MiB")
+def audit_replay() -> dict[str, float]:
+    from audits import expected
+    from audits import pipeline as audit
+    from audits.collect import ReplayCollector
+    from clusterforge.lab.fleet import Fleet
 
     with tempfile.TemporaryDirectory() as tmp:
         recording = Fleet.load(REPO / "generated").record(Path(tmp) / "recording")
         expectations = expected.read(REPO)
-        hosts = len(expectations.hosts)
-        replay = median_s(lambda: audit.audit(expectations, ReplayCollector(recording), None), 3)
-        print(f"audit replay ({hosts} hosts)       {replay * 1000:8.0f} ms")
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            audit.audit(expectations, ReplayCollector(recording), None)
+            times.append(time.perf_counter() - start)
+    replay = statistics.median(times)
+    print(f"audit replay of the reference fleet ({len(expectations.hosts)} hosts)  {replay:.2f} s")
+    return {"hosts": len(expectations.hosts), "seconds": replay}
 
 
 if __name__ == "__main__":

@@ -301,3 +301,61 @@ def _table(text: str, heading: str) -> list[list[str]]:
     section = text.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")][2:]
     return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+
+
+# -- sharded ---------------------------------------------------------------------------------
+
+
+def test_four_shards_merge_into_the_unsharded_report(
+    reference: Path, drift: Drift, tmp_path: Path
+) -> None:
+    recording = drift.run.out.parent / "recording"
+    parts = []
+    for k in range(1, 5):
+        run = audit(reference, recording, tmp_path / f"shard{k}", "--shard", f"{k}/4")
+        shard = run.json()["shard"]
+        parts.append(run)
+        # A shard audits whole racks, and only shard 1 scans the fabric.
+        racks = {h["rack"] for h in run.json()["hosts"]}
+        assert shard["fabric"] == (k == 1) and racks and shard["hosts"]
+        assert all(f["host"] != "fabric" for f in run.json()["findings"]) or k == 1
+    hosts = [set(p.json()["shard"]["hosts"]) for p in parts]
+    assert sum(map(len, hosts)) == len(set().union(*hosts)) == 132, "disjoint and complete"
+    racks = [{h["rack"] for h in p.json()["hosts"]} for p in parts]
+    assert sum(map(len, racks)) == len(set().union(*racks)), "no rack split across shards"
+
+    merged = tmp_path / "merged"
+    code = main(
+        ["audit", "merge", *(str(p.out) for p in reversed(parts)), "--out", str(merged),
+         "--textfile", str(tmp_path / "merged.prom")]
+    )  # fmt: skip
+    assert code == drift.run.code == 2
+    for name in ("report.json", "report.md", "junit.xml"):
+        assert (merged / name).read_text() == drift.run.text(name), name
+    assert (tmp_path / "merged.prom").read_text() == (
+        drift.run.out.parent / "audit.prom"
+    ).read_text()
+
+
+def test_merge_refuses_an_incomplete_set_of_shards(
+    reference: Path, clean: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recording = clean.out.parent / "recording"
+    one = audit(reference, recording, tmp_path / "one", "--shard", "1/3")
+    two = audit(reference, recording, tmp_path / "two", "--shard", "2/3")
+    code = main(["audit", "merge", str(one.out), str(two.out), "--out", str(tmp_path / "m")])
+    assert code == 4
+    assert "need shards 1..3 of 3, each once; got 1/3, 2/3" in capsys.readouterr().err
+
+
+def test_hosts_narrows_the_audit_to_a_host_range(
+    reference: Path, clean: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recording = clean.out.parent / "recording"
+    run = audit(reference, recording, tmp_path / "few", "--hosts", "gpu[001-010],login01")
+    assert run.code == 0
+    names = [h["host"] for h in run.json()["hosts"]]
+    assert names == [f"gpu{n:03d}" for n in range(1, 11)] + ["login01"]
+    bad = audit(reference, recording, tmp_path / "bad", "--hosts", "gpu[998-999]")
+    assert bad.code == 4
+    assert "does not: ['gpu998', 'gpu999']" in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -16,17 +17,18 @@ from tests.conftest import REPO
 CASES = YAML(typ="safe").load((Path(__file__).parent / "bad_input" / "cases.yaml").read_text())
 
 
-def broken_copy(tmp: Path, case: dict[str, str]) -> Path:
+def broken_copy(tmp: Path, case: dict[str, Any]) -> Path:
     shutil.copytree(REPO / "cluster", tmp / "cluster")
     shutil.copytree(REPO / "generated", tmp / "generated")
-    path = tmp / "cluster" / case["file"]
-    if "create" in case:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(case["create"])
-    else:
+    for edit in (case, *case.get("also", ())):  # "also": more edits the one fault needs
+        path = tmp / "cluster" / edit["file"]
+        if "create" in edit:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(edit["create"])
+            continue
         text = path.read_text()
-        assert case["find"] in text, f"case no longer applies: {case['find']!r} not in {path.name}"
-        path.write_text(text.replace(case["find"], case["replace"], 1))
+        assert edit["find"] in text, f"case no longer applies: {edit['find']!r} not in {path.name}"
+        path.write_text(text.replace(edit["find"], edit["replace"], 1))
     return tmp
 
 
@@ -58,7 +60,7 @@ def test_every_rule_has_a_case() -> None:
     """A rule the checks can report but no broken input exercises is an untested rule."""
     source = (REPO / "compiler" / "checks.py").read_text()
     path = r"(?:\w+|\((?:[^()]|\([^()]*\))*\))"  # the first argument: a name or a tuple
-    rules = set(re.findall(r'rep\.add\(\s*' + path + r'\s*,\s*"([a-z-]+)"', source))
+    rules = set(re.findall(r"rep\.add\(\s*" + path + r'\s*,\s*"([a-z-]+)"', source))
     rules |= set(re.findall(r'rep\.unique\(\s*"([a-z-]+)"', source))
     covered = {e.split(": ")[-1] for case in CASES.values() for e in case["expect"]}
     assert rules - covered == set()

@@ -167,6 +167,32 @@ def test_output_is_atomic_and_removes_stale_files(tmp_path: Path) -> None:
     assert read_tree(root) == {"a.txt": b"1", "d/b.txt": b"3"}
     assert not write(root, {"a.txt": b"1", "d/b.txt": b"3"}), "unchanged tree is not rewritten"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["generated"], "no staging left behind"
+    assert not (root / "d").exists() or list((root / "d").iterdir()), "no empty folder left"
+
+
+def test_output_touches_only_changed_files_and_writes_the_manifest_last(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    root = tmp_path / "generated"
+    write(root, {"MANIFEST.json": b"m1", "a.txt": b"1", "d/b.txt": b"2", "e/c.txt": b"3"})
+    unchanged = (root / "a.txt").stat().st_ino
+    replaced: list[str] = []
+    real = Path.replace
+
+    def spy(self: Path, target: Any) -> Path:
+        replaced.append(Path(target).relative_to(root).as_posix())
+        # While a write is under way, the manifest is gone: a reader knows not to trust it.
+        assert not (root / "MANIFEST.json").exists()
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "replace", spy)
+    assert write(root, {"MANIFEST.json": b"m2", "a.txt": b"1", "d/b.txt": b"4", "f.txt": b"5"})
+    assert replaced[-1] == "MANIFEST.json" and sorted(replaced[:-1]) == ["d/b.txt", "f.txt"]
+    assert (root / "a.txt").stat().st_ino == unchanged, "an unchanged file is not rewritten"
+    after = {"MANIFEST.json": b"m2", "a.txt": b"1", "d/b.txt": b"4", "f.txt": b"5"}
+    assert read_tree(root) == after
+    assert not (root / "e").exists(), "a folder emptied of stale files goes too"
+    assert not [p for p in root.rglob(".*")], "no partial file left behind"
 
 
 def test_check_reports_stale_files_and_writes_nothing(tmp_path: Path, capsys: Any) -> None:

@@ -8,6 +8,7 @@ planned guid2lid seeded), and the fabric ibnetdiscover finds is exactly the cabl
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from audits.parsers import ibnetdiscover
 from clusterforge.lab.ibsim import SimFabric
-from compiler import pipeline
+from compiler import generate, pipeline
 from compiler.load import Source, load
 from compiler.pipeline import Compiled
 from tests.conftest import REPO, require_tool
@@ -75,12 +76,19 @@ def discovered_links(text: str) -> set[frozenset[tuple[str, int]]]:
     return {frozenset({(name[g], p) for g, p in link["ends"]}) for link in fabric["links"]}
 
 
+def three_tier() -> Source:
+    """Two pods of four racks (four spines each), two cores per spine position: the smallest
+    three-tier fat tree the generator makes, 1:1 at every tier."""
+    return generate.source(32, per_rack=4, racks_per_pod=4, spines=4, cores_per_plane=2)
+
+
 @pytest.mark.realtool
-@pytest.mark.parametrize("which", ["reference", "small"])
+@pytest.mark.parametrize("which", ["reference", "small", "three-tier"])
 def test_opensm_routes_the_planned_fabric(which: str, tmp_path: Path) -> None:
     for tool in ("ibsim", "opensm", "ibnetdiscover"):
         require_tool(tool)
-    compiled = pipeline.compile_source(REFERENCE if which == "reference" else small_cluster())
+    source = {"reference": REFERENCE, "small": small_cluster, "three-tier": three_tier}[which]
+    compiled = pipeline.compile_source(source if isinstance(source, Source) else source())
     out = write_files(compiled, tmp_path / "generated")
     opensm = out / "opensm"
     master = max(compiled.plan.fabric.subnet_managers, key=lambda sm: sm.priority).host
@@ -113,10 +121,16 @@ def test_opensm_routes_the_planned_fabric(which: str, tmp_path: Path) -> None:
         roles = [s.role.value for s in compiled.plan.switches]
         cns = sum(1 for h in compiled.plan.hosts if h.role.value == "gpu" and h.ib_ports)
         assert f"({cns} of them CNs)" in result.log, "cn_guid_file names every GPU server"
-        # root_guid_file made the spines the roots and every leaf sits one rank below them.
-        assert f"has {roles.count('spine')} switches at rank 0 (roots)" in result.log
+        # root_guid_file made the top tier (spines, or the cores of a three-tier fabric) the
+        # roots, and every leaf sits one rank below each tier above it.
+        tiers = [t for t in ("core", "spine") if t in roles]
+        assert f"FatTree rank (roots to leaf switches): {len(tiers) + 1}" in result.log
+        assert f"has {roles.count(tiers[0])} switches at rank 0 (roots)" in result.log
+        if len(tiers) == 2:
+            assert re.search(rf"has {roles.count('spine')} switches at rank 1$", result.log, re.M)
         leaves = roles.count("leaf")
-        assert f"has {leaves} switches at rank 1 ({leaves} of them leafs)" in result.log
+        rank = len(tiers)
+        assert f"has {leaves} switches at rank {rank} ({leaves} of them leafs)" in result.log
 
         scan = sim.run(["ibnetdiscover", "--node-name-map", str(opensm / "ib-node-name-map")])
         assert scan.returncode == 0, scan.stderr

@@ -245,27 +245,28 @@ def test_audit_step_keeps_drift_from_failing_the_job(
 ) -> None:
     # 1 and 2 are results the later steps must see (upload, metrics, issue); only a broken
     # audit (any other code) fails the step.
-    _fake_cli(tmp_path, f'echo "# report" > "$3/report.md"\nexit {audit_rc}')
+    _fake_cli(tmp_path, f'echo "# report" > "$5/report.md"\nexit {audit_rc}')
     env = {
         "RUNNER_TEMP": str(tmp_path / "temp"),
-        "SHARD": "all",
+        "SHARD": "2",
+        "SHARDS": "4",
         "SSH_DIR": str(tmp_path / "ssh"),
         "GITHUB_OUTPUT": str(tmp_path / "output"),
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
     }
     done = _run_step(_step("drift-audit.yml", "audit", "clusterforge audit"), tmp_path, env)
     assert done.returncode == step_rc, done.stdout + done.stderr
-    out = tmp_path / "temp" / "drift" / "all"
+    out = tmp_path / "temp" / "drift" / "2"
     assert (out / "exit-code").read_text() == f"{audit_rc}\n"
     assert _outputs(tmp_path / "output")["rc"] == str(audit_rc)
     assert "# report" in (tmp_path / "summary").read_text()
     args = (tmp_path / "args").read_text().splitlines()
     assert args == [
         "audit",
+        "--shard",
+        "2/4",
         "--out",
         str(out),
-        "--textfile",
-        str(out / "clusterforge.prom"),
         "--ssh-key",
         f"{tmp_path}/ssh/id",
         "--known-hosts",
@@ -300,21 +301,50 @@ def test_ssh_credentials_step_fails_without_secrets(tmp_path: Path) -> None:
     assert "::error::" in done.stdout
 
 
+def test_the_matrix_and_the_shard_count_agree() -> None:
+    audit = _load(WORKFLOWS / "drift-audit.yml")["jobs"]["audit"]
+    shards = audit["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, int(audit["env"]["SHARDS"]) + 1))
+
+
+@pytest.mark.parametrize(("merge_rc", "step_rc"), [(0, 0), (1, 0), (2, 0), (4, 4)])
+def test_merge_step_folds_every_shard(tmp_path: Path, merge_rc: int, step_rc: int) -> None:
+    # The shards' artifacts land as RUNNER_TEMP/shards/drift-report-<k>/; all go to the merge.
+    for k in (1, 2, 3, 4):
+        (tmp_path / "temp" / "shards" / f"drift-report-{k}").mkdir(parents=True)
+    _fake_cli(tmp_path, f'echo "# merged" > "$8/report.md"\nexit {merge_rc}')
+    env = {
+        "RUNNER_TEMP": str(tmp_path / "temp"),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+    }
+    done = _run_step(_step("drift-audit.yml", "merge", "clusterforge audit merge"), tmp_path, env)
+    assert done.returncode == step_rc, done.stdout + done.stderr
+    out = tmp_path / "temp" / "drift" / "merged"
+    assert (out / "exit-code").read_text() == f"{merge_rc}\n"
+    shards = [str(tmp_path / "temp" / "shards" / f"drift-report-{k}") for k in (1, 2, 3, 4)]
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args == [
+        "audit", "merge", *shards, "--out", str(out), "--textfile", str(out / "clusterforge.prom")
+    ]  # fmt: skip
+    assert "# merged" in (tmp_path / "summary").read_text()
+
+
 def test_metrics_land_whole_and_readable(tmp_path: Path) -> None:
-    prom = tmp_path / "temp" / "drift" / "all" / "clusterforge.prom"
+    prom = tmp_path / "temp" / "drift" / "merged" / "clusterforge.prom"
     prom.parent.mkdir(parents=True)
     prom.write_text("clusterforge_drift_hosts 0\n")
     textfile = tmp_path / "textfile"
     textfile.mkdir()
     step = _step(
-        "drift-audit.yml", "audit", "Publish metrics to the node_exporter textfile directory"
+        "drift-audit.yml", "merge", "Publish metrics to the node_exporter textfile directory"
     )
     assert "/var/lib/node_exporter/textfile" in step["env"]["TEXTFILE_DIR"]
-    env = {"RUNNER_TEMP": str(tmp_path / "temp"), "SHARD": "all", "TEXTFILE_DIR": str(textfile)}
+    env = {"RUNNER_TEMP": str(tmp_path / "temp"), "TEXTFILE_DIR": str(textfile)}
     done = _run_step(step, tmp_path, env)
     assert done.returncode == 0, done.stderr
-    assert [p.name for p in textfile.iterdir()] == ["clusterforge_drift_all.prom"]
-    published = textfile / "clusterforge_drift_all.prom"
+    assert [p.name for p in textfile.iterdir()] == ["clusterforge_drift.prom"]
+    published = textfile / "clusterforge_drift.prom"
     assert published.read_text() == prom.read_text()
     assert stat.S_IMODE(published.stat().st_mode) == 0o644  # node_exporter runs as another user
 

@@ -16,6 +16,7 @@ MACs and addresses: the checks (identities, addresses) reject them before anythi
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,18 +69,20 @@ def subnets(plan: Plan) -> list[Subnet]:
     macs += [(sw.mac, sw.address, None) for sw in plan.switches if sw.address]
     out = []
     placed: set[str] = set()
-    # Served subnets are whole octet-aligned blocks here, so group reservations by integer
-    # range once instead of testing every address against every subnet.
+    # Reservations sorted by address once; each subnet takes its slice by bisection, so the
+    # work grows with the hosts, not with hosts times subnets.
     by_int = sorted(
         (int(netaddr.IPAddress(address)), mac, address, boot) for mac, address, boot in macs
     )
+    keys = [n for n, *_ in by_int]
     for net in served:
         for rack, cidr in plan.subnets.get(net, ()):
             block = netaddr.IPNetwork(cidr)
             rows = [
                 Reservation(name_of[address], mac, address, boot)
-                for n, mac, address, boot in by_int
-                if block.first <= n <= block.last
+                for _, mac, address, boot in by_int[
+                    bisect_left(keys, block.first) : bisect_right(keys, block.last)
+                ]
             ]
             placed.update(r.mac for r in rows)
             out.append(Subnet(net, rack, block, plan.gateways.get((net, rack)), tuple(rows)))

@@ -3,7 +3,8 @@
 One `<host>/opensm.conf` per SM host (the highest sm_priority is master, the others standby)
 and the files they share, installed where MLNX_OFED's OpenSM looks (`/etc/opensm/`, its
 --sysconfdir; services.yaml places them):
-`root_guids` (spine node GUIDs, for ftree), `cn_guids` (GPU servers' HCA port GUIDs),
+`root_guids` (the top tier's node GUIDs, for ftree: the spines, or the cores of a three-tier
+fabric), `cn_guids` (GPU servers' HCA port GUIDs),
 `ib-node-name-map` (switch node GUID -> name; hosts name themselves through rdma-ndd),
 `partitions.conf`, and `guid2lid` (the static LID plan, for /var/cache/opensm/guid2lid,
 where OpenSM reads its LID cache at start).
@@ -68,10 +69,11 @@ def render(plan: Plan) -> dict[str, str]:
         f"opensm/{sm.host}/opensm.conf": conf(plan, sm.host, sm.priority, i == 0)
         for i, sm in enumerate(sms)
     }
-    spines = [s.guid for s in plan.switches if s.role == SwitchRole.SPINE and s.guid]
+    top = SwitchRole.CORE if plan.fabric.racks_per_pod else SwitchRole.SPINE
+    roots = [s.guid for s in plan.switches if s.role == top and s.guid]
     compute = [p.guid for h in plan.hosts if h.role == Role.GPU for p in h.ib_ports]
     names = [f'{s.guid} "{s.name}"' for s in plan.switches if s.guid]
-    files["opensm/root_guids"] = guid_list("ftree roots: spine switch node GUIDs", spines)
+    files["opensm/root_guids"] = guid_list(f"ftree roots: {top.value} switch node GUIDs", roots)
     files["opensm/cn_guids"] = guid_list("ftree compute nodes: HCA port GUIDs", sorted(compute))
     files["opensm/ib-node-name-map"] = guid_list("node GUID -> name", names)
     files["opensm/partitions.conf"] = partitions(plan)

@@ -1,0 +1,55 @@
+"""The closed vocabularies of `cluster/` (roles, media, label stock), apart from the pydantic
+models so the CLI can offer them without paying for building the models."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Role(StrEnum):
+    GPU = "gpu"
+    LOGIN = "login"
+    SUBNET_MANAGER = "subnet-manager"
+    PROVISIONING = "provisioning"
+    MONITORING = "monitoring"
+    SPARE = "spare"
+
+
+class SwitchRole(StrEnum):
+    LEAF = "leaf"
+    SPINE = "spine"
+    CORE = "core"  # the top tier of a three-tier fat tree: joins the pods' spines
+    MANAGEMENT = "management"
+    STORAGE = "storage"
+
+
+class Medium(StrEnum):
+    ETHERNET = "ethernet"
+    INFINIBAND = "infiniband"
+
+
+class BootMode(StrEnum):
+    """How a server's firmware boots: DHCP, the PXE menus and the disk layout follow from it."""
+
+    UEFI = "uefi"
+    BIOS = "bios"
+
+
+class FirewallPolicy(StrEnum):
+    RESTRICTED = "restricted"
+    TRUSTED = "trusted"
+
+
+class FileCheck(StrEnum):
+    """How the audit checks a deployed file: its bytes, or only that it is there."""
+
+    CONTENT = "content"
+    EXISTS = "exists"
+
+
+class LabelStock(StrEnum):
+    """Label stock the cable label sheets are laid out on; geometry in `compiler/labels.py`."""
+
+    WRAP_LETTER = "wrap-letter"
+    AVERY_5160 = "avery-5160"
+    AVERY_L7163 = "avery-l7163"

@@ -1,0 +1,85 @@
+"""The cluster generator: every size it offers compiles clean, byte-for-byte the same twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler import generate, pipeline
+from compiler.errors import SourceError
+from compiler.load import Source, parse
+
+
+@pytest.mark.parametrize("servers", [1, 17, 124])
+def test_generated_cluster_compiles(servers: int) -> None:
+    compiled = pipeline.compile_source(generate.source(servers))
+    gpus = [h for h in compiled.plan.hosts if h.role == "gpu"]
+    assert len(gpus) == servers
+    assert len(compiled.plan.hosts) == servers + len(generate._SERVICE_HOSTS)
+    again = pipeline.compile_source(generate.source(servers))
+    assert again.files == compiled.files
+
+
+def test_generator_is_pure_text() -> None:
+    tree = generate.generate(40)
+    assert tree == generate.generate(40)
+    assert sorted(tree)[:3] == ["fabric.yaml", "firmware.yaml", "hardware.yaml"]
+    assert {"racks/r001.yaml", "racks/r003.yaml", "racks/s01.yaml"} <= set(tree)
+
+
+def small_three_tier() -> dict[str, str]:
+    return generate.generate(32, per_rack=4, racks_per_pod=4, spines=4, cores_per_plane=2)
+
+
+def test_three_tier_fabric_has_a_core_level() -> None:
+    compiled = pipeline.compile_source(parse_tree(small_three_tier()))
+    files = {k: v.decode() for k, v in compiled.files.items()}
+    roles = [s.role.value for s in compiled.plan.switches]
+    assert (roles.count("leaf"), roles.count("spine"), roles.count("core")) == (8, 8, 8)
+    # Slurm sees three levels; OpenSM's ftree roots are the cores.
+    topo = files["fabric/slurm-topology.conf"]
+    assert "SwitchName=spine01 Switches=leaf[001-004]" in topo
+    assert "SwitchName=core001 Switches=spine[01,05]" in topo
+    assert files["opensm/root_guids"].startswith("# ftree roots: core switch node GUIDs")
+    cores = {s.guid for s in compiled.plan.switches if s.role.value == "core"}
+    assert set(files["opensm/root_guids"].splitlines()[2:]) == cores
+    # Spine uplinks are named by the spine: unique though all spines share a rack.
+    up = [c for c in compiled.plan.cables if c.b.device.startswith("core")]
+    assert len(up) == 8 * 2 * 10 and len({c.id for c in up}) == len(up)
+    assert up[0].id == "SPINE01-21"
+
+
+def test_three_tier_checks_each_tier() -> None:
+    tree = small_three_tier()
+    # A core missing from plane 1 halves its spines' uplinks; an uninstalled spine uplink
+    # makes that spine's paths to its cores unequal. Other planes are untouched.
+    tree["racks/c01.yaml"] = "\n".join(
+        line for line in tree["racks/c01.yaml"].splitlines() if "core004" not in line
+    )
+    tree["fabric.yaml"] = tree["fabric.yaml"].replace(
+        "cables: []", "cables: [{device: spine01, port: 21, installed: false}]"
+    )
+    with pytest.raises(SourceError) as caught:
+        pipeline.compile_source(parse_tree(tree))
+    text = "\n".join(map(str, caught.value.diagnostics))
+    assert "unequal-uplinks: spine 'spine01' links to cores unevenly" in text
+    assert "oversubscription: spine 'spine02': 4000 Gb/s to leaves vs 2000 Gb/s to cores" in text
+    assert "spine 'spine03'" not in text, "other planes are whole"
+
+
+def parse_tree(tree: dict[str, str]) -> Source:
+    return parse({f"cluster/{path}": text.encode() for path, text in tree.items()})
+
+
+def test_room_says_how_many_racks_the_plan_still_takes() -> None:
+    from compiler.load import load
+    from compiler.plan import room
+    from tests.conftest import REPO
+
+    reference = room(pipeline.check(load(REPO / "cluster")))
+    # mgmt: 10.60.0.0/16 split at /24 with stride 2 and offset 0 holds rack ids up to 127;
+    # a 64-port spine with one link per leaf holds leaf racks 1-64, 25 of them in use.
+    assert (reference.max_rack_id, reference.limited_by) == (127, "network 'mgmt'")
+    assert (reference.max_leaf_rack_id, reference.free_leaf_ids) == (64, 39)
+    big = room(pipeline.check(generate.source(4096)))
+    assert (big.max_rack_id, big.limited_by) == (703, "static LIDs")
+    assert (big.max_leaf_rack_id, big.free_leaf_ids) == (512, 256)
