@@ -371,6 +371,7 @@ def compare_host(c: Contract, collected: Collected, now: datetime) -> HostAudit:
         role=c["role"],
         model=c["model"],
         rack=c["rack"],
+        u=c.get("u"),
         ring=c["ring"],
         status=status.value,
         reason=why,

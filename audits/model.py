@@ -109,6 +109,7 @@ class HostEntry(TypedDict):
     role: str
     model: str
     rack: str
+    u: int | None  # its lowest rack unit; None from a contract that predates it
     ring: str
     status: str
     reason: str | None  # why it is unreachable or error

@@ -14,7 +14,8 @@ Schema 1:
                  "error": int}, "findings": int, "by_kind": {kind: int}, "fabric": status},
      "hosts": [HostEntry],                by host name (audits/model.py)
      "fabric": FabricEntry,               (audits/fabric.py)
-     "findings": [Finding]}               by host, check, path (audits/model.py)
+     "findings": [Finding]}               critical first, then by rack and U, host, check,
+                                          path; the fabric's after the hosts' (audits/model.py)
 
 Exit codes: 0 every host and the fabric complied; 1 drift; 2 some host or the fabric could
 not be collected (unreachable or error); 2 wins over 1, because a partial audit proves nothing
@@ -25,13 +26,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from audits.compare import HostAudit
 from audits.expected import Expectations
 from audits.fabric import FabricAudit, FabricEntry
-from audits.model import Finding, HostEntry, Kind, Status, finding_order
+from audits.model import Finding, HostEntry, Kind, Severity, Status, finding_order
 
 SCHEMA = 1
 EXIT_CLEAN, EXIT_DRIFT, EXIT_UNCOLLECTED = 0, 1, 2
@@ -101,7 +103,7 @@ def assemble(
 ) -> Report:
     """The report of these host entries, findings and fabric entry: sorted, summed, judged."""
     entries = sorted(hosts, key=lambda e: e["host"])
-    findings = sorted(findings, key=finding_order)
+    findings = sorted(findings, key=_triage_order(entries))
     statuses = Counter(e["status"] for e in entries)
     kinds = Counter(f["kind"] for f in findings)
     summary = Summary(
@@ -122,6 +124,21 @@ def assemble(
         fabric=fabric,
         findings=findings,
     )
+
+
+_SEVERITY_RANK = {Severity.CRITICAL.value: 0, Severity.WARNING.value: 1}
+
+
+def _triage_order(entries: list[HostEntry]) -> Callable[[Finding], tuple[Any, ...]]:
+    """Sort key of findings for the one who reads them at 3 am: what is worst first, then
+    in the order one walks the hall (rack, then U), the fabric's after the hosts'."""
+    place = {e["host"]: (e["rack"], e["u"] or 0) for e in entries}
+
+    def key(f: Finding) -> tuple[Any, ...]:
+        where = place.get(f["host"])
+        return (_SEVERITY_RANK.get(f["severity"], 2), where is None, where, finding_order(f))
+
+    return key
 
 
 def exit_code(summary: Summary) -> int:

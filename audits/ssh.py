@@ -32,7 +32,7 @@ import asyncio
 import ipaddress
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +50,7 @@ from audits.report import Report
 SSH_PORT = 22
 SUBNET_MANAGER = "subnet-manager"  # the role whose hosts sit on the fabric to scan it from
 _REASON_MAX = 300  # characters of a command's stderr kept in a reason
+Progress = Callable[[int, int], None]  # (hosts done, hosts in all): the CLI's progress line
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class SshCollector:
         options: SshOptions,
         fabric_from: str | None,
         arguments: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+        progress: Progress | None = None,
     ) -> None:
         if options.concurrency < 1 or options.timeout <= 0:
             raise AuditError("concurrency must be at least 1 and the timeout above 0 seconds")
@@ -151,6 +153,7 @@ class SshCollector:
         self.arguments = dict(arguments or {})  # host -> probe key -> its arguments
         self.options = options
         self.fabric_from = fabric_from
+        self.progress = progress
         try:
             self._key = asyncssh.read_private_key(options.key)
         except (OSError, ValueError, asyncssh.Error) as exc:
@@ -172,9 +175,17 @@ class SshCollector:
         gate = asyncio.Semaphore(self.options.concurrency)
         names = sorted(hosts)
         scan = self.fabric_from if fabric else None
-        results = await asyncio.gather(
-            *(self._host(gate, name, hosts[name], fabric if name == scan else ()) for name in names)
-        )
+        done = 0
+
+        async def counted(name: str) -> tuple[Collected, Collected]:
+            nonlocal done
+            result = await self._host(gate, name, hosts[name], fabric if name == scan else ())
+            done += 1
+            if self.progress is not None:
+                self.progress(done, len(names))
+            return result
+
+        results = await asyncio.gather(*(counted(name) for name in names))
         by_host = dict(zip(names, results, strict=True))
         if not fabric:
             scanned = Collected({}, {})
@@ -291,16 +302,20 @@ def audit_live(
     metrics: Path | None,
     now: datetime | None,
     part: tuple[tuple[int, int] | None, str | None] = (None, None),
+    progress: Progress | None = None,
 ) -> Report:
     """Collect over SSH into the recording `record`, audit it against `repo`'s
     generated/expected/, and write the report; raises AuditError when it cannot run. `part`
-    is the (--shard, --hosts) selection (`audits.shard`), if any."""
+    is the (--shard, --hosts) selection (`audits.shard`), if any; `progress(done, total)` is
+    called as each host is finished."""
     expectations = expected.read(repo)
     selection = shard.select(expectations, *part) if part != (None, None) else None
     hosts = expectations.hosts
     addresses = targets(hosts, read_inventory(inventory) if inventory else {})
     arguments = {name: probe_arguments(c) for name, c in hosts.items()}
-    collector = SshCollector(addresses, options, fabric_host(hosts, fabric_from), arguments)
+    collector = SshCollector(
+        addresses, options, fabric_host(hosts, fabric_from), arguments, progress
+    )
     report = pipeline.audit(expectations, Recorder(collector, record), now, selection)
     pipeline.write(report, out, metrics)
     return report

@@ -22,12 +22,30 @@ import shlex
 import sys
 from collections.abc import Sequence
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
+from typing import TextIO
 
 from compiler.errors import ClusterforgeError, SourceError
 from compiler.kinds import LabelStock
 
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
+
+
+class Progress:
+    """`what: done/total` redrawn in place on stderr, only when stderr is a terminal and not
+    in CI: a log file or a CI console gets no carriage returns, only the final summary."""
+
+    def __init__(self, what: str, stream: TextIO | None = None) -> None:
+        self.what = what
+        self.stream = stream or sys.stderr
+        self.shown = self.stream.isatty() and os.environ.get("CI") != "true"
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.shown:
+            end = "\n" if done == total else ""
+            self.stream.write(f"\r{self.what}: {done}/{total}{end}")
+            self.stream.flush()
 
 
 def _batch() -> None:
@@ -48,21 +66,27 @@ def _compile(args: argparse.Namespace) -> int:
         print("clusterforge: --out names generated/, which git tracks", file=sys.stderr)
         return EXIT_INPUT
     compiled = pipeline.compile_repo(args.repo, os.environ if args.out else None)
-    for notice in compiled.notices:
-        print(f"clusterforge: {notice}", file=sys.stderr)
     generated = args.out or generated
+    name = args.out or "generated/"
     if args.check:
+        # A check answers one question; notices about how to build belong to a build.
         difference = output.compare(generated, compiled.files)
         if difference:
-            print(f"{generated} is stale; run `clusterforge compile`:", file=sys.stderr)
+            print(f"{name} is stale ({difference.summary()}); run `clusterforge compile`:",
+                  file=sys.stderr)  # fmt: skip
             for line in difference.lines():
                 print(f"  {line}", file=sys.stderr)
             return EXIT_CHECK
-        print(f"{args.out or 'generated/'} is up to date ({len(compiled.files)} files)")
+        print(f"{name} is up to date ({len(compiled.files)} files)")
         return EXIT_OK
-    wrote = output.write(generated, compiled.files)
-    state = "written" if wrote else "already up to date"
-    print(f"{args.out or 'generated/'}: {len(compiled.files)} files {state}")
+    changed = output.write(generated, compiled.files)
+    # Said once, when the tree is written, not on every compile that finds it current.
+    if changed:
+        for notice in compiled.notices:
+            print(f"clusterforge: {notice}", file=sys.stderr)
+        print(f"{name}: {changed.summary()} of {len(compiled.files)}")
+    else:
+        print(f"{name}: up to date ({len(compiled.files)} files, none changed)")
     return EXIT_OK
 
 
@@ -81,6 +105,79 @@ def _bundle(args: argparse.Namespace) -> int:
     hosts = sorted({path.split("/", 1)[0].removesuffix(".json") for path in files})
     print(f"{args.out}: bundles of {len(hosts)} host(s), {len(files)} files")
     return EXIT_OK
+
+
+# What an adopted repository ignores: built label sheets, audit reports, virtualenvs.
+_GITIGNORE = "/build/\n/.venv/\n__pycache__/\n"
+
+
+def _init(args: argparse.Namespace) -> int:
+    from compiler import generate
+
+    target = args.dir.resolve()
+    if (target / "cluster").exists():
+        print(f"clusterforge: {target / 'cluster'} exists; init never overwrites", file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        tree = generate.generate(args.racks * args.per_rack, name=args.name, per_rack=args.per_rack)
+    except ValueError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    for path, text in sorted(tree.items()):
+        out = target / "cluster" / path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    ignore = target / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(_GITIGNORE, encoding="utf-8")
+    print(
+        f"{target}/cluster: {len(tree)} files, {args.racks} GPU rack(s) of {args.per_rack} "
+        "servers, plus a network and a service rack.\n"
+        "The MACs, GUIDs and serials are placeholders (02:...): replace them with your "
+        "hardware's, by hand or with `clusterforge import`. Next:\n"
+        f"  cd {args.dir} && git init && clusterforge compile && git add . && git commit"
+    )
+    return EXIT_OK
+
+
+def _import(args: argparse.Namespace) -> int:
+    from compiler import importer, pipeline, plan
+    from compiler.load import load
+
+    source = load(args.repo / "cluster")
+    cluster = pipeline.check(source)
+    p = plan.build(cluster)
+    try:
+        if args.csv is not None:
+            text = args.csv.read_text(encoding="utf-8-sig")
+            facts, conflicts = importer.from_csv(text, args.csv.name, p)
+        elif args.leases is not None:
+            text = args.leases.read_text(encoding="utf-8")
+            facts, conflicts = importer.from_leases(text, args.leases.name, p), []
+        elif args.ibnetdiscover is not None:
+            from audits import discovered
+
+            text = args.ibnetdiscover.read_text(encoding="utf-8")
+            facts, conflicts = discovered.facts(text, args.ibnetdiscover.name, p)
+        else:
+            report = args.audit / "report.json" if args.audit.is_dir() else args.audit
+            facts = importer.from_report(report.read_text(encoding="utf-8"), report.name)
+            conflicts = []
+    except (OSError, UnicodeDecodeError, ValueError, importer.ImportError_) as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    changes, conflicts = importer.resolve(cluster, source, p, facts, conflicts)
+    for change in changes:
+        print(change)
+    for conflict in conflicts:
+        print(conflict, file=sys.stderr)
+    files = [] if args.dry_run else importer.apply(args.repo, changes)
+    done = "would change" if args.dry_run else f"changed in {len(files)} rack file(s)"
+    print(
+        f"{len(changes)} value(s) {done}; {len(conflicts)} conflict(s) left as they were"
+        + ("" if args.dry_run or not changes else "; now run `clusterforge compile`")
+    )
+    return EXIT_INPUT if conflicts else EXIT_OK
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -103,7 +200,11 @@ def _labels(args: argparse.Namespace) -> int:
     only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
     try:
         files = labels.sheets_for_repo(
-            args.repo, args.stock and LabelStock(args.stock), args.rack, only
+            args.repo,
+            args.stock and LabelStock(args.stock),
+            args.rack,
+            only,
+            Progress("label sheets, racks done"),
         )
     except labels.SelectionError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
@@ -169,7 +270,9 @@ def _audit(args: argparse.Namespace) -> int:
     from audits import ssh
     from audits.model import AuditError
 
-    given = {k: v for k, v in vars(args).items() if v is not None}
+    # Inside the repository but under build/, which git ignores: a report is not source.
+    args.out = args.out or args.repo / "build" / "audit-report"
+    given = {k: v for k, v in vars(args).items() if v is not None and k != "out"}
     live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
     part = (args.shard, args.hosts)
     try:
@@ -205,6 +308,7 @@ def _audit(args: argparse.Namespace) -> int:
                 args.textfile,
                 args.now,
                 part,
+                Progress("audit, hosts done"),
             )
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
@@ -288,18 +392,110 @@ def _shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="clusterforge", description=__doc__.split("\n")[0])
-    top.add_argument(
+_ABOUT = """\
+Compile your cluster's YAML (cluster/) into the configs its services read (generated/), review
+what a change does before it merges, print the cable labels, and audit what the machines run."""
+
+_EPILOG = """\
+start:
+  clusterforge init mysite --racks 2 --per-rack 8
+                                       a small valid cluster/ of your own to grow
+
+daily work:
+  clusterforge compile                 after editing cluster/; commit generated/ with it
+  clusterforge diff main HEAD          what your branch changes: hosts, cables, addresses
+  clusterforge labels --rack r07       label sheets for the technicians (build/labels/)
+  clusterforge bundle --out DIR        each host's files, for the provisioning server
+  clusterforge audit --ssh-key K --known-hosts F
+                                       what the fleet really runs vs generated/expected/
+
+Run it anywhere inside the repository, or name it with -C DIR (before or after the command).
+
+exit codes: 0 ok; 1 a check failed (stale generated/, drift); 2 bad input, each problem as
+file:line:col: rule: message (audit: a host could not be collected); 3 a bug, please report
+it; 4 the audit could not run at all. docs/ has the how-tos and the field reference."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("clusterforge")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _repo_option(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument(
         "-C",
         dest="repo",
         type=Path,
-        default=Path.cwd(),
+        default=default,
         metavar="DIR",
-        help="the repository to work on (its cluster/ and generated/); default: here",
+        help="the repository to work on (default: the one this folder is in)",
     )
-    sub = top.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("compile", help="compile cluster/ into generated/")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="clusterforge",
+        description=_ABOUT,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("--version", action="version", version=f"clusterforge {_version()}")
+    _repo_option(top, None)
+    # -C after the subcommand too; SUPPRESS keeps a subcommand from resetting the top's value.
+    common = argparse.ArgumentParser(add_help=False)
+    _repo_option(common, argparse.SUPPRESS)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    i = sub.add_parser(
+        "init",
+        parents=[common],
+        help="write a small valid cluster/ into DIR to start your own from",
+    )
+    i.add_argument("dir", type=Path, metavar="DIR", help="the new repository (created if need be)")
+    i.add_argument("--racks", type=int, default=1, metavar="N", help="GPU racks (default: 1)")
+    i.add_argument(
+        "--per-rack", type=int, default=4, metavar="M", help="GPU servers per rack (default: 4)"
+    )
+    i.add_argument("--name", default="site", help="the site's name (default: site)")
+    i.set_defaults(run=_init)
+    im = sub.add_parser(
+        "import",
+        parents=[common],
+        help="fill serials, MACs and GUIDs into the rack files from a racking sheet (CSV) "
+        "or a drift report",
+    )
+    given = im.add_mutually_exclusive_group(required=True)
+    given.add_argument(
+        "--csv",
+        type=Path,
+        metavar="FILE",
+        help="columns rack, u, serial, guid and one per NIC (eno1, bmc, ...); see docs/import.md",
+    )
+    given.add_argument(
+        "--leases",
+        type=Path,
+        metavar="FILE",
+        help="ISC dhcpd.leases of the DHCP server the hosts use today: their MACs by address",
+    )
+    given.add_argument(
+        "--ibnetdiscover",
+        type=Path,
+        metavar="FILE",
+        help="the output of `ibnetdiscover`: switch and HCA GUIDs by planned port",
+    )
+    given.add_argument(
+        "--audit",
+        type=Path,
+        metavar="REPORT",
+        help="a drift audit's report.json (or its folder): the MACs and HCA GUIDs it saw "
+        "instead of the planned ones, i.e. replaced parts",
+    )
+    im.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    im.set_defaults(run=_import)
+    c = sub.add_parser(
+        "compile", parents=[common], help="turn cluster/ into generated/ (commit the two together)"
+    )
     c.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if generated/ is stale"
     )
@@ -313,17 +509,21 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(run=_compile)
     b = sub.add_parser(
         "bundle",
+        parents=[common],
         help="each host's files as a root-filesystem overlay DIR/<host>/ plus DIR/<host>.json",
     )
     b.add_argument("--out", type=Path, required=True, metavar="DIR")
     b.add_argument("--host", action="append", default=[], metavar="H", help="only host H")
     b.add_argument("--role", action="append", default=[], metavar="R", help="only role R")
     b.set_defaults(run=_bundle)
-    v = sub.add_parser("validate", help="run every check on cluster/; write nothing")
+    v = sub.add_parser(
+        "validate", parents=[common], help="check cluster/ for mistakes; write nothing"
+    )
     v.set_defaults(run=_validate)
     lab = sub.add_parser(
         "labels",
-        help="render cable label sheets and pull sheets (PDF); generated/ is not touched",
+        parents=[common],
+        help="cable label sheets and pull sheets as PDFs, into build/labels/",
     )
     lab.add_argument(
         "--rack", action="append", default=[], metavar="R", help="only this rack (repeatable)"
@@ -345,7 +545,9 @@ def parser() -> argparse.ArgumentParser:
     )
     lab.set_defaults(run=_labels)
     d = sub.add_parser(
-        "diff", help="compare what two git revisions of cluster/ compile to (PR review)"
+        "diff",
+        parents=[common],
+        help="what a change does: hosts, cables, addresses, labels to print (review)",
     )
     d.add_argument("base", help="the revision to compare from (commit, branch or tag)")
     d.add_argument("head", help="the revision to compare to")
@@ -358,7 +560,11 @@ def parser() -> argparse.ArgumentParser:
         help="flag a change touching more than this share of hosts or cables (default: 10)",
     )
     d.set_defaults(run=_diff)
-    a = sub.add_parser("audit", help="compare what hosts and the fabric run with generated/")
+    a = sub.add_parser(
+        "audit",
+        parents=[common],
+        help="what the machines and the fabric really run, against generated/expected/",
+    )
     a.add_argument(
         "merge",
         nargs="*",
@@ -375,7 +581,13 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--replay", type=Path, metavar="DIR", help="audit a recording (audits/collect.py layout)"
     )
-    a.add_argument("--out", type=Path, default=Path("audit-report"), metavar="DIR")
+    a.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="where the report goes (default: build/audit-report/ in the repository, which "
+        "git ignores)",
+    )
     live = a.add_argument_group("live collection over SSH (without --replay)")
     live.add_argument("--ssh-key", type=Path, metavar="FILE", help="private key to log in with")
     live.add_argument(
@@ -410,6 +622,7 @@ def parser() -> argparse.ArgumentParser:
     a.set_defaults(run=_audit)
     lb = sub.add_parser(
         "lab",
+        parents=[common],
         help="play the compiled cluster on this machine (sshd and ibsim on loopback) to audit",
     )
     lb.add_argument("action", choices=["up", "down", "status"])
@@ -432,17 +645,30 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def find_repo(start: Path) -> Path:
+    """The repository `start` is in: the nearest folder, `start` or above, holding cluster/.
+    `start` itself when there is none, so the error names the folder the operator meant."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / "cluster").is_dir():
+            return folder
+    return start
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    args.repo = args.repo.resolve()
+    args.repo = find_repo(args.repo or Path.cwd())
     collecting = gc.isenabled()  # main() also runs inside test sessions: leave gc as found
     try:
         code: int = args.run(args)
     except SourceError as exc:
         for diagnostic in exc.diagnostics:
-            print(diagnostic, file=sys.stderr)
+            print("\n".join(diagnostic.lines()), file=sys.stderr)
+        follow = exc.count - len(exc.diagnostics)
+        also = f" (and {follow} that follow from them)" if follow else ""
         print(
-            f"{len(exc.diagnostics)} problem(s) in cluster/; generated/ untouched", file=sys.stderr
+            f"{len(exc.diagnostics)} problem(s) in cluster/{also}; generated/ untouched",
+            file=sys.stderr,
         )
         return EXIT_INPUT
     except ClusterforgeError as exc:

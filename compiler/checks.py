@@ -6,10 +6,11 @@ may assume the model's per-field rules held, nothing more (a model name may be u
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import netaddr
 
@@ -40,26 +41,62 @@ GPU_KEYS = ("vbios", "gpu_driver", "cuda")
 FLEET_KEYS = ("ofed", "kernel")
 
 
+# Rules whose collision makes the two objects collide in everything derived from it: two
+# racks with one id get the same subnets, addresses and spine ports; two nodes with one slot
+# the same addresses and switch ports. Those later collisions are consequences, not causes.
+CAUSES = ("duplicate-name", "duplicate-slot")
+
+
 @dataclass
 class Report:
-    """Collects diagnostics; `first_seen` finds duplicates across the whole cluster."""
+    """Collects diagnostics; `unique` finds duplicates across the whole cluster. Each may name
+    the objects it `involves` (paths), so consequences can be folded under their cause."""
 
     source: Source
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    involves: list[tuple[Path_, ...]] = field(default_factory=list)
 
-    def add(self, path: Path_, rule: str, message: str) -> None:
+    def add(self, path: Path_, rule: str, message: str, involves: tuple[Path_, ...] = ()) -> None:
         self.diagnostics.append(Diagnostic(self.source.where(path), rule, message))
+        self.involves.append(involves)
 
     def unique(self, rule: str, what: str, items: Iterable[tuple[object, Path_]]) -> None:
         """Report every item whose key was already seen, naming where it was first."""
         seen: dict[object, Path_] = {}
         for key, path in items:
             if key in seen:
-                self.add(
-                    path, rule, f"{what} {key!r} already used at {self.source.where(seen[key])}"
-                )
+                where = self.source.where(seen[key])
+                self.add(path, rule, f"{what} {key!r} already used at {where}", (path, seen[key]))
             else:
                 seen[key] = path
+
+    def folded(self) -> list[Diagnostic]:
+        """The diagnostics, each collision between two objects that already collide by a
+        `CAUSES` rule folded under that one as its consequence."""
+        causes = [
+            (i, {p[:-1] for p in paths})  # the objects: the colliding field's owners
+            for i, (d, paths) in enumerate(zip(self.diagnostics, self.involves, strict=True))
+            if d.rule in CAUSES and len(paths) == 2
+        ]
+        under: dict[int, list[Diagnostic]] = defaultdict(list)
+        kept = []
+        for i, (d, paths) in enumerate(zip(self.diagnostics, self.involves, strict=True)):
+            cause = next((c for c, objects in causes if _between(paths, objects)), None)
+            if cause is None or d.rule in CAUSES:  # a cause is shown, never folded
+                kept.append(i)
+            else:
+                under[cause].append(d)
+        return [
+            replace(self.diagnostics[i], consequences=tuple(sorted(under[i]))) if i in under
+            else self.diagnostics[i]
+            for i in kept
+        ]  # fmt: skip
+
+
+def _between(paths: tuple[Path_, ...], objects: set[Path_]) -> bool:
+    """Whether `paths` lie within `objects` and touch more than one of them."""
+    owners = {next((o for o in objects if p[: len(o)] == o), None) for p in paths}
+    return len(paths) >= 2 and None not in owners and len(owners) > 1
 
 
 Rule = Callable[[Cluster, Report], None]
@@ -132,8 +169,13 @@ def references(c: Cluster, rep: Report) -> None:
         known = set(known)
         if name in known:
             return True
-        hint = ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
-        rep.add(path, "unknown-reference", f"{what} {name!r} is not defined (known: {hint})")
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else "known: " + ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
+        )
+        rep.add(path, "unknown-reference", f"{what} {name!r} is not defined ({hint})")
         return False
 
     services = c.site.services
@@ -401,17 +443,17 @@ def subnets(c: Cluster, rep: Report) -> None:
                 )
     # Sweep the rack subnets in address order: each overlaps the widest one still open.
     blocks = sorted(
-        (subnet.first, -subnet.last, str(subnet), name, rack.name)
-        for rack in c.racks
+        (subnet.first, -subnet.last, str(subnet), name, rack.name, r)
+        for r, rack in enumerate(c.racks)
         for name, net in nets
         if (subnet := rack_subnet(net, rack)) is not None
     )
     reported: set[tuple[str, str]] = set()  # one report per pair of networks, not per rack
-    widest: tuple[int, int, str, str, str] | None = None
+    widest: tuple[int, int, str, str, str, int] | None = None
     for block in blocks:
-        first, last, cidr, name, rack_name = block
+        first, last, cidr, name, rack_name, r = block
         if widest is not None and first <= -widest[1]:
-            _, _, o_cidr, o_name, o_rack = widest
+            _, _, o_cidr, o_name, o_rack, o_r = widest
             if (name, o_name) not in reported:
                 reported.add((name, o_name))
                 rep.add(
@@ -419,6 +461,7 @@ def subnets(c: Cluster, rep: Report) -> None:
                     "subnet-overlap",
                     f"rack {rack_name!r} subnet {cidr} of {name!r} overlaps {o_cidr} "
                     f"({o_name!r}, rack {o_rack!r})",
+                    (("racks", r, "id"), ("racks", o_r, "id")),
                 )
         if widest is None or -last > -widest[1]:
             widest = block
@@ -464,7 +507,7 @@ def positions(c: Cluster, rep: Report) -> None:
             taken.update({x: name for x in range(u, top + 1)})
         rep.unique(
             "duplicate-slot",
-            f"slot in rack {rack.name!r}",
+            f"rack {rack.name!r}: slot",
             ((node.slot, ("racks", r, "nodes", n, "slot")) for n, node in enumerate(rack.nodes)),
         )
         roles = [
@@ -894,4 +937,4 @@ def run(cluster: Cluster, source: Source) -> list[Diagnostic]:
         rule(cluster, report)
         if rule is references and len(report.diagnostics) > before:
             break
-    return sorted(report.diagnostics)
+    return sorted(report.folded())

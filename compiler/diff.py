@@ -14,7 +14,11 @@ JSON, schema 1 (lists sorted; a value that does not exist on one side is null):
   nodes, switches: {added: [{name, place}], removed: [{name, place}],
                     moved: [{name, old: place, new: place}]}
                     place: {rack, u, slot}, slot null on a switch
-  addresses: [{device, network, old, new}]  "a.b.c.d/len"; devices on both sides only
+  addresses: [{device, network, old, new}]  "a.b.c.d/len"; old null: added (a new device's
+             too), new null: removed
+  renumbered_nothing: no address or LID that exists on both sides changed
+  label_commands: [str]  the `clusterforge labels` commands that print every label of the
+                  change (new racks whole, both ends; other new or relabelled cables --only)
   cables: {added: [cable], removed: [cable], changed: [{id, repatched, relabel,
            changes: [{key, old, new}], old: cable, new: cable}]}
            cable: {id, network, a, b}, an end: {device, port, rack, u, location};
@@ -269,8 +273,10 @@ class DiffReport:
     nodes: Devices = field(default_factory=Devices)
     switches: Devices = field(default_factory=Devices)
     addresses: tuple[AddressChange, ...] = ()
+    renumbered_nothing: bool = False
     cables: Cables = field(default_factory=Cables)
     labels_to_reprint: tuple[str, ...] = ()
+    label_commands: tuple[str, ...] = ()
     firmware: Firmware = field(default_factory=Firmware)
     fabric: FabricChanges = field(default_factory=FabricChanges)
     routes: tuple[RouteChange, ...] = ()
@@ -309,6 +315,7 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
     fabric = _fabric(base.compiled, head.compiled)
     addresses = _addresses(a, b)
     touched = _touched(a, b, share_limit)
+    reprint = tuple(c.id for c in cables.changed if c.relabel)
     return DiffReport(
         base=old,
         head=new,
@@ -322,8 +329,10 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
             {s.name: Place(s.rack, s.u, None) for s in b.switches},
         ),
         addresses=addresses,
+        renumbered_nothing=not fabric.lids and not any(c.old and c.new for c in addresses),
         cables=cables,
-        labels_to_reprint=tuple(c.id for c in cables.changed if c.relabel),
+        labels_to_reprint=reprint,
+        label_commands=_label_commands(a, b, cables, reprint),
         firmware=_firmware(a, b),
         fabric=fabric,
         routes=_routes(a, b),
@@ -357,16 +366,28 @@ def _address_book(plan: Plan) -> dict[tuple[str, str], str]:
 
 
 def _addresses(a: Plan, b: Plan) -> tuple[AddressChange, ...]:
+    """Every address added, removed or changed, a new or removed device's included: the
+    reviewer checks the new ones against the site's IP plan too."""
     old, new = _address_book(a), _address_book(b)
-    # Devices on one side only are added or removed nodes and switches, not address changes.
-    both = {h.name for h in a.hosts} & {h.name for h in b.hosts}
-    both |= {s.name for s in a.switches} & {s.name for s in b.switches}
     return tuple(
         AddressChange(device, network, old.get(key), new.get(key))
         for key in sorted(old.keys() | new.keys())
         for device, network in [key]
-        if device in both and old.get(key) != new.get(key)
+        if old.get(key) != new.get(key)
     )
+
+
+def _label_commands(a: Plan, b: Plan, cables: Cables, reprint: Sequence[str]) -> tuple[str, ...]:
+    """`clusterforge labels` lines that print every label this change needs: a new rack
+    whole (its sheet, its cables' far ends, its pull sheet), any other cable by ID."""
+    new_racks = sorted({r.name for r in b.cluster.racks} - {r.name for r in a.cluster.racks})
+    in_new = {c.id for c in cables.added if {c.a.rack, c.b.rack} & set(new_racks)}
+    single = sorted({c.id for c in cables.added if c.id not in in_new} | set(reprint))
+    commands = ["clusterforge labels " + " ".join(f"--rack {r}" for r in new_racks)]
+    commands = commands if in_new else []
+    if single:
+        commands.append(f"clusterforge labels --only {','.join(single)}")
+    return tuple(commands)
 
 
 # What a cable label shows besides its ID (ends, medium, length), and what makes a re-patch.
@@ -774,8 +795,11 @@ class _Markdown:
         if r.compiles:
             if not r.risks:
                 self.out += ["No risk flags.", ""]
+            if r.changed and r.renumbered_nothing:
+                self.out += ["No existing address or LID renumbered.", ""]
             self._summary()
             self._details()
+            self._label_commands()
         return "\n".join(self.out).rstrip("\n") + "\n"
 
     def _more(self, total: int) -> list[str]:
@@ -810,7 +834,9 @@ class _Markdown:
             ("switches added", len(r.switches.added)),
             ("switches removed", len(r.switches.removed)),
             ("switches moved", len(r.switches.moved)),
-            ("addresses changed", len(r.addresses)),
+            ("addresses added", sum(a.old is None for a in r.addresses)),
+            ("addresses removed", sum(a.new is None for a in r.addresses)),
+            ("addresses changed", sum(bool(a.old and a.new) for a in r.addresses)),
             ("cables added", len(r.cables.added)),
             ("cables removed", len(r.cables.removed)),
             ("cables re-patched", sum(c.repatched for c in r.cables.changed)),
@@ -877,12 +903,9 @@ class _Markdown:
                 partial(self._devices, devices),
             )
         self._fold(
-            f"Addresses: {len(r.addresses)} changed",
+            f"Addresses: {_address_counts(r.addresses)}",
             len(r.addresses),
-            lambda: self._table(
-                ("device", "network", "old", "new"),
-                [(a.device, a.network, a.old, a.new) for a in r.addresses],
-            ),
+            self._addresses,
         )
         c = r.cables
         self._fold(
@@ -921,6 +944,33 @@ class _Markdown:
             len(r.artifacts),
             self._files,
         )
+
+    def _addresses(self) -> None:
+        by_network: dict[str, list[AddressChange]] = defaultdict(list)
+        for a in self.r.addresses:
+            by_network[a.network].append(a)
+        self._table(
+            ("network", "added", "removed", "changed"),
+            [
+                (
+                    net,
+                    sum(a.old is None for a in changes),
+                    sum(a.new is None for a in changes),
+                    sum(bool(a.old and a.new) for a in changes),
+                )
+                for net, changes in sorted(by_network.items())
+            ],
+            whole=True,
+        )
+        self._table(
+            ("device", "network", "old", "new"),
+            [(a.device, a.network, a.old, a.new) for a in self.r.addresses],
+        )
+
+    def _label_commands(self) -> None:
+        if self.r.label_commands:
+            self.out += ["**Print the labels of this change** (both ends of every cable):", ""]
+            self.out += ["```sh", *self.r.label_commands, "```", ""]
 
     def _devices(self, d: Devices) -> None:
         rows: list[tuple[object, ...]] = [
@@ -1027,6 +1077,12 @@ class _Markdown:
                     for f in family.files
                 ],
             )
+
+
+def _address_counts(changes: Sequence[AddressChange]) -> str:
+    added = sum(c.old is None for c in changes)
+    removed = sum(c.new is None for c in changes)
+    return f"{added} added, {removed} removed, {len(changes) - added - removed} changed"
 
 
 def _arrow(old: object, new: object) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, order=True)
@@ -19,14 +19,28 @@ class Location:
 
 @dataclass(frozen=True, order=True)
 class Diagnostic:
-    """One problem found in `cluster/`: where, which rule, and what is wrong."""
+    """One problem found in `cluster/`: where, which rule, and what is wrong; `consequences`
+    are the problems that only follow from it (fixing it fixes them), printed under it."""
 
     location: Location
     rule: str
     message: str
+    consequences: tuple[Diagnostic, ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return f"{self.location}: {self.rule}: {self.message}"
+
+    def lines(self, shown: int = 3) -> list[str]:
+        """The diagnostic, then up to `shown` of its consequences indented, then a count."""
+        out = [str(self)]
+        if self.consequences:
+            n = len(self.consequences)
+            more = "" if n <= shown else f" {n} problems; the first {shown}"
+            out.append(f"    which also causes{more}:")
+            out += [f"      {c}" for c in self.consequences[:shown]]
+            if n > shown:
+                out.append(f"      ... and {n - shown} more, gone once this one is fixed")
+        return out
 
 
 class ClusterforgeError(Exception):
@@ -38,7 +52,12 @@ class SourceError(ClusterforgeError):
 
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         self.diagnostics = sorted(diagnostics)
-        super().__init__("\n".join(str(d) for d in self.diagnostics))
+        super().__init__("\n".join(line for d in self.diagnostics for line in d.lines()))
+
+    @property
+    def count(self) -> int:
+        """Problems found, the folded consequences included."""
+        return sum(1 + len(d.consequences) for d in self.diagnostics)
 
 
 class TargetError(ClusterforgeError):

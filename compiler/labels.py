@@ -16,9 +16,10 @@ PDFs are written in reportlab's invariant mode, so the same plan gives the same 
 
 from __future__ import annotations
 
+import difflib
 import io
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,6 +34,7 @@ from reportlab.pdfgen.canvas import Canvas
 from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from compiler.errors import ClusterforgeError, TargetError
+from compiler.hostlist import compact
 from compiler.load import load
 from compiler.model import LabelStock
 from compiler.pipeline import check
@@ -449,25 +451,37 @@ def pull_pdf(cables: Sequence[Cable], site: str, pagesize: tuple[float, float]) 
     return buf.getvalue()
 
 
+def _suggest(word: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def sheets(
     plan: Plan,
     stock: LabelStock | None = None,
     racks: Sequence[str] = (),
     only: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, bytes]:
     """The PDFs to print, by file name; raises SelectionError for a rack or ID not planned.
 
     Everything: `<rack>.pdf` (the labels on that rack's ends) and `<rack>-pull.pdf` (cables
     whose switch end is in it) per rack, plus `all.pdf` and `pull.pdf`. With `racks`, only
-    those racks' files, identical to the full run's. With `only` (cable IDs), `reprint.pdf`:
+    those racks' files, identical to the full run's, and `<rack>-far.pdf`: the labels of its
+    cables' ends in racks not asked for. With `only` (cable IDs), `reprint.pdf`:
     just those cables' labels (within `racks`, if given) packed onto as few sheets as fit.
     """
     chosen = STOCKS[stock or plan.site.labels.stock]
     site = plan.site.name
-    missing = sorted(set(racks) - {r.name for r in plan.cluster.racks})
-    missing += sorted(set(only) - {c.id for c in plan.cables})
-    if missing:
-        raise SelectionError(f"not in the plan: {', '.join(missing)}")
+    known = [r.name for r in plan.cluster.racks]
+    problems = [
+        f"no rack {r!r}{_suggest(r, known)}; the racks are {compact(known)}"
+        for r in sorted(set(racks) - set(known))
+    ]
+    ids = [c.id for c in plan.cables]
+    problems += [f"no cable {i!r}{_suggest(i, ids)}" for i in sorted(set(only) - set(ids))]
+    if problems:
+        raise SelectionError("; ".join(problems))
     cables = [c for c in plan.cables if not only or c.id in only]
     chosen_labels = [lab for lab in labels(cables) if not racks or lab.here.rack in racks]
     if not chosen_labels:
@@ -480,13 +494,23 @@ def sheets(
     if only:
         return {"reprint.pdf": pdf(chosen_labels, "reprint", sheet_per_rack=False)}
     files = {}
-    for rack, group in itertools.groupby(chosen_labels, key=lambda lab: lab.here.rack):
-        files[f"{rack}.pdf"] = pdf(list(group), f"rack {rack}")
+    by_rack = [(r, list(g)) for r, g in itertools.groupby(chosen_labels, lambda lab: lab.here.rack)]
+    for done, (rack, group) in enumerate(by_rack, 1):
+        files[f"{rack}.pdf"] = pdf(group, f"rack {rack}")
+        if progress is not None:
+            progress(done, len(by_rack))
     pulled = sorted({c.a.rack for c in cables if not racks or c.a.rack in racks})
     for rack in pulled:
         files[f"{rack}-pull.pdf"] = pull_pdf(
             [c for c in cables if c.a.rack == rack], site, chosen.page
         )
+    # A rack's cables have ends elsewhere (its uplinks on the spines): the technician pulling
+    # them needs those labels too, which the full run puts on the far rack's sheet.
+    everything = labels(cables)
+    for rack in sorted(set(racks)):
+        far = [lab for lab in everything if lab.there.rack == rack and lab.here.rack not in racks]
+        if far:
+            files[f"{rack}-far.pdf"] = pdf(far, f"far ends of rack {rack}'s cables")
     if not racks:
         files["all.pdf"] = pdf(chosen_labels, "all racks")
         files["pull.pdf"] = pull_pdf(cables, site, chosen.page)
@@ -498,7 +522,8 @@ def sheets_for_repo(
     stock: LabelStock | None = None,
     racks: Sequence[str] = (),
     only: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, bytes]:
     """`sheets` for `repo/cluster`: loaded, checked and planned; no target runs, so a reprint
     neither needs nor touches generated/. Raises SourceError for bad input."""
-    return sheets(build(check(load(repo / "cluster"))), stock, racks, only)
+    return sheets(build(check(load(repo / "cluster"))), stock, racks, only, progress)

@@ -39,6 +39,13 @@ class Source:
 
     data: dict[str, Any]
     locations: dict[Path_, Location] = field(repr=False)
+    # The text of every scalar that did not load as a string (`12.20` is the float 12.2), so
+    # a message can quote what the operator typed.
+    texts: dict[Path_, str] = field(default_factory=dict, repr=False)
+
+    def text(self, path: Path_, value: object) -> str:
+        """`value` at `path` as written in the file, where known."""
+        return self.texts.get(path, value if isinstance(value, str) else repr(value))
 
     def where(self, path: Path_) -> Location:
         """Location of `path`, or of its nearest ancestor that has one (a missing key)."""
@@ -58,7 +65,14 @@ def read_dir(cluster_dir: Path) -> dict[str, bytes]:
     """Every YAML file below `cluster_dir`, by its path as diagnostics print it (cluster/...)."""
     if not cluster_dir.is_dir():
         raise SourceError(
-            [Diagnostic(Location(str(cluster_dir)), "missing-source", "no cluster/ folder here")]
+            [
+                Diagnostic(
+                    Location(str(cluster_dir)),
+                    "missing-source",
+                    "no cluster/ folder here or in any folder above; start one with "
+                    "`clusterforge init DIR`, or name the repository with -C DIR",
+                )
+            ]
         )
     return {
         f"cluster/{p.relative_to(cluster_dir).as_posix()}": p.read_bytes()
@@ -77,6 +91,7 @@ def parse(files: dict[str, bytes]) -> Source:
     raise SourceError listing every file that is missing, unknown or not valid YAML."""
     data: dict[str, Any] = {}
     locations: dict[Path_, Location] = {}
+    texts: dict[Path_, str] = {}
     diagnostics: list[Diagnostic] = []
 
     def read(name: str, at: Path_) -> Any:
@@ -91,7 +106,7 @@ def parse(files: dict[str, bytes]) -> Source:
         if tree is None:
             locations[at] = Location(name, 1, 1)
             return None
-        return _plain(tree, at, name, locations, diagnostics)
+        return _plain(tree, at, name, locations, texts, diagnostics)
 
     known = {f"cluster/{s}.yaml" for s in SECTIONS}
     racks_prefix = f"cluster/{RACKS_DIR}/"
@@ -128,7 +143,7 @@ def parse(files: dict[str, bytes]) -> Source:
 
     if diagnostics:
         raise SourceError(diagnostics)
-    return Source(data, locations)
+    return Source(data, locations, texts)
 
 
 def _is_rack_file(name: str) -> bool:
@@ -143,6 +158,7 @@ def parse_document(name: str, text: bytes) -> Source:
     start at the document's root; raise SourceError when it is not valid YAML."""
     problems: list[Diagnostic] = []
     locations: dict[Path_, Location] = {}
+    texts: dict[Path_, str] = {}
     try:
         tree = _YAML.compose(text)
     except MarkedYAMLError as exc:
@@ -150,33 +166,46 @@ def parse_document(name: str, text: bytes) -> Source:
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
         problem = exc.problem or exc.context or "cannot parse"
         raise SourceError([Diagnostic(Location(name, line, col), "yaml-syntax", problem)]) from None
-    data = None if tree is None else _plain(tree, (), name, locations, problems)
+    data = None if tree is None else _plain(tree, (), name, locations, texts, problems)
     if problems:
         raise SourceError(problems)
     locations.setdefault((), Location(name, 1, 1))
-    return Source({"document": data}, {("document", *k): v for k, v in locations.items()})
+    return Source(
+        {"document": data},
+        {("document", *k): v for k, v in locations.items()},
+        {("document", *k): v for k, v in texts.items()},
+    )
 
 
 def _plain(
-    node: Node, at: Path_, name: str, locations: dict[Path_, Location], problems: list[Diagnostic]
+    node: Node,
+    at: Path_,
+    name: str,
+    locations: dict[Path_, Location],
+    texts: dict[Path_, str],
+    problems: list[Diagnostic],
 ) -> Any:
     """Turn a composed node into dicts, tuples and scalars, recording each value's position."""
     locations.setdefault(at, Location(name, node.start_mark.line + 1, node.start_mark.column + 1))
     if isinstance(node, MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _plain(key_node, (*at, "<key>"), name, locations, problems)
+            key = _plain(key_node, (*at, "<key>"), name, locations, texts, problems)
             where = Location(name, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if key in out:
                 problems.append(Diagnostic(where, "duplicate-key", f"key {key!r} appears twice"))
                 continue
             # Point at the key, not the value: a nested block's value starts on the next line.
             locations[(*at, key)] = where
-            out[key] = _plain(value_node, (*at, key), name, locations, problems)
+            out[key] = _plain(value_node, (*at, key), name, locations, texts, problems)
         locations.pop((*at, "<key>"), None)
         return out
     if isinstance(node, SequenceNode):
         return tuple(
-            _plain(item, (*at, i), name, locations, problems) for i, item in enumerate(node.value)
+            _plain(item, (*at, i), name, locations, texts, problems)
+            for i, item in enumerate(node.value)
         )
-    return _SCALARS.construct_object(node)
+    value = _SCALARS.construct_object(node)
+    if not isinstance(value, str):
+        texts[at] = node.value
+    return value

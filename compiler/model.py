@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from typing import Annotated, Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import netaddr
 from pydantic import (
@@ -45,10 +46,12 @@ def _pattern(regex: str, what: str) -> AfterValidator:
             raise ValueError(f"{value!r} is not {what}")
         return value
 
+    check.__doc__ = what  # the field reference (compiler/reference.py) quotes it
     return AfterValidator(check)
 
 
 def _ipv4(value: str) -> str:
+    """an IPv4 address"""
     try:
         return str(netaddr.IPAddress(value, version=4, flags=netaddr.INET_PTON))
     except (netaddr.AddrFormatError, ValueError):
@@ -56,6 +59,7 @@ def _ipv4(value: str) -> str:
 
 
 def _cidr(value: str) -> str:
+    """an IPv4 network a.b.c.d/len"""
     try:
         net = netaddr.IPNetwork(value, version=4)
     except (netaddr.AddrFormatError, ValueError):
@@ -66,7 +70,23 @@ def _cidr(value: str) -> str:
 
 
 Name = Annotated[str, _pattern(r"[a-z][a-z0-9-]{0,62}", "a name (a-z, 0-9, '-')")]
-Mac = Annotated[str, _pattern(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", "a MAC (lower-case aa:bb:..)")]
+# As vendors print them: 3C-EC-EF-43-33-87, 3cec.ef43.3387, 3CECEF433387; kept lower-case
+# with colons, the form dhcpd, Kea and `ip link` use, so equal MACs compare equal.
+_MAC = re.compile(
+    r"(?:[0-9a-f]{2}([:-]))(?:[0-9a-f]{2}\1){4}[0-9a-f]{2}|(?:[0-9a-f]{4}\.){2}[0-9a-f]{4}"
+    r"|[0-9a-f]{12}"
+)
+
+
+def normal_mac(value: str) -> str:
+    """a MAC address: aa:bb:cc:dd:ee:ff, AA-BB-..., aabb.ccdd.eeff or 12 hex digits"""
+    if not _MAC.fullmatch(value.lower()):
+        raise ValueError(f"{value!r} is not a MAC address (like 3c:ec:ef:43:33:87)")
+    digits = re.sub(r"[^0-9a-f]", "", value.lower())
+    return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
+
+
+Mac = Annotated[str, AfterValidator(normal_mac)]
 Guid = Annotated[str, _pattern(r"0x[0-9a-f]{16}", "a GUID (quoted '0x' + 16 hex digits)")]
 Serial = Annotated[str, _pattern(r"[A-Z0-9][A-Z0-9-]{3,31}", "a serial number (A-Z, 0-9, '-')")]
 Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z._-]*", "a version (quote it)")]
@@ -339,6 +359,7 @@ class Ring(Strict_):
 
 
 def _iso_date(value: str) -> str:
+    """a calendar date"""
     try:
         date.fromisoformat(value)
     except ValueError:
@@ -495,3 +516,38 @@ class Cluster(Strict_):
 def validate(data: dict[str, Any]) -> Cluster:
     """Build the model from loaded data; raises pydantic.ValidationError."""
     return Cluster.model_validate(data)
+
+
+def _unwrap(tp: Any) -> Any:
+    """The type under Annotated[...] and `X | None`."""
+    while True:
+        if get_origin(tp) is Annotated:
+            tp = get_args(tp)[0]
+        elif get_origin(tp) in (Union, UnionType):
+            rest = [a for a in get_args(tp) if a is not type(None)]
+            if len(rest) != 1:
+                return tp
+            tp = rest[0]
+        else:
+            return tp
+
+
+def model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class whose instance sits at `path` of the cluster (None: not a model), so
+    messages and the field reference can name the keys a place takes."""
+    tp: Any = Cluster
+    for key in path:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            info = tp.model_fields.get(str(key))
+            if info is None:
+                return None
+            tp = info.annotation
+        elif get_origin(tp) is tuple:
+            tp = get_args(tp)[0]
+        elif get_origin(tp) is dict:
+            tp = get_args(tp)[1]
+        else:
+            return None
+    tp = _unwrap(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None

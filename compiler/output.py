@@ -31,6 +31,17 @@ class Difference:
     def __bool__(self) -> bool:
         return bool(self.missing or self.extra or self.changed)
 
+    def summary(self) -> str:
+        """'3 files changed (1 added, 1 removed)': the counts an operator reads after a compile."""
+        n = len(self.missing) + len(self.extra) + len(self.changed)
+        parts = [
+            f"{len(x)} {what}"
+            for x, what in ((self.missing, "added"), (self.extra, "removed"))
+            if x
+        ]
+        detail = f" ({', '.join(parts)})" if parts else ""
+        return f"{n} file{'' if n == 1 else 's'} changed{detail}"
+
     def lines(self) -> list[str]:
         return (
             [f"missing  {p}" for p in self.missing]
@@ -58,15 +69,15 @@ def compare(root: Path, files: dict[str, bytes]) -> Difference:
     )
 
 
-def write(root: Path, files: dict[str, bytes]) -> bool:
-    """Make `root` hold exactly `files`; returns False when it already did (nothing touched)."""
+def write(root: Path, files: dict[str, bytes]) -> Difference:
+    """Make `root` hold exactly `files`; returns what differed (empty: nothing touched)."""
     difference = compare(root, files)
     if not difference:
-        return False
+        return difference
     try:
         if not root.is_dir():
             _write_whole(root, files)
-            return True
+            return difference
         manifest = files.get(MANIFEST)
         (root / MANIFEST).unlink(missing_ok=True)
         for rel in (*difference.missing, *difference.changed):
@@ -79,7 +90,7 @@ def write(root: Path, files: dict[str, bytes]) -> bool:
             _replace(root / MANIFEST, manifest)
     except OSError as exc:
         raise OutputError(f"cannot write {root}: {exc}") from exc
-    return True
+    return difference
 
 
 def _replace(path: Path, data: bytes) -> None:

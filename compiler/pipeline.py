@@ -5,19 +5,22 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import date, datetime
 from hashlib import sha256
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from compiler import checks, deploy, output, targets
 from compiler.errors import Diagnostic, SourceError
-from compiler.load import Source, load
-from compiler.model import Cluster, validate
+from compiler.load import Path_, Source, load
+from compiler.model import Cluster, model_at, validate
 from compiler.output import read_tree
 from compiler.plan import Plan, build
 from contract import Deploy
@@ -50,19 +53,86 @@ class Compiled:
 
 
 def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic]:
-    """pydantic's errors as located diagnostics, one per error."""
-    out = []
+    """pydantic's errors as located diagnostics in the operator's words: what is wrong, the
+    value as typed in the file, and how to fix it. A key that is missing because it was
+    misspelled is folded under the misspelling."""
+    out: dict[Path_, Diagnostic] = {}
+    misspelt: dict[Path_, Path_] = {}  # the missing key's path -> the unknown key's
     for err in error.errors(include_url=False):
         path = tuple(err["loc"])
         rule = _RULES.get(err["type"], "wrong-type")
+        message = _message(source, err, path)
         if err["type"] == "extra_forbidden":
-            message = f"unknown key {path[-1]!r}"
-        elif err["type"] == "missing":
-            message = f"required key {path[-1]!r} is missing"
-        else:
-            message = f"{'.'.join(map(str, path))}: {err['msg']} (got {err['input']!r})"
-        out.append(Diagnostic(source.where(path), rule, message))
-    return out
+            close = _close(str(path[-1]), model_at(path[:-1]))
+            if close:
+                message = f"unknown key {path[-1]!r}; did you mean {close!r}?"
+                misspelt[(*path[:-1], close)] = path
+        out[path] = Diagnostic(source.where(path), rule, message)
+    for missing, typo in misspelt.items():
+        if missing in out and typo in out:
+            folded = out.pop(missing)
+            out[typo] = replace(out[typo], consequences=(folded,))
+    return list(out.values())
+
+
+def _close(key: str, model: type[BaseModel] | None) -> str | None:
+    known = list(model.model_fields) if model else []
+    return next(iter(difflib.get_close_matches(key, known, n=1, cutoff=0.6)), None)
+
+
+def _keys(model: type[BaseModel] | None, required: bool = False) -> str:
+    if model is None:
+        return ""
+    return ", ".join(k for k, f in model.model_fields.items() if f.is_required() or not required)
+
+
+def _message(source: Source, err: ErrorDetails, path: Path_) -> str:
+    kind, value = err["type"], err["input"]
+    key = next((str(k) for k in reversed(path) if isinstance(k, str)), "value")
+    typed = source.text(path, value)
+    ctx = err.get("ctx", {})
+    if kind == "extra_forbidden":
+        return f"unknown key {path[-1]!r} (this place takes: {_keys(model_at(path[:-1]))})"
+    if kind == "missing":
+        return f"required key {path[-1]!r} is missing"
+    if kind == "value_error":  # our own validators' words, without pydantic's prefix
+        return str(ctx.get("error", err["msg"]))
+    if kind == "string_type" and value is not None and not isinstance(value, str):
+        # YAML reads 2.6 as a number, yes as true and 2026-06-30 as a date: quotes keep text.
+        reads = {bool: "true or false", date: "a date", datetime: "a date and time"}
+        what = reads.get(type(value), "a number")
+        return f'{key}: {typed} reads as {what}, not text: quote it, {key}: "{typed}"'
+    if kind in ("model_type", "dict_type"):
+        needs = _keys(model_at(path), required=True)
+        needs = f"; it needs the keys {needs}" if needs else ""
+        if value is None:
+            whole = len(path) == 1 or (path[0] == "racks" and len(path) == 2)
+            return f"{'this file' if whole else key} is empty{needs}"
+        return f"{key}: expected keys and values, found {typed!r}{needs}"
+    if kind in ("enum", "literal_error"):
+        return f"{key}: {typed!r} is not one of {ctx.get('expected', '')}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"{key}: {typed!r} is not a whole number"
+    if kind in ("float_type", "float_parsing"):
+        return f"{key}: {typed!r} is not a number"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"{key}: {typed!r} is not true or false"
+    if kind in ("tuple_type", "list_type"):
+        return f"{key}: expected a list, found {typed!r}"
+    if kind in ("string_type",):
+        return f"{key}: expected text, found {typed!r}"
+    bounds = {
+        "greater_than": "more than {gt}",
+        "greater_than_equal": "at least {ge}",
+        "less_than": "less than {lt}",
+        "less_than_equal": "at most {le}",
+        "too_short": "at least {min_length} entries",
+        "too_long": "at most {max_length} entries",
+    }
+    if kind in bounds:
+        shown = "that" if kind.startswith("too_") else typed
+        return f"{key}: {shown} is out of range; it must be {bounds[kind].format(**ctx)}"
+    return f"{key}: {err['msg']} (typed {typed!r})"
 
 
 def check(source: Source) -> Cluster:

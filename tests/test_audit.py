@@ -143,6 +143,13 @@ def test_drift_in_report_json_is_exactly_what_was_injected(drift: Drift) -> None
     fabric = report["fabric"]
     assert fabric["swapped"] == [drift.swapped] and fabric["degraded"] == [drift.slow_cable]
     assert fabric["missing"] == fabric["unexpected"] == []
+    rank = {"critical": 0, "warning": 1}
+    place = {h["host"]: (h["rack"], h["u"]) for h in report["hosts"]}
+    order = [
+        (rank[f["severity"]], f["host"] == "fabric", place.get(f["host"], ("", 0)))
+        for f in report["findings"]
+    ]
+    assert order == sorted(order), "severity first, then rack and U, the fabric's last"
     ofed = [f for f in report["findings"] if f["kind"] == "ofed"]
     assert {(f["expected"], f["observed"]) for f in ofed} == {("23.10-1.1.9.0", OLD_OFED)}
 
@@ -153,7 +160,7 @@ def test_drift_in_markdown_is_folded_and_names_exactly_it(drift: Drift) -> None:
     assert f"- 128/131 hosts OFED 23.10-1.1.9.0; gpu[017,042,101] on {OLD_OFED}\n" in text
     assert "- 2/6 hosts BIOS 1.14.1; login[01-02],sm[01-02] on 1.13.0\n" in text
     rows = _table(text, "## Findings")
-    assert {(r[0], r[2]) for r in rows} == {
+    assert {(r[1], r[4]) for r in rows} == {
         ("gpu[017,042,101]", "versions.ofed"),
         ("login[01-02],sm[01-02]", "versions.bios"),
         (ROUTE_HOST, f"routes[{STORAGE_ROUTE}]"),
@@ -163,6 +170,16 @@ def test_drift_in_markdown_is_folded_and_names_exactly_it(drift: Drift) -> None:
     assert [r[:2] for r in _table(text, "## Could not collect")] == [[DOWN_HOST, "unreachable"]]
     one, two = drift.swapped
     assert f"2 miswired ({one} and {two} look swapped), 1 degraded" in text
+    # For the night shift: the worst first, where each host is, short text, what to do.
+    rank = {"critical": 0, "warning": 1}
+    assert [rank[r[0]] for r in rows] == sorted(rank[r[0]] for r in rows)
+    hosts = {h["host"]: h for h in drift.run.json()["hosts"]}
+    route_row = next(r for r in rows if r[1] == ROUTE_HOST)
+    assert route_row[2] == f"{hosts[ROUTE_HOST]['rack']} U{hosts[ROUTE_HOST]['u']}"
+    assert not any("{" in cell or '"' in cell for r in rows for cell in r), "no JSON in cells"
+    remedies = text.split("## What to do\n", 1)[1].split("\n## ", 1)[0]
+    for kind in ("ofed", "firmware", "route", "ib-port", "cable"):
+        assert f"- **{kind}**: " in remedies
     # Data first: the stored report.json renders the same Markdown again.
     assert markdown.render(cast(Report, drift.run.json())) == text
 
@@ -271,13 +288,14 @@ def test_a_folder_that_is_no_recording_is_refused(
     assert "meta.json is missing" in capsys.readouterr().err
 
 
-def test_the_report_goes_to_audit_report_here_by_default(
+def test_the_report_goes_to_build_in_the_repository_by_default(
     clean: Run, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     recording = clean.out.parent / "recording"
     assert main(["-C", str(reference), "audit", "--replay", str(recording)]) == 0
-    assert sorted(p.name for p in (tmp_path / "audit-report").iterdir()) == [
+    assert not (tmp_path / "audit-report").exists()
+    assert sorted(p.name for p in (reference / "build" / "audit-report").iterdir()) == [
         "junit.xml",
         "report.json",
         "report.md",
@@ -301,6 +319,12 @@ def _table(text: str, heading: str) -> list[list[str]]:
     section = text.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")][2:]
     return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+
+
+def test_every_kind_of_finding_has_a_remedy() -> None:
+    from audits.model import Kind
+
+    assert set(markdown.REMEDIES) == set(Kind)
 
 
 # -- sharded ---------------------------------------------------------------------------------

@@ -362,7 +362,7 @@ def test_a_rollout_accepts_the_previous_version_until_its_end(repo: Path, tmp_pa
         ('{rings: [nightly], previous: {ofed: "1.0"}, until: "2026-06-30"}', "no ring named"),
         ('{rings: [main], previous: {colour: "1.0"}, until: "2026-06-30"}', "not a version key"),
         ('{rings: [main], previous: {ofed: "1.0"}, until: "2026-02-30"}', "not a calendar date"),
-        ('{rings: [main], previous: {ofed: "1.0"}, until: 2026-06-30}', "valid string"),
+        ('{rings: [main], previous: {ofed: "1.0"}, until: 2026-06-30}', 'quote it, until: "2026'),
     ],
 )
 def test_a_bad_rollout_is_a_located_error(

@@ -44,6 +44,8 @@ def test_broken_input_is_located(
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err
+    for internal in ("Input should", "Value error", "validation error", "pydantic"):
+        assert internal not in err, f"validator wording leaks: {err}"
     reported = {":".join(line.split(":")[:2]) + ":" + line.split(":")[3] for line in _diags(err)}
     for expected in CASES[name]["expect"]:
         assert expected in reported, f"{expected!r} not in:\n{err}"

@@ -276,8 +276,20 @@ def test_a_new_rack_adds_nodes_switches_cables_and_renumbers_nothing(
     assert {c.b.device for c in added} >= set(NEW_NODES)
     assert report.cables.removed == report.cables.changed == ()
     assert report.labels_to_reprint == ()
-    assert report.addresses == () and report.routes == ()
-    assert report.risks == ()
+    assert report.routes == () and report.risks == ()
+    # Its new addresses are listed, none of an existing device changed.
+    new_devices = set(NEW_NODES) | {s.name for s in report.switches.added}
+    assert report.addresses and {a.device for a in report.addresses} == new_devices
+    assert all(a.old is None and a.new for a in report.addresses)
+    assert {a.network for a in report.addresses} >= {"mgmt", "bmc", "storage", "ipoib"}
+    assert report.renumbered_nothing
+    assert report.label_commands == (f"clusterforge labels --rack {NEW_RACK}",)
+    markdown = diff.to_markdown(report)
+    assert "No existing address or LID renumbered." in markdown
+    assert "| network | added | removed | changed |" in markdown
+    mgmt = sum(a.network == "mgmt" for a in report.addresses)
+    assert f"| mgmt | {mgmt} | 0 | 0 |" in markdown
+    assert markdown.rstrip().endswith(f"clusterforge labels --rack {NEW_RACK}\n```")
     # Lines are added, none removed, except a zone's serial (it follows the content).
     families = {f.family: f for f in report.artifacts}
     assert families["expected"].files_added == len(NEW_NODES)
@@ -299,6 +311,7 @@ def test_repatched_cables_are_listed_with_their_labels(sides: dict[str, Side]) -
         ("sm01", "login01"),
     ]
     assert report.labels_to_reprint == tuple(sorted(changed))
+    assert report.label_commands == (f"clusterforge labels --only {','.join(sorted(changed))}",)
     assert report.cables.added == report.cables.removed == ()
     assert report.nodes == diff.Devices() and report.addresses == ()
     assert report.risks == ()
@@ -348,6 +361,8 @@ def test_a_renumbered_address_is_a_risk(sides: dict[str, Side]) -> None:
     assert change.old is not None and change.new == f"{address}/24"
     assert change.old != change.new
     assert kinds(report) == [RiskKind.ADDRESS_RENUMBERED]
+    assert not report.renumbered_nothing
+    assert "No existing address or LID renumbered" not in diff.to_markdown(report)
     [risk] = report.risks
     assert risk.items == (f"{host} {network}: {change.old} → {change.new}",)
     # The node stayed where it was; the artifacts that hold addresses changed.
@@ -478,6 +493,8 @@ JSON_KEYS = {
     "addresses",
     "cables",
     "labels_to_reprint",
+    "label_commands",
+    "renumbered_nothing",
     "firmware",
     "fabric",
     "routes",

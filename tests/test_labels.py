@@ -111,12 +111,25 @@ def test_every_cable_is_on_two_labels_and_one_pull_row(plan: Plan, tmp_path: Pat
 @pytest.mark.realtool
 def test_a_rack_sheet_holds_the_labels_of_its_ends(plan: Plan, tmp_path: Path) -> None:
     files = sheets.sheets(plan, racks=["r01", "n01"])
-    assert sorted(files) == ["n01.pdf", "r01-pull.pdf", "r01.pdf"]  # no switch end in n01
+    assert sorted(files) == [  # no switch end in n01, so no pull sheet
+        "n01-far.pdf", "n01.pdf", "r01-far.pdf", "r01-pull.pdf", "r01.pdf"
+    ]  # fmt: skip
     for rack in ("r01", "n01"):
         ends = Counter(c.id for c in plan.cables for e in (c.a, c.b) if e.rack == rack)
         assert _ids(_text(files[f"{rack}.pdf"], tmp_path)) == ends
     pulled = {c.id: 1 for c in plan.cables if c.a.rack == "r01"}
     assert _ids(_text(files["r01-pull.pdf"], tmp_path)) == pulled
+
+
+@pytest.mark.realtool
+def test_a_rack_alone_also_gets_the_far_end_labels_of_its_cables(
+    plan: Plan, tmp_path: Path
+) -> None:
+    files = sheets.sheets(plan, racks=["r01"])
+    assert sorted(files) == ["r01-far.pdf", "r01-pull.pdf", "r01.pdf"]
+    far = {c.id: 1 for c in plan.cables if (c.a.rack == "r01") != (c.b.rack == "r01")}
+    assert far, "r01 has uplinks to the spine rack"
+    assert _ids(_text(files["r01-far.pdf"], tmp_path)) == far
 
 
 @pytest.mark.realtool
@@ -413,7 +426,7 @@ def test_labels_command_takes_rack_and_stock(tmp_path: Path) -> None:
     repo = _repo_copy(tmp_path)
     assert main(["-C", str(repo), "labels", "--rack", "s01", "--stock", "avery-l7163"]) == 0
     out = repo / "build" / "labels"
-    assert sorted(p.name for p in out.iterdir()) == ["s01-pull.pdf", "s01.pdf"]
+    assert sorted(p.name for p in out.iterdir()) == ["s01-far.pdf", "s01-pull.pdf", "s01.pdf"]
     info = _run(require_tool("pdfinfo"), str(out / "s01.pdf"))
     assert re.search(r"^Page size:\s+595\.\d+ x 841\.\d+ pts \(A4\)", info, re.M)
 
@@ -424,5 +437,7 @@ def test_labels_command_rejects_what_the_plan_lacks(
     repo, out = _repo_copy(tmp_path), tmp_path / "out"
     assert main(["-C", str(repo), "labels", "--only", "R01-IB99", "--out", str(out)]) == 2
     assert main(["-C", str(repo), "labels", "--rack", "r99", "--out", str(out)]) == 2
-    assert "R01-IB99" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no cable 'R01-IB99' (did you mean 'R01-IB" in err
+    assert "no rack 'r99' (did you mean 'r19'?); the racks are n01,r[01-25],s01" in err
     assert not out.exists()

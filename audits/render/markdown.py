@@ -7,11 +7,10 @@ gpu[017,042,101] on 5.8-1.0.1.1", findings grouped by what differs. Pure: report
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any
 
-from audits.model import FABRIC, HostEntry, Status
+from audits.model import FABRIC, HostEntry, Kind, Status
 from audits.report import Report
 from compiler.hostlist import compact
 
@@ -37,6 +36,7 @@ def render(report: Report) -> str:
         _versions(report["hosts"]),
         _findings(report),
         _fabric(report),
+        _remedies(report),
         _uncollected(report["hosts"]),
         _skipped(report["hosts"]),
     ]
@@ -109,32 +109,77 @@ def _versions(hosts: list[HostEntry]) -> str:
 
 
 def _findings(report: Report) -> str:
+    """Hosts that differ alike share a row; rows keep report.json's order (critical first,
+    then by rack and U), each at the place of its first host."""
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for f in report["findings"]:
         if f["host"] != FABRIC:
             key = (
+                f["severity"],
                 f["kind"],
                 f["check"],
                 f["path"],
                 _value(f["expected"]),
                 _value(f["observed"]),
-                f["severity"],
             )
-            groups[key].append(f["host"])
+            groups[key].append(f["host"])  # dicts keep the order of first appearance
     if not groups:
         return ""
+    place = {e["host"]: (e["rack"], e["u"]) for e in report["hosts"]}
     rows = [
         "## Findings",
         "",
-        "| hosts | kind | path | expected | observed | severity |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| severity | hosts | rack, U | kind | path | expected | observed |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for (kind, _check, path, expected, observed, severity), names in sorted(
-        groups.items(), key=lambda i: (i[0][0], i[0][2], compact(i[1]))
-    ):
-        cells = (compact(names), kind, path, expected, observed, severity)
+    for (severity, kind, _check, path, expected, observed), names in groups.items():
+        cells = (severity, compact(names), _where(names, place), kind, path, expected, observed)
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(rows)
+
+
+def _where(names: list[str], place: dict[str, tuple[str, int | None]]) -> str:
+    """`r03 U10` for one host; a few hosts each so; many, their racks."""
+    spots = [place[n] for n in names if n in place]
+    if len(spots) <= 3:
+        return ", ".join(f"{rack} U{u}" if u else rack for rack, u in spots)
+    return "racks " + compact(sorted({rack for rack, _ in spots}))
+
+
+# What to do about each kind of finding: the first step, not the whole runbook.
+REMEDIES = {
+    Kind.FIRMWARE: "flash the expected version (BIOS and BMC through the BMC, the NIC with "
+    "mlxfwmanager); if the box is meant to differ, pin it in its rack file with a reason, "
+    "or add a rollout in cluster/firmware.yaml while a ring upgrades",
+    Kind.OFED: "reinstall MLNX_OFED at the fleet version (cluster/firmware.yaml software.ofed) "
+    "and reboot; mixed OFED versions degrade the whole fabric",
+    Kind.DRIVER: "drain the node, install the expected NVIDIA driver and CUDA from the site "
+    "repository, reboot, resume",
+    Kind.KERNEL: "boot the expected kernel (grubby --set-default) or reinstall the node from "
+    "the provisioning server",
+    Kind.ROUTE: "reapply the node's generated route files (clusterforge bundle --host H) and "
+    "reload NetworkManager; a route added by hand is lost at the next reboot",
+    Kind.ADDRESS: "reapply the generated NetworkManager keyfile; a different MAC means a "
+    "replaced NIC: put the new MAC in the rack file",
+    Kind.IB_PORT: "check the port with ibstat, reseat or replace the cable or the HCA; a port "
+    "down or below its rate slows every job that spans it",
+    Kind.CABLE: "re-patch the cable to its planned port (its label names both ends: "
+    "clusterforge labels --only ID), or replace it when it trains below its rate",
+    Kind.GPU: "drain the node and open a hardware ticket: a GPU off the bus, a lost NVLink or "
+    "ECC errors past the threshold do not heal by themselves",
+    Kind.FILE: "redeploy the host's bundle (clusterforge bundle --host H) and reload the "
+    "unit the deploy map names; a file edited by hand on the host is lost at the next deploy",
+    Kind.SERVICE: "start and enable the unit (systemctl enable --now UNIT), and read its "
+    "journal for why it stopped; a service that should not run there belongs off its role",
+}
+
+
+def _remedies(report: Report) -> str:
+    kinds = list(dict.fromkeys(f["kind"] for f in report["findings"]))
+    if not kinds:
+        return ""
+    lines = [f"- **{k}**: {REMEDIES[Kind(k)]}" for k in kinds if k in REMEDIES]
+    return "## What to do\n\n" + "\n".join(lines)
 
 
 def _fabric(report: Report) -> str:
@@ -183,11 +228,16 @@ def _skipped(hosts: list[HostEntry]) -> str:
 
 
 def _value(value: Any) -> str:
+    """Short text, not JSON: `address 10.60.3.11/24, mtu 9000`; lists joined with `; `."""
     if value is None:
         return "-"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_value(v)}" for k, v in sorted(value.items()))
+    if isinstance(value, list | tuple):
+        return "; ".join(_value(v) for v in value) if value else "none"
+    return str(value)
 
 
 def _cell(text: str) -> str:

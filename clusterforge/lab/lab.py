@@ -660,11 +660,18 @@ def down(state: Path | None = None) -> list[str]:
     if user:
         uid = _uid(user)
         if uid is not None:
-            _kill_uid(uid)  # the user is the lab's own: whatever runs as it is the lab's
-            done = subprocess.run(
-                [require("userdel"), user], capture_output=True, text=True, timeout=60
-            )
-            if done.returncode != 0 and _uid(user) is not None:
+            # The user is the lab's own: whatever runs as it is the lab's. A session sshd was
+            # still forking can appear after the kill (userdel: "currently used by process"),
+            # so kill and delete again until the user is gone.
+            for attempt in range(10):
+                _kill_uid(uid)
+                done = subprocess.run(
+                    [require("userdel"), user], capture_output=True, text=True, timeout=60
+                )
+                if done.returncode == 0 or _uid(user) is None:
+                    break
+                time.sleep(0.1 * (attempt + 1))
+            if _uid(user) is not None:
                 raise LabError(f"userdel {user} failed: {done.stderr.strip()}")
             removed.append(f"user {user}")
     shutil.rmtree(state)

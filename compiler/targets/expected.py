@@ -3,7 +3,7 @@
 The audit reads these and nothing else; every fact in them comes from the plan.
 
 Per host (`expected/hosts/<host>.json`), schema 1:
-  host, role, rack, ring, model;
+  host, role, rack, u (the lowest unit it occupies), ring, model;
   versions: {bios, bmc, nic_firmware, nic_psid, vbios, gpu_driver, cuda, ofed, kernel}
             (only the keys that apply to the model), and pinned: {key: reason};
   mask: {version key: parts}: keys the baseline has compared by their first `parts`
@@ -40,6 +40,7 @@ def host_contract(h: Host, rollouts: tuple[Rollout, ...] = ()) -> dict[str, Any]
         "host": h.name,
         "role": h.role.value,
         "rack": h.rack,
+        "u": h.u,  # where the technician finds it, for the drift report
         "ring": h.ring,
         "model": h.model,
         "versions": h.versions,

