@@ -14,6 +14,11 @@ and hands on what replay reads back, so any report can be reproduced from its in
     <dir>/hosts/<host>/<key>.txt       a probe's stdout, as in tests/fixtures/<probe>/*.txt
     <dir>/hosts/<host>/status.json     optional; either the host could not be reached:
                                          {"status": "unreachable", "reason": "ssh: timed out"}
+                                       (when its host key was not accepted, also
+                                         "host_key": {"state": "unknown" | "changed",
+                                         "known": [fingerprint], "offered": fingerprint})
+                                       or collecting it hit a bug (the audit exits 3):
+                                         {"status": "error", "reason": "internal error: ..."}
                                        or some commands ran but gave nothing usable:
                                          {"failed": {"ipmitool_mc_info": "exit 127: not found"}}
     <dir>/fabric/<key>.txt             the fabric probes, run once from a host on the fabric
@@ -30,13 +35,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from audits.model import AuditError
+from audits.model import AuditError, HostKeyFact
 
 SCHEMA = 1
 NOT_RECORDED = "not recorded"
@@ -59,6 +64,8 @@ class Collected:
     outputs: dict[str, str]
     failed: dict[str, str]  # probe key -> why the command gave no usable output
     unreachable: str | None = None  # why no connection was made; then nothing else is set
+    crashed: str | None = None  # the collector's own bug (exit 3); then nothing else is set
+    host_key: HostKeyFact | None = None  # with `unreachable`: the host key was not accepted
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,17 @@ class Collector(Protocol):
     """Fetches probe outputs; never interprets them."""
 
     def collect(self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str]) -> Collection: ...
+
+
+@runtime_checkable
+class Streaming(Protocol):
+    """A collector that writes outputs into a recording as they arrive (`hosts/` and
+    `fabric/` of `folder`, in the layout above) instead of holding them: memory stays
+    bounded whatever the hosts print. Returns when the state was read."""
+
+    def record(
+        self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str], folder: Path
+    ) -> datetime: ...
 
 
 class ReplayCollector:
@@ -101,7 +119,11 @@ class Recorder:
         self.folder = folder
 
     def collect(self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str]) -> Collection:
-        write_recording(self.collector.collect(hosts, fabric), self.folder)
+        if isinstance(self.collector, Streaming):
+            streaming = self.collector
+            _swap_in(self.folder, lambda staging: streaming.record(hosts, fabric, staging))
+        else:
+            write_recording(self.collector.collect(hosts, fabric), self.folder)
         return ReplayCollector(self.folder).collect(hosts, fabric)
 
 
@@ -112,6 +134,19 @@ def write_recording(collection: Collection, folder: Path) -> None:
     half of one, nor files left from an earlier recording. Only an earlier recording (it has
     meta.json) or an empty folder is replaced: anything else there is not ours to delete.
     """
+
+    def fill(staging: Path) -> datetime:
+        for name, collected in sorted(collection.hosts.items()):
+            _write_subject(staging / "hosts" / name, collected)
+        _write_subject(staging / "fabric", collection.fabric)
+        return collection.collected_at
+
+    _swap_in(folder, fill)
+
+
+def _swap_in(folder: Path, fill: Callable[[Path], datetime]) -> None:
+    """Let `fill` write a recording's subjects into a staging folder beside `folder`, add
+    meta.json, and swap it in (see `write_recording`)."""
     ours = folder.is_dir() and ((folder / "meta.json").is_file() or not any(folder.iterdir()))
     if folder.exists() and not ours:
         raise AuditError(f"{folder} is neither a recording (no meta.json) nor an empty folder")
@@ -120,11 +155,9 @@ def write_recording(collection: Collection, folder: Path) -> None:
         # mkdtemp's mode 0700 stays: what the hosts printed is for the auditor's eyes only.
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         try:
-            meta = {"schema": SCHEMA, "collected_at": collection.collected_at.isoformat()}
+            collected_at = fill(staging)
+            meta = {"schema": SCHEMA, "collected_at": collected_at.isoformat()}
             _write_json(staging / "meta.json", meta)
-            for name, collected in sorted(collection.hosts.items()):
-                _write_subject(staging / "hosts" / name, collected)
-            _write_subject(staging / "fabric", collection.fabric)
             if folder.exists():
                 old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
                 folder.rename(old / folder.name)
@@ -139,17 +172,30 @@ def write_recording(collection: Collection, folder: Path) -> None:
 
 
 def _write_subject(folder: Path, collected: Collected) -> None:
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    if write_status(folder, collected):
+        for key, text in collected.outputs.items():
+            # newline="": the bytes as the command printed them, on any platform.
+            (folder / f"{key}.txt").write_text(text, encoding="utf-8", newline="")
+
+
+def write_status(folder: Path, collected: Collected) -> bool:
+    """Write a subject's status.json (when it has one); False when its outputs do not count
+    (unreachable, or the collector's bug): then no output file is left in `folder`."""
+    lost = collected.unreachable is not None or collected.crashed is not None
+    if lost:
+        for stale in folder.glob("*.txt"):
+            stale.unlink()
     if collected.unreachable is not None:
-        _write_json(
-            folder / "status.json", {"status": "unreachable", "reason": collected.unreachable}
-        )
-        return
-    if collected.failed:
+        status: dict[str, Any] = {"status": "unreachable", "reason": collected.unreachable}
+        if collected.host_key is not None:
+            status["host_key"] = collected.host_key
+        _write_json(folder / "status.json", status)
+    elif collected.crashed is not None:
+        _write_json(folder / "status.json", {"status": "error", "reason": collected.crashed})
+    elif collected.failed:
         _write_json(folder / "status.json", {"failed": collected.failed})
-    for key, text in collected.outputs.items():
-        # newline="": the bytes as the command printed them, on any platform.
-        (folder / f"{key}.txt").write_text(text, encoding="utf-8", newline="")
+    return not lost
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
@@ -160,9 +206,13 @@ def _subject(folder: Path, keys: Sequence[str]) -> Collected:
     status = _json(folder / "status.json") or {}
     state = status.get("status", "reached")
     if state == "unreachable":
-        return Collected({}, {}, str(status.get("reason") or "unreachable"))
+        key = status.get("host_key")
+        fact = _host_key(key, folder) if key is not None else None
+        return Collected({}, {}, str(status.get("reason") or "unreachable"), host_key=fact)
+    if state == "error":
+        return Collected({}, {}, crashed=str(status.get("reason") or "error"))
     if state != "reached":
-        raise AuditError(f"{folder}/status.json: status {state!r} is not 'unreachable'")
+        raise AuditError(f"{folder}/status.json: status {state!r} is not 'unreachable' or 'error'")
     noted = status.get("failed", {})
     if not isinstance(noted, dict):
         raise AuditError(f"{folder}/status.json: 'failed' must map probe keys to reasons")
@@ -177,6 +227,20 @@ def _subject(folder: Path, keys: Sequence[str]) -> Collected:
         else:
             failed[key] = NOT_RECORDED
     return Collected(outputs, failed)
+
+
+def _host_key(data: object, folder: Path) -> HostKeyFact:
+    ok = (
+        isinstance(data, dict)
+        and data.get("state") in ("unknown", "changed")
+        and isinstance(data.get("known"), list)
+        and all(isinstance(k, str) for k in data["known"])
+        and isinstance(data.get("offered"), str | None)
+    )
+    if not ok:
+        raise AuditError(f"{folder}/status.json: 'host_key' is not {{state, known, offered}}")
+    assert isinstance(data, dict)
+    return HostKeyFact(state=data["state"], known=list(data["known"]), offered=data["offered"])
 
 
 def _json(path: Path) -> dict[str, Any] | None:

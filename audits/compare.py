@@ -31,8 +31,10 @@ for a BMC whose probe, ipmitool, prints major.minor; the part left out is report
 version key listed in the contract's `accept` (a rollout of `cluster/firmware.yaml`) also
 matches its `previous` version up to and including the `until` date, read on the audit's
 clock `now` (UTC); after it, it is drift.
-Interfaces and IB ports are diffed as records keyed by name with deepdiff: a planned record
-missing or a planned field that differs is drift; unplanned records are masked.
+Interfaces and IB ports are compared as records keyed by name: a planned record missing or a
+planned field that differs is drift; unplanned records are masked. Every check is total over
+what its parsers can return: whatever a host printed that parsed, the check gives findings,
+never an exception (tests/test_audit_total.py feeds them arbitrary parser-shaped facts).
 
 Masked, because they vary by nature and are not planned: route metric, protocol, scope and
 source; interfaces the contract does not list, IPv6 addresses, link state and the IPoIB
@@ -53,8 +55,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from deepdiff import DeepDiff
-
 from audits import admission
 from audits.collect import Collected, probe_key
 from audits.model import (
@@ -62,6 +62,7 @@ from audits.model import (
     CheckResult,
     Finding,
     HostEntry,
+    HostKeyFact,
     Kind,
     Outcome,
     Severity,
@@ -69,10 +70,12 @@ from audits.model import (
     VersionPair,
     finding_order,
 )
-from audits.observe import observe
+from audits.observe import Observed, observe
 from audits.parsers.base import RegistryError
 from audits.sink import Contract, Facts, Sink
 from contract import normal_routes
+
+INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault
 
 
 @dataclass(frozen=True)
@@ -192,20 +195,17 @@ def _records(
     severity: dict[str, Severity],
 ) -> None:
     """Findings for every planned record missing or differing; unplanned records are masked."""
-    diff = DeepDiff(expected, observed, view="tree")
-    for change in ("dictionary_item_removed", "values_changed", "type_changes"):
-        for level in diff.get(change, ()):
-            where = level.path(output_format="list")
-            name = where[0]
-            if len(where) == 1:
-                path, want, have = f"{section}[{name}]", level.t1, None
-                text = f"{name} missing"
-            else:
-                path = f"{section}[{name}].{where[1]}"
-                want, have = level.t1, None if change == "dictionary_item_removed" else level.t2
-                text = f"{name} {where[1]} {have}, expected {want}"
-            level_severity = severity.get(where[-1], Severity.CRITICAL)
-            sink.drift(path, want, have, level_severity, text)
+    for name, want in sorted(expected.items()):
+        have = observed.get(name)
+        if have is None:
+            sink.drift(f"{section}[{name}]", want, None, Severity.CRITICAL, f"{name} missing")
+            continue
+        for key, value in want.items():
+            seen = have.get(key)
+            if seen != value or type(seen) is not type(value):
+                text = f"{name} {key} {seen}, expected {value}"
+                level = severity.get(key, Severity.CRITICAL)
+                sink.drift(f"{section}[{name}].{key}", value, seen, level, text)
 
 
 def _deployed(c: Contract) -> list[dict[str, Any]]:
@@ -329,8 +329,19 @@ class HostAudit:
 
 def compare_host(c: Contract, collected: Collected, now: datetime) -> HostAudit:
     """Audit one host: run every check that applies, and settle its status."""
+    observed = observe(c["host"], collected)
+    return compare_observed(c, observed, collected.unreachable, now, collected.host_key)
+
+
+def compare_observed(
+    c: Contract,
+    observed: Observed,
+    unreachable: str | None,
+    now: datetime,
+    host_key: HostKeyFact | None = None,
+) -> HostAudit:
+    """Audit one host from its parsed facts (`compare_host` without the parsing)."""
     host = c["host"]
-    observed = observe(host, collected)
     checks: list[CheckResult] = []
     findings: list[Finding] = []
     accepted: list[Accepted] = []
@@ -341,8 +352,8 @@ def compare_host(c: Contract, collected: Collected, now: datetime) -> HostAudit:
         probes = check.probes(c)
         missing = [k for k in probes if k not in observed.facts]
         reason = None
-        if collected.unreachable is not None:
-            reason = f"host unreachable: {collected.unreachable}"
+        if unreachable is not None:
+            reason = f"host unreachable: {unreachable}"
         elif not probes:
             reason = "the contract names nothing to read it from"
         elif missing:
@@ -359,8 +370,10 @@ def compare_host(c: Contract, collected: Collected, now: datetime) -> HostAudit:
         versions |= sink.versions
         outcome: Outcome = "drift" if sink.findings else "complies"
         checks.append(CheckResult(check=check.name, kind=check.kind, outcome=outcome, reason=None))
-    if collected.unreachable is not None:
-        status, why = Status.UNREACHABLE, collected.unreachable
+    if host_key is not None:
+        findings.append(host_key_finding(host, host_key))
+    if unreachable is not None:
+        status, why = Status.UNREACHABLE, unreachable
     elif observed.failures:
         status = Status.ERROR
         why = "; ".join(f"{f['probe']}: {f['message']}" for f in observed.failures)
@@ -381,3 +394,44 @@ def compare_host(c: Contract, collected: Collected, now: datetime) -> HostAudit:
         accepted=sorted(accepted, key=lambda a: a["key"]),
     )
     return HostAudit(entry, sorted(findings, key=finding_order))
+
+
+def host_key_finding(host: str, key: HostKeyFact) -> Finding:
+    """An unknown host key is a warning (a new or reinstalled host to vet); a changed one is
+    critical: it can be a machine in the middle. Either way nothing was run there."""
+    changed = key["state"] == "changed"
+    offered = key["offered"] or "a key that could not be read"
+    text = (
+        f"host key changed: known {', '.join(key['known'])}, offered {offered}"
+        if changed
+        else f"host key unknown: offered {offered}, none known"
+    )
+    return Finding(
+        kind=Kind.HOST_KEY.value,
+        host=host,
+        check="host_key",
+        path="host_key",
+        expected=key["known"] or None,
+        observed=key["offered"],
+        severity=(Severity.CRITICAL if changed else Severity.WARNING).value,
+        message=text,
+    )
+
+
+def crashed_host(c: Contract, why: str) -> HostAudit:
+    """A host the audit could not judge because of its own bug: `error`, saying why."""
+    entry = HostEntry(
+        host=c["host"],
+        role=c["role"],
+        model=c["model"],
+        rack=c["rack"],
+        u=c.get("u"),
+        ring=c["ring"],
+        status=Status.ERROR.value,
+        reason=why,
+        failures=[],
+        checks=[],
+        versions={},
+        accepted=[],
+    )
+    return HostAudit(entry, [])

@@ -28,7 +28,7 @@ from typing import Any, TypedDict
 
 from audits.collect import Collected
 from audits.model import FABRIC, Finding, Kind, ProbeFailure, Severity, Status, finding_order
-from audits.observe import observe
+from audits.observe import Observed, observe
 from audits.versions import same
 
 PROBES = ("ibnetdiscover",)
@@ -74,11 +74,22 @@ def compare_fabric(
 ) -> FabricAudit:
     """Audit the fabric. `host_ports` maps every planned HCA port GUID to its host's name: it
     tells host ends from switch ends, and names host ports that no cable plans."""
-    observed = observe(FABRIC, collected)
+    return compare_fabric_observed(
+        contract, host_ports, observe(FABRIC, collected), collected.unreachable
+    )
+
+
+def compare_fabric_observed(
+    contract: Mapping[str, Any],
+    host_ports: Mapping[str, str],
+    observed: Observed,
+    unreachable: str | None,
+) -> FabricAudit:
+    """Audit the fabric from its parsed facts (`compare_fabric` without the parsing)."""
     installed, planned = _cables(contract, host_ports)
     checked = sorted(c.id for c in installed.values())
-    if collected.unreachable is not None:
-        entry = _entry(Status.UNREACHABLE, collected.unreachable, [], checked)
+    if unreachable is not None:
+        entry = _entry(Status.UNREACHABLE, unreachable, [], checked)
         return FabricAudit(entry, [])
     if not contract["cables"]:
         return FabricAudit(_entry(Status.OK, None, [], checked), [])
@@ -125,6 +136,11 @@ def _firmware(switches: Sequence[Mapping[str, Any]], devices: Sequence[Any]) -> 
             )
         )
     return out
+
+
+def crashed_fabric(why: str) -> FabricAudit:
+    """The fabric when the audit's own bug kept it from being judged: `error`, saying why."""
+    return FabricAudit(_entry(Status.ERROR, why, [], []), [])
 
 
 def not_scanned() -> FabricEntry:

@@ -43,6 +43,7 @@ class Kind(StrEnum):
     IB_PORT = "ib-port"
     CABLE = "cable"
     GPU = "gpu"
+    HOST_KEY = "host-key"
     FILE = "file"
     SERVICE = "service"
 
@@ -80,6 +81,15 @@ class Accepted(TypedDict):
     observed: str
     expected: str
     until: str
+
+
+class HostKeyFact(TypedDict):
+    """Why a host's SSH key was not accepted: none known for it (`unknown`), or the host
+    offers another key than the known ones (`changed`). Fingerprints are OpenSSH's SHA256."""
+
+    state: Literal["unknown", "changed"]
+    known: list[str]
+    offered: str | None  # None when the host's key could not be read a second time
 
 
 class ProbeFailure(TypedDict):

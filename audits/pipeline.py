@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from audits import expected, shard
-from audits.collect import Collector, ReplayCollector
-from audits.compare import compare_host, host_probes
-from audits.fabric import FabricAudit, compare_fabric, fabric_probes, not_scanned
+from audits.collect import Collected, Collection, Collector, ReplayCollector, read_object
+from audits.compare import INTERNAL_ERROR, compare_host, crashed_host, host_probes
+from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_probes, not_scanned
 from audits.model import AuditError
 from audits.render import junit, markdown, textfile
 from audits.report import Report, build, to_json
@@ -24,28 +25,70 @@ def audit(
     expectations: expected.Expectations,
     collector: Collector,
     now: datetime | None = None,
+    previous: Any | None = None,
     selection: shard.Selection | None = None,
 ) -> Report:
     """Collect, compare and report; rollout windows are judged at `now`, by default the time
     the state was collected (so a replay gives the same report as the original run).
-    `selection` (`audits.shard`) narrows the run to some hosts, with or without the fabric."""
+    `previous` is the last run's report (`audits.history`); `selection` (`audits.shard`)
+    narrows the run to some hosts, with or without the fabric.
+
+    Never costs the fleet its report: an exception nobody expected (a bug) while collecting
+    makes every host `error`, while comparing one host (or the fabric) only that one; each
+    names the exception, and the report's exit code is 3."""
     hosts = expectations.hosts
     chosen = sorted(hosts) if selection is None else selection.hosts
     scan = selection is None or selection.fabric
-    collection = collector.collect(
-        {name: host_probes(hosts[name]) for name in chosen},
-        fabric_probes(expectations.fabric) if scan else (),
-    )
+    try:
+        collection = collector.collect(
+            {name: host_probes(hosts[name]) for name in chosen},
+            fabric_probes(expectations.fabric) if scan else (),
+        )
+    except AuditError:
+        raise  # the audit cannot run at all (exit 4): no report would be true
+    except Exception as exc:  # a bug: reported on every host, exit 3
+        lost = Collected({}, {}, crashed=_bug(exc))
+        at = now or datetime.now(UTC).replace(microsecond=0)
+        collection = Collection(at, dict.fromkeys(chosen, lost), lost)
     when = now or collection.collected_at
-    audits = [compare_host(hosts[name], collection.hosts[name], when) for name in chosen]
+    audits = []
+    for name in chosen:
+        collected = collection.hosts[name]
+        try:
+            if collected.crashed is not None:
+                audits.append(crashed_host(hosts[name], collected.crashed))
+            else:
+                audits.append(compare_host(hosts[name], collected, when))
+        except Exception as exc:  # a bug: this host is error, exit 3
+            audits.append(crashed_host(hosts[name], _bug(exc)))
     # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
     ports = {p["port_guid"]: name for name, c in hosts.items() for p in c["ib_ports"]}
-    if scan:
-        fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
-    else:
-        fabric = FabricAudit(not_scanned(), [])
-    report = build(expectations, collection.collected_at, when, audits, fabric)
+    try:
+        if not scan:
+            fabric = FabricAudit(not_scanned(), [])
+        elif collection.fabric.crashed is not None:
+            fabric = crashed_fabric(collection.fabric.crashed)
+        else:
+            fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
+    except Exception as exc:  # a bug: the fabric is error, exit 3
+        fabric = crashed_fabric(_bug(exc))
+    report = build(expectations, collection.collected_at, when, audits, fabric, previous)
     return report if selection is None else shard.mark(report, selection)
+
+
+def read_previous(path: Path | None) -> Any | None:
+    """The previous run's report.json, or None when there is none to read; raises AuditError
+    when `path` is there but is not a report."""
+    if path is None:
+        return None
+    report = read_object(path, "a report.json")
+    if not isinstance(report.get("findings"), list) or "collected_at" not in report:
+        raise AuditError(f"{path}: not a clusterforge audit report (no findings, collected_at)")
+    return report
+
+
+def _bug(exc: BaseException) -> str:
+    return f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}"
 
 
 def files(report: Report) -> dict[str, str]:
@@ -90,6 +133,7 @@ def audit_replay(
     metrics: Path | None,
     now: datetime | None,
     part: tuple[tuple[int, int] | None, str | None] = (None, None),
+    previous: Path | None = None,
 ) -> Report:
     """Audit a recording against `repo`'s generated/expected/ and write the report; `part` is
     the (--shard, --hosts) selection, if any."""
@@ -97,13 +141,17 @@ def audit_replay(
         raise AuditError(f"{recording} is not a folder")
     expectations = expected.read(repo)
     selection = shard.select(expectations, *part) if part != (None, None) else None
-    report = audit(expectations, ReplayCollector(recording), now, selection)
+    last = read_previous(previous)
+    report = audit(expectations, ReplayCollector(recording), now, last, selection)
     write(report, out, metrics)
     return report
 
 
-def merge(folders: list[Path], out: Path, metrics: Path | None) -> Report:
-    """Fold shard report folders into one report folder (`clusterforge audit merge`)."""
-    report = shard.merge([shard.read(folder) for folder in folders])
+def merge(
+    folders: list[Path], out: Path, metrics: Path | None, previous: Path | None = None
+) -> Report:
+    """Fold shard report folders into one report folder (`clusterforge audit merge`), with
+    the history against the `previous` merged report."""
+    report = shard.merge([shard.read(folder) for folder in folders], read_previous(previous))
     write(report, out, metrics)
     return report

@@ -9,17 +9,20 @@ Schema 1:
      "expectations": {"commit": str | null, "source_sha256": str | null},
      "collected_at": ISO 8601,            when the state was read (the recording's meta.json)
      "now": ISO 8601,                     the clock rollout windows were judged by
-     "exit_code": 0 | 1 | 2,
+     "exit_code": 0 | 1 | 2 | 3,
      "summary": {"hosts": int, "status": {"ok": int, "drift": int, "unreachable": int,
-                 "error": int}, "findings": int, "by_kind": {kind: int}, "fabric": status},
+                 "error": int}, "findings": int, "by_kind": {kind: int}, "fabric": status,
+                 "internal_errors": int},       hosts (and the fabric) a bug kept from judging
      "hosts": [HostEntry],                by host name (audits/model.py)
      "fabric": FabricEntry,               (audits/fabric.py)
-     "findings": [Finding]}               critical first, then by rack and U, host, check,
+     "findings": [Finding],               critical first, then by rack and U, host, check,
                                           path; the fabric's after the hosts' (audits/model.py)
+     "history": History}                  what changed since the previous run (audits/history.py)
 
 Exit codes: 0 every host and the fabric complied; 1 drift; 2 some host or the fabric could
 not be collected (unreachable or error); 2 wins over 1, because a partial audit proves nothing
-about the hosts it could not see.
+about the hosts it could not see; 3 the audit hit a bug of its own on some host or the fabric
+(that one is `error`, its reason starts "internal error"; every other is reported as usual).
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
-from audits.compare import HostAudit
+from audits.compare import INTERNAL_ERROR, HostAudit
 from audits.expected import Expectations
 from audits.fabric import FabricAudit, FabricEntry
+from audits.history import History, history
 from audits.model import Finding, HostEntry, Kind, Severity, Status, finding_order
 
 SCHEMA = 1
-EXIT_CLEAN, EXIT_DRIFT, EXIT_UNCOLLECTED = 0, 1, 2
+EXIT_CLEAN, EXIT_DRIFT, EXIT_UNCOLLECTED, EXIT_BUG = 0, 1, 2, 3
 
 
 class Named(TypedDict):
@@ -50,6 +54,7 @@ class Summary(TypedDict):
     findings: int
     by_kind: dict[str, int]
     fabric: str
+    internal_errors: int
 
 
 class Shard(TypedDict):
@@ -71,6 +76,7 @@ class Report(TypedDict):
     hosts: list[HostEntry]
     fabric: FabricEntry
     findings: list[Finding]
+    history: History
     shard: NotRequired[Shard]
 
 
@@ -80,8 +86,10 @@ def build(
     now: datetime,
     hosts: list[HostAudit],
     fabric: FabricAudit,
+    previous: Any | None = None,
 ) -> Report:
-    """Assemble the report from every host's audit and the fabric's."""
+    """Assemble the report from every host's audit and the fabric's; `previous` is the last
+    run's report (None: no memory, every finding is new)."""
     named = Named(commit=expectations.commit, source_sha256=expectations.source_sha256)
     return assemble(
         named,
@@ -90,6 +98,7 @@ def build(
         [h.entry for h in hosts],
         [f for h in hosts for f in h.findings] + fabric.findings,
         fabric.entry,
+        previous,
     )
 
 
@@ -100,8 +109,10 @@ def assemble(
     hosts: list[HostEntry],
     findings: list[Finding],
     fabric: FabricEntry,
+    previous: Any | None = None,
 ) -> Report:
-    """The report of these host entries, findings and fabric entry: sorted, summed, judged."""
+    """The report of these host entries, findings and fabric entry: sorted, summed, judged,
+    and compared with the `previous` report."""
     entries = sorted(hosts, key=lambda e: e["host"])
     findings = sorted(findings, key=_triage_order(entries))
     statuses = Counter(e["status"] for e in entries)
@@ -112,8 +123,11 @@ def assemble(
         findings=len(findings),
         by_kind={k.value: kinds[k.value] for k in Kind if kinds[k.value]},
         fabric=fabric["status"],
+        internal_errors=sum(
+            1 for e in [*entries, fabric] if (e["reason"] or "").startswith(INTERNAL_ERROR)
+        ),
     )
-    return Report(
+    report = Report(
         schema=SCHEMA,
         expectations=named,
         collected_at=collected_at,
@@ -123,7 +137,10 @@ def assemble(
         hosts=entries,
         fabric=fabric,
         findings=findings,
+        history=History(previous=None, new=[], resolved=[], still=[], flapping=[], tracked=[]),
     )
+    report["history"] = history(previous, report)
+    return report
 
 
 _SEVERITY_RANK = {Severity.CRITICAL.value: 0, Severity.WARNING.value: 1}
@@ -142,7 +159,10 @@ def _triage_order(entries: list[HostEntry]) -> Callable[[Finding], tuple[Any, ..
 
 
 def exit_code(summary: Summary) -> int:
-    """2 when anything could not be collected, else 1 on drift, else 0."""
+    """3 on a bug of the audit's own, 2 when anything could not be collected, else 1 on drift,
+    else 0."""
+    if summary["internal_errors"]:
+        return EXIT_BUG
     uncollected = {Status.UNREACHABLE.value, Status.ERROR.value}
     if summary["fabric"] in uncollected or any(summary["status"][s] for s in uncollected):
         return EXIT_UNCOLLECTED

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from audits.expected import Expectations
 from audits.fabric import FabricEntry
@@ -67,9 +68,10 @@ def mark(report: Report, selection: Selection) -> Report:
     }
 
 
-def merge(reports: Sequence[Report]) -> Report:
-    """Fold the N shard reports of one audit into the report an unsharded run gives; raises
-    AuditError unless they are exactly shards 1..N of one expectation set."""
+def merge(reports: Sequence[Report], previous: Any | None = None) -> Report:
+    """Fold the N shard reports of one audit into the report an unsharded run gives (its
+    history against the `previous` merged report); raises AuditError unless they are
+    exactly shards 1..N of one expectation set."""
     shards = [r.get("shard") for r in reports]
     if not reports or any(s is None for s in shards):
         raise AuditError("audit merge takes the report folders of `audit --shard K/N` runs")
@@ -93,6 +95,7 @@ def merge(reports: Sequence[Report]) -> Report:
         [h for r in reports for h in r["hosts"]],
         [f for r in reports for f in r["findings"]],  # only the scanning shard has the fabric's
         fabric,
+        previous,
     )
 
 

@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
+import math
 import os
 import shlex
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,13 +44,23 @@ from typing import Any
 import asyncssh
 
 from audits import expected, pipeline, shard
-from audits.collect import Collected, Collection, Recorder, probe_of, read_object
-from audits.compare import probe_arguments
-from audits.model import AuditError
+from audits.collect import (
+    SCHEMA,
+    Collected,
+    Collection,
+    Recorder,
+    ReplayCollector,
+    probe_of,
+    read_object,
+    write_status,
+)
+from audits.compare import INTERNAL_ERROR, probe_arguments
+from audits.model import AuditError, HostKeyFact
 from audits.probes import PROBES, ProbeError
 from audits.report import Report
 
 SSH_PORT = 22
+AUDIT_USER = "clusterforge-audit"  # site.yaml audit.user of the reference cluster
 SUBNET_MANAGER = "subnet-manager"  # the role whose hosts sit on the fabric to scan it from
 _REASON_MAX = 300  # characters of a command's stderr kept in a reason
 Progress = Callable[[int, int], None]  # (hosts done, hosts in all): the CLI's progress line
@@ -75,6 +88,17 @@ class Target:
             address, port = text.split(":")
         if not address or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{text!r} is not address[:port]")
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            # A name must be one the resolver can be asked for: asyncssh would raise
+            # UnicodeError (IDNA: an empty label, `gpu001..mgmt`) or ValueError (a NUL) mid-run.
+            try:
+                if "\0" in address or any(c.isspace() for c in address):
+                    raise UnicodeError("NUL or whitespace")
+                address.encode("idna")
+            except UnicodeError:
+                raise ValueError(f"{text!r}: {address!r} is not a host name") from None
         return cls(address, int(port))
 
     def __str__(self) -> str:
@@ -86,11 +110,15 @@ class Target:
 class SshOptions:
     """How to log in: the private key, the known_hosts file, the user, and the bounds."""
 
-    key: Path
+    key: Path | None  # None: log in with the agent's keys (`agent`)
     known_hosts: Path
-    user: str = "root"
+    user: str = AUDIT_USER
     concurrency: int = 32  # hosts connected at once
     timeout: float = 120.0  # seconds per host: connect and all its probes
+    max_output: int = 16 * 2**20  # bytes kept of one probe's output; more makes the host error
+    passphrase_env: str | None = None  # the environment variable holding the key's passphrase
+    passphrase_file: Path | None = None  # or the file holding it
+    agent: str | None = None  # an SSH agent's socket, to log in with instead of `key`
 
 
 def read_inventory(path: Path) -> dict[str, Target]:
@@ -147,17 +175,20 @@ class SshCollector:
         arguments: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
         progress: Progress | None = None,
     ) -> None:
-        if options.concurrency < 1 or options.timeout <= 0:
-            raise AuditError("concurrency must be at least 1 and the timeout above 0 seconds")
+        if options.concurrency < 1 or options.timeout <= 0 or options.max_output < 1:
+            raise AuditError(
+                "concurrency and --max-output must be at least 1 and the timeout above 0 seconds"
+            )
         self.targets = dict(targets)
         self.arguments = dict(arguments or {})  # host -> probe key -> its arguments
         self.options = options
         self.fabric_from = fabric_from
         self.progress = progress
-        try:
-            self._key = asyncssh.read_private_key(options.key)
-        except (OSError, ValueError, asyncssh.Error) as exc:
-            raise AuditError(f"cannot use the SSH key {options.key}: {exc}") from None
+        # [] and an agent: the agent's keys only (None would turn public keys off, and leaving
+        # it out would read ~/.ssh).
+        self._keys: list[asyncssh.SSHKey] = []
+        if options.agent is None:
+            self._keys = [_private_key(options)]
         try:
             # Loaded once, and passed as an object: given a path asyncssh would re-read it for
             # every host, and given nothing it would fall back to ~/.ssh/known_hosts.
@@ -166,12 +197,26 @@ class SshCollector:
             raise AuditError(f"cannot use known_hosts {options.known_hosts}: {exc}") from None
 
     def collect(self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str]) -> Collection:
+        """Collect through a recording in a private temporary folder, read back."""
+        with tempfile.TemporaryDirectory(prefix="clusterforge-") as folder:
+            at = self.record(hosts, fabric, Path(folder))
+            (Path(folder) / "meta.json").write_text(
+                json.dumps({"schema": SCHEMA, "collected_at": at.isoformat()}), encoding="utf-8"
+            )
+            return ReplayCollector(Path(folder)).collect(hosts, fabric)
+
+    def record(
+        self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str], folder: Path
+    ) -> datetime:
+        """Collect into `folder` (`audits.collect.Streaming`): each output is written as it
+        arrives, at most `max_output` bytes of it."""
         collected_at = datetime.now(UTC).replace(microsecond=0)
-        return asyncio.run(self._collect(collected_at, hosts, fabric))
+        asyncio.run(self._collect(hosts, fabric, folder))
+        return collected_at
 
     async def _collect(
-        self, collected_at: datetime, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str]
-    ) -> Collection:
+        self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str], folder: Path
+    ) -> None:
         gate = asyncio.Semaphore(self.options.concurrency)
         names = sorted(hosts)
         scan = self.fabric_from if fabric else None
@@ -179,7 +224,8 @@ class SshCollector:
 
         async def counted(name: str) -> tuple[Collected, Collected]:
             nonlocal done
-            result = await self._host(gate, name, hosts[name], fabric if name == scan else ())
+            mine = fabric if name == scan else ()
+            result = await self._host(gate, name, hosts[name], mine, folder)
             done += 1
             if self.progress is not None:
                 self.progress(done, len(names))
@@ -196,93 +242,216 @@ class SshCollector:
             scanned = Collected({}, dict.fromkeys(fabric, f"skipped: {scan} was not collected"))
         else:
             scanned = by_host[scan][1]
-        return Collection(collected_at, {h: r[0] for h, r in by_host.items()}, scanned)
+        for name, (own, _) in by_host.items():
+            write_status(_mkdir(folder / "hosts" / name), own)
+        write_status(_mkdir(folder / "fabric"), scanned)
 
     async def _host(
-        self, gate: asyncio.Semaphore, name: str, keys: Sequence[str], fabric: Sequence[str]
+        self,
+        gate: asyncio.Semaphore,
+        name: str,
+        keys: Sequence[str],
+        fabric: Sequence[str],
+        folder: Path,
     ) -> tuple[Collected, Collected]:
-        """The host's probes and, on the scan host, the fabric's: each a value, never raised."""
+        """The host's probes and, on the scan host, the fabric's: each a value, never raised.
+        Outputs go to `folder`'s hosts/<name>/ and fabric/; what is returned says how each
+        probe ended."""
         target = self.targets.get(name)
         if target is None:
             lost = "no address: no mgmt interface in its contract and no inventory entry"
             return Collected({}, {}, lost), Collected({}, {}, f"scan host {name}: {lost}")
         async with gate:  # the per-host clock starts once the host's turn has come
+            deadline = asyncio.get_running_loop().time() + self.options.timeout
             try:
-                async with asyncio.timeout(self.options.timeout):
+                async with asyncio.timeout_at(deadline):
                     conn = await asyncssh.connect(
                         target.address,
                         target.port,
                         username=self.options.user,
-                        client_keys=[self._key],
+                        client_keys=self._keys,
                         known_hosts=self._known_hosts,
                         host_key_alias=name,
-                        # Nothing from the environment decides whom we trust or how we log in.
+                        # Nothing from the environment decides whom we trust or how we log in;
+                        # the agent only when asked for (--ssh-agent).
                         config=[],
-                        agent_path=None,
+                        agent_path=self.options.agent,
+                        agent_forwarding=False,
                         preferred_auth="publickey",
                         x509_trusted_certs=None,
                         x509_trusted_cert_paths=[],
                     )
                     try:
-                        own = await _run_all(conn, keys, self.arguments.get(name, {}))
-                        scanned = await _run_all(conn, fabric, {})
+                        run = _Runner(conn, deadline, self.options.max_output)
+                        mine = self.arguments.get(name, {})
+                        own = await run.all(keys, folder / "hosts" / name, mine)
+                        scanned = await run.all(fabric, folder / "fabric", {})
                     finally:
                         conn.close()  # says goodbye without waiting for the host to answer
+            except asyncssh.HostKeyNotVerifiable:
+                key = await self._host_key(name, target)
+                return Collected({}, {}, key.reason, host_key=key.fact), Collected(
+                    {}, {}, f"scan host {name}: {key.reason}"
+                )
             except (OSError, asyncssh.Error, TimeoutError) as exc:
                 lost = _unreachable(exc, target, self.options)
                 return Collected({}, {}, lost), Collected({}, {}, f"scan host {name}: {lost}")
+            except Exception as exc:  # a bug: this host only, exit 3
+                bug = f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}"
+                return Collected({}, {}, crashed=bug), Collected({}, {}, crashed=bug)
         return own, scanned
 
-
-async def _run_all(
-    conn: asyncssh.SSHClientConnection,
-    keys: Sequence[str],
-    arguments: Mapping[str, tuple[str, ...]],
-) -> Collected:
-    outputs: dict[str, str] = {}
-    failed: dict[str, str] = {}
-    for key in sorted(keys):
+    async def _host_key(self, name: str, target: Target) -> _HostKey:
+        """Why a host key was rejected: none known for the host, or another one known (a
+        reinstalled host, or a machine in the middle). Asks the host for its key again, over
+        a connection that logs in to nothing, to name its fingerprint."""
+        known = list(self._known_hosts.match(name, target.address, target.port)[0])
+        algs = sorted({k.get_algorithm() for k in known}) or ()
         try:
-            command = _command(key, arguments.get(key, ()))
-        except ProbeError as exc:
-            failed[key] = f"not run: {exc}"
-            continue
-        done = await conn.run(command, check=False, encoding="utf-8", errors="replace")
-        if done.exit_status in PROBES[probe_of(key)].ok_exits:
-            outputs[key] = str(done.stdout or "")
-        else:
-            failed[key] = _failure(done)
-    return Collected(outputs, failed)
+            async with asyncio.timeout(min(self.options.timeout, _KEY_FETCH_S)):
+                offered = await asyncssh.get_server_host_key(
+                    target.address, target.port, server_host_key_algs=algs, config=[]
+                )
+        except (OSError, asyncssh.Error, TimeoutError):
+            offered = None
+        seen = offered.get_fingerprint() if offered is not None else None
+        prints = sorted(k.get_fingerprint() for k in known)
+        if not known:
+            why = (
+                f"ssh: host key unknown: {self.options.known_hosts} has no key for {name} "
+                f"or {target}; it offers {seen or 'no key we could read'}"
+            )
+            return _HostKey(why, HostKeyFact(state="unknown", known=[], offered=seen))
+        why = (
+            f"ssh: host key CHANGED at {target}: {self.options.known_hosts} has "
+            f"{', '.join(prints)} for {name}, the host offers {seen or 'another key'}; "
+            "a reinstalled host, or a machine in the middle: not logged in"
+        )
+        return _HostKey(why, HostKeyFact(state="changed", known=prints, offered=seen))
 
 
-def _command(key: str, arguments: tuple[str, ...] = ()) -> str:
-    """The command line of a probe key, from the allowlist only; raises ProbeError."""
+_KEY_FETCH_S = 10.0  # at most this long to read a rejected host's key, to name it
+
+
+@dataclass(frozen=True)
+class _HostKey:
+    reason: str
+    fact: HostKeyFact
+
+
+def _private_key(options: SshOptions) -> asyncssh.SSHKey:
+    """The private key, decrypted with the passphrase when one is given; raises AuditError."""
+    passphrase = None
+    if options.key is None:
+        raise AuditError("no SSH key given (--ssh-key FILE), and no agent (--ssh-agent)")
+    try:
+        if options.passphrase_file is not None:
+            passphrase = options.passphrase_file.read_text(encoding="utf-8").rstrip("\n")
+        elif options.passphrase_env is not None:
+            passphrase = os.environ.get(options.passphrase_env)
+            if passphrase is None:
+                raise AuditError(f"${options.passphrase_env} (the key's passphrase) is not set")
+        return asyncssh.read_private_key(options.key, passphrase)
+    except (OSError, ValueError, asyncssh.Error) as exc:
+        hint = "" if passphrase is not None else " (encrypted? give --key-passphrase-env/-file)"
+        raise AuditError(f"cannot use the SSH key {options.key}: {exc}{hint}") from None
+
+
+def _mkdir(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+class _Runner:
+    """Runs probes on one connection, each output streamed to its file, cut at `cap` bytes,
+    and each told (`--within`) how long the host's time still lasts."""
+
+    def __init__(self, conn: asyncssh.SSHClientConnection, deadline: float, cap: int) -> None:
+        self.conn = conn
+        self.deadline = deadline
+        self.cap = cap
+
+    async def all(
+        self, keys: Sequence[str], folder: Path, arguments: Mapping[str, tuple[str, ...]]
+    ) -> Collected:
+        failed: dict[str, str] = {}
+        folder.mkdir(parents=True, exist_ok=True)
+        for key in sorted(keys):
+            try:
+                words = probe_words(key, arguments.get(key, ()))
+            except ProbeError as exc:
+                failed[key] = f"not run: {exc}"
+                continue
+            left = math.ceil(self.deadline - asyncio.get_running_loop().time())
+            command = shlex.join(["--within", str(max(1, left)), *words])
+            ok = PROBES[probe_of(key)].ok_exits
+            why = await self.one(command, folder / f"{key}.txt", ok)
+            if why is not None:
+                failed[key] = why
+        return Collected({}, failed)
+
+    async def one(self, command: str, path: Path, ok: tuple[int, ...]) -> str | None:
+        """Run `command`, its stdout into `path`; None when it succeeded, else why not."""
+        process = await self.conn.create_process(command, encoding=None)
+        process.stdin.write_eof()
+        stderr = asyncio.ensure_future(_tail(process.stderr))
+        size = 0
+        try:
+            with path.open("wb") as out:
+                while chunk := await process.stdout.read(_CHUNK):
+                    if size + len(chunk) > self.cap:
+                        out.write(chunk[: self.cap - size])
+                        out.write(TRUNCATED.format(cap=self.cap).encode())
+                        process.close()  # the host's probe gets EPIPE, or timeout(1) ends it
+                        return f"output over {self.cap} bytes: the recording keeps the first"
+                    out.write(chunk)
+                    size += len(chunk)
+            done = await process.wait(check=False)
+        finally:
+            stderr.cancel()
+        said = stderr.result() if stderr.done() and not stderr.cancelled() else b""
+        if done.exit_status in ok:
+            return None
+        path.unlink()
+        return _failure(done.exit_status, done.exit_signal, said)
+
+
+_CHUNK = 64 * 1024
+TRUNCATED = "\n[clusterforge: output cut here, at {cap} bytes]\n"
+
+
+async def _tail(stream: asyncssh.SSHReader[bytes]) -> bytes:
+    """A stream's last bytes (enough for its last line), read to its end."""
+    kept = b""
+    while chunk := await stream.read(_CHUNK):
+        kept = (kept + chunk)[-_CHUNK:]
+    return kept
+
+
+def probe_words(key: str, arguments: tuple[str, ...] = ()) -> list[str]:
+    """What the audit sends for a probe key: the probe's name and its arguments (the forced
+    command of generated/access/ runs it); raises ProbeError."""
     probe = PROBES.get(probe_of(key))
     if probe is None:
         raise ProbeError(f"{key!r} is not an allowlisted probe (known: {sorted(PROBES)})")
     iface = key.split("@", 1)[1] if "@" in key else None
-    # Quoted for the remote shell: it must see exactly these words.
-    return shlex.join(probe.argv_for(iface, arguments))
+    probe.argv_for(iface, arguments)  # checks the arguments, as the host will
+    return [probe.name, *([iface] if iface is not None else []), *arguments]
 
 
-def _failure(done: asyncssh.SSHCompletedProcess) -> str:
-    said = [line.strip() for line in str(done.stderr or "").splitlines() if line.strip()]
+def _failure(status: int | None, signal: tuple[str, bool, str, str] | None, said: bytes) -> str:
+    lines = [ln.strip() for ln in said.decode("utf-8", "replace").splitlines() if ln.strip()]
     how = (
-        f"exit {done.exit_status}"
-        if done.exit_status is not None and done.exit_status >= 0
-        else f"killed by signal {done.exit_signal[0] if done.exit_signal else 'unknown'}"
+        f"exit {status}"
+        if status is not None and status >= 0
+        else f"killed by signal {signal[0] if signal else 'unknown'}"
     )
-    return f"{how}: {said[-1][:_REASON_MAX]}" if said else how
+    return f"{how}: {lines[-1][:_REASON_MAX]}" if lines else how
 
 
 def _unreachable(exc: BaseException, target: Target, options: SshOptions) -> str:
     if isinstance(exc, TimeoutError):
         return f"ssh: timed out after {options.timeout:g}s (connect and probes) at {target}"
-    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
-        return (
-            f"ssh: host key of {target} rejected: unknown or changed, not as in "
-            f"{options.known_hosts} ({exc.reason})"
-        )
     if isinstance(exc, asyncssh.PermissionDenied):
         return f"ssh: authentication as {options.user!r} refused at {target} ({exc.reason})"
     if isinstance(exc, asyncssh.Error):
@@ -303,11 +472,13 @@ def audit_live(
     now: datetime | None,
     part: tuple[tuple[int, int] | None, str | None] = (None, None),
     progress: Progress | None = None,
+    previous: Path | None = None,
 ) -> Report:
     """Collect over SSH into the recording `record`, audit it against `repo`'s
-    generated/expected/, and write the report; raises AuditError when it cannot run. `part`
-    is the (--shard, --hosts) selection (`audits.shard`), if any; `progress(done, total)` is
-    called as each host is finished."""
+    generated/expected/ (and the `previous` report), and write the report; raises AuditError
+    when it cannot run. `part` is the (--shard, --hosts) selection (`audits.shard`), if any;
+    `progress(done, total)` is called as each host is finished."""
+    last = pipeline.read_previous(previous)
     expectations = expected.read(repo)
     selection = shard.select(expectations, *part) if part != (None, None) else None
     hosts = expectations.hosts
@@ -316,6 +487,6 @@ def audit_live(
     collector = SshCollector(
         addresses, options, fabric_host(hosts, fabric_from), arguments, progress
     )
-    report = pipeline.audit(expectations, Recorder(collector, record), now, selection)
+    report = pipeline.audit(expectations, Recorder(collector, record), now, last, selection)
     pipeline.write(report, out, metrics)
     return report

@@ -17,7 +17,9 @@ _TOKEN = re.compile(r"[0-9]+|[A-Za-z]+|[^0-9A-Za-z]")
 
 def tokens(version: str) -> tuple[int | str, ...]:
     """The comparison tokens of `version` (surrounding whitespace ignored)."""
-    return tuple(int(t) if t[0].isdigit() else t.lower() for t in _TOKEN.findall(version.strip()))
+    # "0" <= t[0] <= "9", not isdigit(): "²" is a digit to Python but no run of _TOKEN's digits.
+    found = _TOKEN.findall(version.strip())
+    return tuple(int(t) if "0" <= t[0] <= "9" else t.lower() for t in found)
 
 
 def same(expected: str, observed: str) -> bool:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from compiler.errors import ClusterforgeError, SourceError
 from compiler.kinds import LabelStock
@@ -262,6 +262,10 @@ _LIVE = (
     "concurrency",
     "timeout",
     "fabric_from",
+    "max_output",
+    "key_passphrase_env",
+    "key_passphrase_file",
+    "ssh_agent",
 )
 
 
@@ -276,27 +280,49 @@ def _audit(args: argparse.Namespace) -> int:
     live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
     part = (args.shard, args.hosts)
     try:
+        if args.merge and args.merge[0] == "history":
+            return _history(args.merge)
         if args.merge:
             if args.merge[0] != "merge" or len(args.merge) < 2:
-                raise AuditError("usage: clusterforge audit merge DIR... [--out DIR]")
+                raise AuditError(
+                    "usage: clusterforge audit merge DIR... [--out DIR] | audit history REPORT..."
+                )
             others = [o for o in (*live, "replay", "shard", "hosts", "now") if o in given]
             if others:
-                raise AuditError("audit merge takes report folders, --out and --textfile only")
-            report = audit.merge([Path(d) for d in args.merge[1:]], args.out, args.textfile)
+                raise AuditError(
+                    "audit merge takes report folders, --out, --textfile and --previous only"
+                )
+            report = audit.merge(
+                [Path(d) for d in args.merge[1:]], args.out, args.textfile, args.previous
+            )
         elif args.replay is not None:
             if live:
                 raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
             report = audit.audit_replay(
-                args.repo, args.replay, args.out, args.textfile, args.now, part
+                args.repo, args.replay, args.out, args.textfile, args.now, part, args.previous
             )
-        elif args.ssh_key is None or args.known_hosts is None:
+        elif (args.ssh_key is None and not args.ssh_agent) or args.known_hosts is None:
             raise AuditError(
-                "live collection needs --ssh-key FILE and --known-hosts FILE (an unknown host "
-                "key is never accepted); or audit a recording with --replay DIR"
+                "live collection needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE "
+                "(an unknown host key is never accepted); or audit a recording with --replay DIR"
             )
         else:
-            bounds = {k: given[k] for k in ("user", "concurrency", "timeout") if k in given}
-            options = ssh.SshOptions(args.ssh_key, args.known_hosts, **bounds)
+            agent = None
+            if args.ssh_agent:
+                agent = os.environ.get("SSH_AUTH_SOCK")
+                if not agent:
+                    raise AuditError("--ssh-agent: $SSH_AUTH_SOCK names no agent")
+            bounds = {
+                k: given[k] for k in ("user", "concurrency", "timeout", "max_output") if k in given
+            }
+            options = ssh.SshOptions(
+                args.ssh_key,
+                args.known_hosts,
+                passphrase_env=args.key_passphrase_env,
+                passphrase_file=args.key_passphrase_file,
+                agent=agent,
+                **bounds,
+            )
             record = args.record or args.out / "recording"
             report = ssh.audit_live(
                 args.repo,
@@ -309,6 +335,7 @@ def _audit(args: argparse.Namespace) -> int:
                 args.now,
                 part,
                 Progress("audit, hosts done"),
+                args.previous,
             )
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
@@ -316,6 +343,20 @@ def _audit(args: argparse.Namespace) -> int:
     status = ", ".join(f"{n} {s}" for s, n in report["summary"]["status"].items())
     print(f"{args.out}: {status}; fabric {report['summary']['fabric']}")
     return report["exit_code"]
+
+
+def _history(words: list[str]) -> int:
+    """`audit history REPORT...`: what changed along a chain of reports, oldest first."""
+    from audits import history, pipeline
+    from audits.model import AuditError
+    from audits.render import markdown
+
+    if words[0] != "history" or len(words) < 2:
+        raise AuditError("usage: clusterforge audit history REPORT.json... (oldest first)")
+    reports: list[Any] = [pipeline.read_previous(Path(w)) for w in words[1:]]
+    last = reports[-1] | {"history": history.chain(reports)}
+    print(markdown.changes(last) or "One report: nothing to compare it with.")
+    return EXIT_OK
 
 
 def _lab(args: argparse.Namespace) -> int:
@@ -568,8 +609,9 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument(
         "merge",
         nargs="*",
-        metavar="merge DIR",
-        help="`audit merge DIR...`: fold the report folders of shards 1..N into one report",
+        metavar="merge DIR | history REPORT",
+        help="`audit merge DIR...`: fold the report folders of shards 1..N into one report; "
+        "`audit history R1.json R2.json ...`: what changed along reports, oldest first",
     )
     a.add_argument(
         "--shard",
@@ -599,7 +641,31 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="JSON host -> address[:port] (default: each host's mgmt address, port 22)",
     )
-    live.add_argument("--user", metavar="NAME", help="login name (default: root)")
+    live.add_argument(
+        "--key-passphrase-env",
+        metavar="NAME",
+        help="the environment variable holding --ssh-key's passphrase (an encrypted key)",
+    )
+    live.add_argument(
+        "--key-passphrase-file", type=Path, metavar="FILE", help="or the file holding it"
+    )
+    live.add_argument(
+        "--ssh-agent",
+        action="store_true",
+        default=None,
+        help="log in with the keys of the agent at $SSH_AUTH_SOCK (interactive use)",
+    )
+    live.add_argument(
+        "--user",
+        metavar="NAME",
+        help="login name: the account of generated/access/ (default: clusterforge-audit)",
+    )
+    live.add_argument(
+        "--max-output",
+        type=int,
+        metavar="BYTES",
+        help="bytes kept of one probe's output; more makes the host error (default: 16 MiB)",
+    )
     live.add_argument("--concurrency", type=int, metavar="N", help="hosts at once (default: 32)")
     live.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="per host, all probes (default: 120)"
@@ -613,6 +679,12 @@ def parser() -> argparse.ArgumentParser:
         "--record", type=Path, metavar="DIR", help="the recording (default: OUT/recording)"
     )
     a.add_argument("--textfile", type=Path, metavar="PATH", help="Prometheus metrics to write")
+    a.add_argument(
+        "--previous",
+        type=Path,
+        metavar="REPORT",
+        help="the last run's report.json: say what is new, resolved, flapping since",
+    )
     a.add_argument(
         "--now",
         type=_instant,
@@ -673,6 +745,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INPUT
     except ClusterforgeError as exc:
         print(f"clusterforge: internal error: {exc}", file=sys.stderr)
+        return EXIT_BUG
+    except Exception as exc:  # a bug: exit 3 as documented, never 1 (drift)
+        print(f"clusterforge: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_BUG
     finally:
         if collecting:

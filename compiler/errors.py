@@ -66,3 +66,7 @@ class TargetError(ClusterforgeError):
 
 class OutputError(ClusterforgeError):
     """Raised when `generated/` cannot be written or read back."""
+
+
+class RegistryError(ClusterforgeError):
+    """Raised when a registry gets a name twice, or is asked for a name it does not hold."""

@@ -136,6 +136,21 @@ class Labels(Strict_):
     stock: Annotated[LabelStock, Lax] = LabelStock.WRAP_LETTER
 
 
+class AuditAccess(Strict_):
+    """The drift audit's account on every host (generated/access/): who it logs in as, with
+    which public key, and the longest a probe may run there."""
+
+    user: Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name (a-z, 0-9, '_', '-')")]
+    public_key: Annotated[
+        str,
+        _pattern(
+            r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,2}( [!-~]+)?",
+            "an OpenSSH public key line (type, base64, optional comment without spaces)",
+        ),
+    ]
+    probe_timeout_s: int = Field(300, ge=1, le=3600)  # a probe's hard limit on the host
+
+
 class Site(Strict_):
     name: Name
     room: Annotated[str, _pattern(r"[A-Z0-9]{1,6}", "a room code (A-Z, 0-9)")]
@@ -146,6 +161,7 @@ class Site(Strict_):
     row_pitch_m: float = Field(2.4, gt=0)
     labels: Labels = Labels()  # label stock for the cable label sheets
     monitoring: Monitoring = Monitoring()
+    audit: AuditAccess | None = None  # no account generated without it
 
 
 # --- networks.yaml --------------------------------------------------------------------------

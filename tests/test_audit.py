@@ -157,16 +157,17 @@ def test_drift_in_report_json_is_exactly_what_was_injected(drift: Drift) -> None
 def test_drift_in_markdown_is_folded_and_names_exactly_it(drift: Drift) -> None:
     text = drift.run.text("report.md")
     assert text.startswith("# Drift audit: 122/132 hosts ok, 9 drift, 1 could not be collected")
-    assert f"- 128/131 hosts OFED 23.10-1.1.9.0; gpu[017,042,101] on {OLD_OFED}\n" in text
-    assert "- 2/6 hosts BIOS 1.14.1; login[01-02],sm[01-02] on 1.13.0\n" in text
+    assert f"- 128/131 hosts OFED 23.10-1.1.9.0; gpu[017,042,101] on `{OLD_OFED}`\n" in text
+    assert "- 2/6 hosts BIOS 1.14.1; login[01-02],sm[01-02] on `1.13.0`\n" in text
     rows = _table(text, "## Findings")
     assert {(r[1], r[4]) for r in rows} == {
-        ("gpu[017,042,101]", "versions.ofed"),
-        ("login[01-02],sm[01-02]", "versions.bios"),
-        (ROUTE_HOST, f"routes[{STORAGE_ROUTE}]"),
-        (SLOW_HOST, "ib_ports[mlx5_0/1].rate"),
+        ("gpu[017,042,101]", "`versions.ofed`"),
+        ("login[01-02],sm[01-02]", "`versions.bios`"),
+        (ROUTE_HOST, f"`routes[{STORAGE_ROUTE}]`"),
+        (SLOW_HOST, "`ib_ports[mlx5_0/1].rate`"),
     }
-    assert {r[0] for r in _table(text, "## Fabric")} == {drift.slow_cable, *drift.swapped}
+    fabric = {r[0] for r in _table(text, "## Fabric")}
+    assert fabric == {f"`{c}`" for c in (drift.slow_cable, *drift.swapped)}
     assert [r[:2] for r in _table(text, "## Could not collect")] == [[DOWN_HOST, "unreachable"]]
     one, two = drift.swapped
     assert f"2 miswired ({one} and {two} look swapped), 1 degraded" in text
@@ -277,7 +278,8 @@ def test_without_replay_live_collection_is_refused(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["-C", str(reference), "audit"]) == 4
-    assert "live collection needs --ssh-key FILE and --known-hosts FILE" in capsys.readouterr().err
+    needs = "live collection needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE"
+    assert needs in capsys.readouterr().err
     assert not (tmp_path / "audit-report").exists()
 
 

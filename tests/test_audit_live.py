@@ -9,9 +9,13 @@ host down, a command missing, a host that never answers) and the report must say
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
+import shutil
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,10 +29,11 @@ from audits.collect import Collected, Collection, ReplayCollector, probe_of, wri
 from audits.compare import host_probes, probe_arguments
 from audits.model import AuditError
 from audits.probes import PROBES
-from audits.ssh import SshCollector, SshOptions, Target, fabric_host
+from audits.ssh import TRUNCATED, SshCollector, SshOptions, Target, fabric_host
 from clusterforge.cli import main
 from clusterforge.lab import lab as twin
 from clusterforge.lab.fleet import Fleet
+from compiler.targets.access import REFUSED
 from tests.conftest import require_tool
 from tests.lab.small import compile_lab
 
@@ -78,6 +83,34 @@ def lab_with(
 def audit_live(lab: twin.Lab, tmp: Path, *extra: str) -> Run:
     code = main([*lab.audit_args(), "--out", str(tmp / "report"), *extra])
     return Run(code, tmp / "report", lab.commands())
+
+
+def fingerprint(public: Path) -> str:
+    return str(asyncssh.read_public_key(public).get_fingerprint())
+
+
+def _waiting(host: Path) -> list[int]:
+    """The pids of a lab host's probes that hung (respond.sh's `hang` notes them)."""
+    path = host / "waiting"
+    return [int(p) for p in path.read_text(encoding="utf-8").split()] if path.exists() else []
+
+
+def _still_running(pids: list[int], patience: float = 20.0) -> list[int]:
+    """The pids still alive after up to `patience` seconds (the host's timeout(1) sends
+    SIGTERM when the audit's time is up, SIGKILL 5 s later; nothing here is timed)."""
+    deadline = time.monotonic() + patience
+    while True:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
+def _answer(lab: twin.Lab, host: str, command: str, shell: str) -> None:
+    """Make lab `host` answer `command` (a probe's command line) by running `shell`."""
+    path = lab.state / "hosts" / host / "answers.sh"
+    head, rest = path.read_text(encoding="utf-8").split("\n", 1)
+    path.write_text(f"{head}\n{shlex.quote(command)})\n{shell}\n;;\n{rest}", encoding="utf-8")
 
 
 def allowlisted(key: str, contract: dict[str, Any] | None = None) -> str:
@@ -227,6 +260,10 @@ def test_file_and_service_drift_is_named_exactly(deployed: Run) -> None:
 class Faults:
     run: Run
     known_hosts: tuple[bytes, bytes]  # the file before and after the run
+    impostor: str  # the fingerprint known_hosts has for gpu001
+    keys: list[str]  # the fingerprints of the lab's sshd host keys
+    hung: list[int]  # pids of mon01's probe that hung, when the audit gave up on it
+    lingering: list[int]  # those still running once the audit returned and a moment passed
 
 
 @pytest.fixture(scope="module")
@@ -246,7 +283,15 @@ def faults(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         before = lab.known_hosts.read_bytes()
         # The timeout leaves prov01 (seven commands) time to spare even on a busy machine.
         run = audit_live(lab, tmp, "--fabric-from", "prov01", "--timeout", "10")
-        yield Faults(run, (before, lab.known_hosts.read_bytes()))
+        hung = _waiting(lab.state / "hosts" / "mon01")
+        yield Faults(
+            run,
+            (before, lab.known_hosts.read_bytes()),
+            fingerprint(lab.state / "impostor" / "host_key.pub"),
+            [fingerprint(p) for p in sorted(lab.state.glob("sshd/*/host_key.pub"))],
+            hung,
+            _still_running(hung),
+        )
 
 
 @pytest.mark.realtool
@@ -266,9 +311,17 @@ def test_every_host_that_cannot_be_collected_says_why(faults: Faults) -> None:
 
 @pytest.mark.realtool
 def test_a_host_key_unknown_or_changed_is_rejected_and_never_trusted(faults: Faults) -> None:
-    for host in ("gpu001", "sm01"):
-        reason = faults.run.host(host)["reason"]
-        assert "host key" in reason and "rejected" in reason, reason
+    keys = {f["host"]: f for f in faults.run.report["findings"] if f["kind"] == "host-key"}
+    changed, unknown = keys.pop("gpu001"), keys.pop("sm01")
+    assert keys == {}
+    # Changed: maybe a machine in the middle; critical, naming both fingerprints.
+    assert (changed["severity"], changed["expected"]) == ("critical", [faults.impostor])
+    assert changed["observed"] in faults.keys
+    assert faults.run.host("gpu001")["reason"].startswith("ssh: host key CHANGED at 127.")
+    # Unknown: a host nobody vetted yet; a warning, naming what it offers.
+    assert (unknown["severity"], unknown["expected"]) == ("warning", None)
+    assert unknown["observed"] in faults.keys
+    assert faults.run.host("sm01")["reason"].startswith("ssh: host key unknown:")
     # Rejected before logging in: neither was asked to run anything, and nothing was added.
     assert not {c.host for c in faults.run.commands} & {"gpu001", "sm01"}
     assert faults.known_hosts[0] == faults.known_hosts[1]
@@ -283,6 +336,14 @@ def test_a_host_that_is_down_is_refused_at_its_lab_address(faults: Faults) -> No
 @pytest.mark.realtool
 def test_a_host_slower_than_the_timeout_is_unreachable(faults: Faults) -> None:
     assert faults.run.host("mon01")["reason"].startswith("ssh: timed out after 10s")
+
+
+@pytest.mark.realtool
+def test_a_hung_probe_is_ended_on_the_host(faults: Faults) -> None:
+    # The lab's hang ignores the audit hanging up; only the forced command's timeout(1),
+    # told by the audit how long the host's time still lasts, ends it.
+    assert len(faults.hung) == 1  # the first probe hung; nothing after it was sent
+    assert faults.lingering == []
 
 
 @pytest.mark.realtool
@@ -310,7 +371,7 @@ def test_live_collection_needs_a_key_and_known_hosts(
     out = tmp_path / "report"
     argv = ["-C", str(lab_repo), "audit", "--out", str(out), "--ssh-key", str(tmp_path / "id")]
     assert main(argv) == 4
-    assert "needs --ssh-key FILE and --known-hosts FILE" in capsys.readouterr().err
+    assert "needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -372,9 +433,24 @@ def test_inventory_addresses(text: str, target: Target) -> None:
     assert Target.parse(str(target)) == target
 
 
-@pytest.mark.parametrize("text", ["", ":22", "host:", "host:0", "host:65536", "[::1]x", "[::1]:"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        ":22",
+        "host:",
+        "host:0",
+        "host:65536",
+        "[::1]x",
+        "[::1]:",
+        "gpu001..mgmt.example",
+        "gpu\x00001:22",
+        "gpu 001",
+        "a" * 64 + ".example",
+    ],
+)
 def test_bad_inventory_addresses(text: str) -> None:
-    with pytest.raises(ValueError, match="address"):
+    with pytest.raises(ValueError, match=r"address|host name"):
         Target.parse(text)
 
 
@@ -427,3 +503,211 @@ def test_a_folder_that_is_not_a_recording_is_never_replaced(tmp_path: Path) -> N
     with pytest.raises(AuditError, match="neither a recording"):
         write_recording(_collection(), tmp_path)
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+# -- hosts in unexpected states cost nothing but themselves -----------------------------------
+
+CAP = 4 * 2**20  # --max-output in the unruly run: a 50 MB answer is cut at 4 MiB
+CHATTY = "Nov 30 06:00:00 gpu002 kernel: a line of an unusually chatty kernel log"
+
+
+@pytest.fixture(scope="module")
+def unruly(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """gpu001's NICs carry other names than planned, gpu002's kernel log is 50 MB, mon01
+    never answers; prov01 and sm01 are as planned."""
+    tmp = tmp_path_factory.mktemp("unruly")
+    for lab in lab_with(lab_repo, tmp, [{"fault": "probe-hangs", "hosts": "mon01"}]):
+        renamed = json.loads(Fleet.load(lab_repo / "generated").outputs("gpu001")["ip_addr"])
+        for i, link in enumerate(renamed[1:]):
+            link["ifname"] = f"enp{i}s0"
+        _answer(lab, "gpu001", "ip -j addr show", f"printf %s {shlex.quote(json.dumps(renamed))}")
+        chatty = f"yes {shlex.quote(CHATTY)} | head -c {50 * 2**20}"
+        _answer(lab, "gpu002", "journalctl -k --no-pager", chatty)
+        yield audit_live(lab, tmp, "--timeout", "40", "--max-output", str(CAP))
+
+
+@pytest.mark.realtool
+def test_each_unruly_host_gets_its_status_and_every_other_is_reported(unruly: Run) -> None:
+    assert unruly.code == 2
+    assert unruly.status() == {
+        "gpu001": "drift",
+        "gpu002": "error",
+        "mon01": "unreachable",
+        "prov01": "ok",
+        "sm01": "ok",
+    }
+    for name in ("report.json", "report.md", "junit.xml"):
+        assert (unruly.out / name).is_file(), name
+    assert unruly.report["fabric"]["status"] == "ok"
+
+
+@pytest.mark.realtool
+def test_renamed_nics_are_missing_interfaces_not_a_crash(unruly: Run, lab_repo: Path) -> None:
+    contract = Fleet.load(lab_repo / "generated").hosts["gpu001"].state
+    found = [(f["kind"], f["path"]) for f in unruly.report["findings"] if f["host"] == "gpu001"]
+    assert found == [("address", f"interfaces[{i['name']}]") for i in contract["interfaces"]]
+
+
+@pytest.mark.realtool
+def test_a_huge_output_is_cut_and_recorded_with_a_marker(unruly: Run) -> None:
+    entry = unruly.host("gpu002")
+    assert [(f["probe"], f["message"]) for f in entry["failures"]] == [
+        ("xid", f"output over {CAP} bytes: the recording keeps the first")
+    ]
+    kept = (unruly.out / "recording/hosts/gpu002/xid.txt").read_bytes()
+    marker = TRUNCATED.format(cap=CAP).encode()
+    assert len(kept) == CAP + len(marker) and kept.endswith(marker)
+    assert kept.startswith(CHATTY.encode())
+
+
+# -- the audit account: the host runs the allowlist and nothing else -------------------------
+
+
+@pytest.fixture(scope="module")
+def account(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[twin.Lab]:
+    yield from lab_with(lab_repo, tmp_path_factory.mktemp("account"))
+
+
+def _connect(lab: twin.Lab, host: str, **options: Any) -> Any:
+    address, port = lab.hosts[host].rsplit(":", 1)
+    return asyncssh.connect(
+        address,
+        int(port),
+        username=lab.user,
+        client_keys=[str(lab.client_key)],
+        known_hosts=str(lab.known_hosts),
+        config=[],
+        agent_path=None,
+        **options,
+    )
+
+
+def _run_as_audit(lab: twin.Lab, host: str, command: str) -> asyncssh.SSHCompletedProcess:
+    async def run() -> asyncssh.SSHCompletedProcess:
+        async with _connect(lab, host) as conn:
+            return await conn.run(command, check=False)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.realtool
+@pytest.mark.parametrize(
+    "command",
+    [
+        "id",
+        "uname -r",  # a probe's own command line: the account takes probe names only
+        "uname_r extra",
+        "ethtool_i -S",
+        "ethtool_i ib0;id",
+        "ethtool_i $(id)",
+        "sha256sum /etc/../etc/shadow",
+        "systemctl_show sshd",
+        "--within 0 uname_r",
+        "",
+        "sh -c id",
+    ],
+)
+def test_any_other_command_sent_with_the_audit_key_is_refused(
+    account: twin.Lab, command: str
+) -> None:
+    before = len(account.commands())
+    done = _run_as_audit(account, "gpu001", command)
+    assert done.exit_status == REFUSED, (command, done.stdout, done.stderr)
+    assert str(done.stderr).startswith("clusterforge-probe: refused:")
+    assert done.stdout == "" and len(account.commands()) == before  # nothing ran there
+
+
+@pytest.mark.realtool
+def test_a_probe_by_name_runs_its_command_and_nothing_is_forwarded(
+    account: twin.Lab, lab_repo: Path
+) -> None:
+    done = _run_as_audit(account, "gpu001", "--within 30 ethtool_i ib0")
+    assert done.exit_status == 0
+    assert done.stdout == Fleet.load(lab_repo / "generated").outputs("gpu001")["ethtool_i@ib0"]
+    assert account.commands()[-1].line == "ethtool -i ib0"
+
+    async def forward() -> None:
+        async with _connect(account, "gpu001") as conn:
+            await conn.open_connection("127.0.0.1", 22)
+
+    with pytest.raises(asyncssh.ChannelOpenError):
+        asyncio.run(forward())
+
+
+# -- keys: encrypted, and an agent for interactive use ---------------------------------------
+
+
+def _without_key(argv: list[str]) -> list[str]:
+    at = argv.index("--ssh-key")
+    return argv[:at] + argv[at + 2 :]
+
+
+@pytest.mark.realtool
+def test_an_encrypted_key_works_with_its_passphrase_from_the_environment_or_a_file(
+    account: twin.Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = tmp_path / "id_ed25519"
+    shutil.copy(account.client_key, key)
+    keygen = require_tool("ssh-keygen")
+    subprocess.run(
+        [keygen, "-q", "-p", "-P", "", "-N", "correct horse", "-f", str(key)], check=True
+    )
+    argv = [*_without_key(account.audit_args()), "--ssh-key", str(key)]
+    monkeypatch.setenv("AUDIT_PASS", "correct horse")
+    assert main([*argv, "--out", str(tmp_path / "env"), "--key-passphrase-env", "AUDIT_PASS"]) == 0
+    (tmp_path / "pass").write_text("correct horse\n", encoding="utf-8")
+    by_file = ["--key-passphrase-file", str(tmp_path / "pass")]
+    assert main([*argv, "--out", str(tmp_path / "file"), *by_file]) == 0
+    assert main([*argv, "--out", str(tmp_path / "none")]) == 4  # no passphrase: cannot run
+
+
+@pytest.mark.realtool
+def test_an_agent_is_used_only_when_asked_for(
+    account: twin.Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, add = require_tool("ssh-agent"), require_tool("ssh-add")
+    sock = tmp_path / "agent.sock"
+    proc = subprocess.Popen([agent, "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(200):  # the socket appears once the agent listens
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        env = {"SSH_AUTH_SOCK": str(sock)}
+        subprocess.run([add, str(account.client_key)], env=env, check=True, capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        argv = _without_key(account.audit_args())
+        assert main([*argv, "--out", str(tmp_path / "agent"), "--ssh-agent"]) == 0
+        # Without --ssh-agent the agent is never asked, SSH_AUTH_SOCK or not.
+        assert main([*argv, "--out", str(tmp_path / "key")]) == 4
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+# -- memory: two consecutive runs ------------------------------------------------------------
+
+NEW_KERNEL = "4.18.0-553.5.1.el8_10.x86_64"
+
+
+@pytest.mark.realtool
+def test_the_next_run_says_what_was_fixed_and_what_is_new(
+    drift: Run, lab_repo: Path, tmp_path: Path
+) -> None:
+    # After `drift` (gpu002 on an old OFED): gpu002 is fixed, gpu001 boots another kernel.
+    staged = [
+        {"fault": "version-drift", "hosts": "gpu001", "version": "kernel", "value": NEW_KERNEL}
+    ]
+    then = drift.out / "report.json"
+    for lab in lab_with(lab_repo, tmp_path, staged):
+        run = audit_live(lab, tmp_path, "--previous", str(then))
+    assert run.code == 1
+    history = run.report["history"]
+    assert history["previous"] == drift.report["collected_at"]
+    assert history["new"] == [{"host": "gpu001", "check": "kernel", "path": "versions.kernel"}]
+    assert history["resolved"] == [{"host": "gpu002", "check": "ofed", "path": "versions.ofed"}]
+    assert history["still"] == history["flapping"] == []
+    lead = (run.out / "report.md").read_text(encoding="utf-8").split("\n## ")[1]
+    assert lead.startswith("Since the last run") and "1 new, 1 resolved, 0 still there" in lead
+    argv = ["-C", str(lab_repo), "audit", "history", str(then), str(run.out / "report.json")]
+    assert main(argv) == 0  # the same, from the two reports alone

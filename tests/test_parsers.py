@@ -192,7 +192,7 @@ def test_unknown_parser_lists_the_known_ones() -> None:
 
 
 def test_probe_registry_refuses_a_name_twice() -> None:
-    probe = Probe("uname_r", ("uname", "-r"), "host")
+    probe = Probe("uname_r", ("uname", "-r"), "host", "/usr/bin/uname")
     with pytest.raises(RegistryError, match="'uname_r' is defined twice"):
         build_probes([probe, probe])
 
@@ -213,6 +213,8 @@ def test_host_probe_takes_no_interface() -> None:
 
 def test_placeholder_and_per_interface_go_together() -> None:
     with pytest.raises(ProbeError):
-        Probe("ethtool_i", ("ethtool", "-i", "{iface}"), "host")
+        Probe("ethtool_i", ("ethtool", "-i", "{iface}"), "host", "/usr/sbin/ethtool")
     with pytest.raises(ProbeError):
-        Probe("ethtool_i", ("ethtool", "-i", "eth0"), "host", per_interface=True)
+        Probe(
+            "ethtool_i", ("ethtool", "-i", "eth0"), "host", "/usr/sbin/ethtool", per_interface=True
+        )

@@ -239,9 +239,12 @@ def test_least_privilege_and_one_run_at_a_time(workflow: Path) -> None:
 # --- drift-audit.yml: the shell steps, run with bash against a fake CLI ---------------------
 
 
-@pytest.mark.parametrize(("audit_rc", "step_rc"), [(0, 0), (1, 0), (2, 0), (3, 3)])
+@pytest.mark.parametrize(
+    ("audit_rc", "step_rc", "passphrase"),
+    [(0, 0, False), (1, 0, True), (2, 0, False), (3, 3, False), (4, 4, True)],
+)
 def test_audit_step_keeps_drift_from_failing_the_job(
-    tmp_path: Path, audit_rc: int, step_rc: int
+    tmp_path: Path, audit_rc: int, step_rc: int, passphrase: bool
 ) -> None:
     # 1 and 2 are results the later steps must see (upload, metrics, issue); only a broken
     # audit (any other code) fails the step.
@@ -254,6 +257,8 @@ def test_audit_step_keeps_drift_from_failing_the_job(
         "GITHUB_OUTPUT": str(tmp_path / "output"),
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
     }
+    if passphrase:  # an encrypted key: its passphrase reaches the CLI by name, never as text
+        env["AUDIT_SSH_KEY_PASSPHRASE"] = "correct horse"
     done = _run_step(_step("drift-audit.yml", "audit", "clusterforge audit"), tmp_path, env)
     assert done.returncode == step_rc, done.stdout + done.stderr
     out = tmp_path / "temp" / "drift" / "2"
@@ -267,10 +272,13 @@ def test_audit_step_keeps_drift_from_failing_the_job(
         "2/4",
         "--out",
         str(out),
+        "--record",
+        str(tmp_path / "temp" / "recording" / "2"),  # apart from the uploaded reports
         "--ssh-key",
         f"{tmp_path}/ssh/id",
         "--known-hosts",
         f"{tmp_path}/ssh/known_hosts",
+        *(["--key-passphrase-env", "AUDIT_SSH_KEY_PASSPHRASE"] if passphrase else []),
     ]
 
 
@@ -307,11 +315,20 @@ def test_the_matrix_and_the_shard_count_agree() -> None:
     assert shards == list(range(1, int(audit["env"]["SHARDS"]) + 1))
 
 
-@pytest.mark.parametrize(("merge_rc", "step_rc"), [(0, 0), (1, 0), (2, 0), (4, 4)])
-def test_merge_step_folds_every_shard(tmp_path: Path, merge_rc: int, step_rc: int) -> None:
+@pytest.mark.parametrize(
+    ("merge_rc", "step_rc", "previous"),
+    [(0, 0, False), (1, 0, True), (2, 0, False), (4, 4, True)],
+)
+def test_merge_step_folds_every_shard(
+    tmp_path: Path, merge_rc: int, step_rc: int, previous: bool
+) -> None:
     # The shards' artifacts land as RUNNER_TEMP/shards/drift-report-<k>/; all go to the merge.
     for k in (1, 2, 3, 4):
         (tmp_path / "temp" / "shards" / f"drift-report-{k}").mkdir(parents=True)
+    last = tmp_path / "temp" / "previous" / "report.json"
+    if previous:  # the last run's merged report, restored from the cache
+        last.parent.mkdir(parents=True)
+        last.write_text("{}")
     _fake_cli(tmp_path, f'echo "# merged" > "$8/report.md"\nexit {merge_rc}')
     env = {
         "RUNNER_TEMP": str(tmp_path / "temp"),
@@ -325,7 +342,8 @@ def test_merge_step_folds_every_shard(tmp_path: Path, merge_rc: int, step_rc: in
     shards = [str(tmp_path / "temp" / "shards" / f"drift-report-{k}") for k in (1, 2, 3, 4)]
     args = (tmp_path / "args").read_text().splitlines()
     assert args == [
-        "audit", "merge", *shards, "--out", str(out), "--textfile", str(out / "clusterforge.prom")
+        "audit", "merge", *shards, "--out", str(out), "--textfile", str(out / "clusterforge.prom"),
+        *(["--previous", str(last)] if previous else []),
     ]  # fmt: skip
     assert "# merged" in (tmp_path / "summary").read_text()
 
@@ -512,6 +530,24 @@ def test_failed_shard_is_not_clean(tmp_path: Path) -> None:
     # The audit job failed before uploading anything: the fleet's state is unknown, not clean.
     [call] = _track(tmp_path, [OUR_ISSUE], result="failure")
     assert (call["call"], call["args"]["issue_number"]) == ("update", 3)
+
+
+def test_a_bug_is_a_failed_audit_not_drift(tmp_path: Path) -> None:
+    _shard(tmp_path / "reports", "all", 3, "# 131 hosts reported, gpu007: internal error")
+    [call] = _track(tmp_path, [OUR_ISSUE], result="failure")
+    assert call["args"]["title"] == "Drift audit: the audit failed (see the run)"
+
+
+def test_the_recording_is_uploaded_apart_only_when_asked() -> None:
+    steps = _load(WORKFLOWS / "drift-audit.yml")["jobs"]["audit"]["steps"]
+    uploads = {s["with"]["name"]: s for s in steps if "upload-artifact" in s.get("uses", "")}
+    reports, recording = (
+        uploads["drift-report-${{ matrix.shard }}"],
+        uploads["drift-recording-${{ matrix.shard }}"],
+    )
+    assert "recording" not in reports["with"]["path"]
+    assert "inputs.keep_recording" in recording["if"]
+    assert recording["with"]["retention-days"] < reports["with"]["retention-days"]
 
 
 def test_every_shard_counts(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from compiler.errors import ClusterforgeError
+from compiler.errors import RegistryError as RegistryError  # re-exported: its home moved
 
 _DECIMAL = re.compile(r"[0-9]+")
 
@@ -37,10 +38,6 @@ class ParseError(ClusterforgeError):
         if self.host is not None:
             where = f"{self.host}: {where}"
         return f"{where}: {self.message}"
-
-
-class RegistryError(ClusterforgeError):
-    """Raised when a registry gets a name twice, or is asked for a name it does not hold."""
 
 
 def single_line(probe: str, text: str, expected: str) -> tuple[int, str]:

@@ -2,11 +2,17 @@
 
 Hosts that share a fact are one line, their names compacted (`gpu[017,042,101]`), so a drift
 on 120 hosts reads as one row: versions as "121/124 hosts OFED 23.10-1.1.9.0;
-gpu[017,042,101] on 5.8-1.0.1.1", findings grouped by what differs. Pure: report in, text out.
+gpu[017,042,101] on 5.8-1.0.1.1", findings grouped by what differs. Given the previous run
+(`history`), it leads with what changed since. Pure: report in, text out.
+
+Everything a host printed (observed values, messages, reasons, names a fabric scan found) is
+shown as a code span, so no host can add Markdown or HTML to a report or to the issue that
+quotes it: no links, images, mentions, or a forged end of the table.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -32,6 +38,7 @@ def render(report: Report) -> str:
     """The whole report as Markdown."""
     parts = [
         _headline(report),
+        changes(report),
         _summary(report),
         _versions(report["hosts"]),
         _findings(report),
@@ -57,6 +64,43 @@ def _headline(report: Report) -> str:
         f"{title}\n\nExpectations: commit `{commit}`, cluster/ sha256 `{source}`. "
         f"State collected {report['collected_at']}. Exit code {report['exit_code']}."
     )
+
+
+def changes(report: Report) -> str:
+    """What changed since the previous run: new, resolved and flapping findings, and how
+    many are still there; empty without a previous run to compare with."""
+    h = report["history"]
+    if h["previous"] is None:
+        return ""
+    messages = {(f["host"], f["check"], f["path"]): f["message"] for f in report["findings"]}
+    head = (
+        f"## Since the last run ({h['previous']})\n\n{len(h['new'])} new, "
+        f"{len(h['resolved'])} resolved, {len(h['still'])} still there, "
+        f"{len(h['flapping'])} flapping."
+    )
+    lines = [head]
+
+    def listed(title: str, keys: list[Any], note: Any = None) -> None:
+        if keys:
+            lines.append(f"\n{title}:\n")
+            for k in keys:
+                where = _code(f"{k['host']} {k['path']}")
+                said = messages.get((k["host"], k["check"], k["path"]))
+                extra = f": {_code(said)}" if said else ""
+                lines.append(f"- {where}{extra}{note(k) if note else ''}")
+
+    since = {
+        (s["key"]["host"], s["key"]["check"], s["key"]["path"]): s["since"] for s in h["still"]
+    }
+    listed("New", h["new"])
+    listed("Resolved", h["resolved"])
+    listed("Flapping (gone and back again)", h["flapping"])
+    listed(
+        "Still there",
+        [s["key"] for s in h["still"]],
+        lambda k: f" (since {since[(k['host'], k['check'], k['path'])]})",
+    )
+    return "\n".join(lines)
 
 
 def _summary(report: Report) -> str:
@@ -100,7 +144,7 @@ def _versions(hosts: list[HostEntry]) -> str:
                 key=lambda i: (-len(i[1]), i[0]),
             )
             for value, names in others:
-                line += f"; {compact(names)} on {value}"
+                line += f"; {compact(names)} on {_code(value)}"
                 until = sorted({accepted[(n, key)] for n in names if (n, key) in accepted})
                 if until:
                     line += f" (rollout, accepted until {', '.join(until)})"
@@ -133,8 +177,17 @@ def _findings(report: Report) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for (severity, kind, _check, path, expected, observed), names in groups.items():
-        cells = (severity, compact(names), _where(names, place), kind, path, expected, observed)
-        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        where = _where(names, place)
+        cells = (
+            severity,
+            _cell(compact(names)),
+            _cell(where),
+            kind,
+            _code(path),
+            expected,
+            observed,
+        )
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -161,6 +214,9 @@ REMEDIES = {
     "reload NetworkManager; a route added by hand is lost at the next reboot",
     Kind.ADDRESS: "reapply the generated NetworkManager keyfile; a different MAC means a "
     "replaced NIC: put the new MAC in the rack file",
+    Kind.HOST_KEY: "a changed key: do not trust the host until you know why (reinstalled, "
+    "replaced, or a machine in the middle); compare the fingerprint on its console, then "
+    "update AUDIT_KNOWN_HOSTS; an unknown key: vet the new host the same way and add it",
     Kind.IB_PORT: "check the port with ibstat, reseat or replace the cable or the HCA; a port "
     "down or below its rate slows every job that spans it",
     Kind.CABLE: "re-patch the cable to its planned port (its label names both ends: "
@@ -193,8 +249,13 @@ def _fabric(report: Report) -> str:
         "| --- | --- | --- | --- |",
     ]
     for f in found:
-        cells = (f["path"], _value(f["expected"]), _value(f["observed"]), f["message"])
-        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        cells = (
+            _code(f["path"]),
+            _value(f["expected"]),
+            _value(f["observed"]),
+            _code(f["message"]),
+        )
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -207,7 +268,7 @@ def _uncollected(hosts: list[HostEntry]) -> str:
         return ""
     rows = ["## Could not collect", "", "| hosts | status | reason |", "| --- | --- | --- |"]
     for (status, reason), names in sorted(groups.items()):
-        rows.append(f"| {_cell(compact(names))} | {status} | {_cell(reason)} |")
+        rows.append(f"| {_cell(compact(names))} | {status} | {_code(reason)} |")
     return "\n".join(rows)
 
 
@@ -223,7 +284,7 @@ def _skipped(hosts: list[HostEntry]) -> str:
         return ""
     rows = ["## Skipped checks", "", "| hosts | check | reason |", "| --- | --- | --- |"]
     for (check, reason), names in sorted(groups.items()):
-        rows.append(f"| {_cell(compact(names))} | {check} | {_cell(reason)} |")
+        rows.append(f"| {_cell(compact(names))} | {check} | {_code(reason)} |")
     return "\n".join(rows)
 
 
@@ -231,13 +292,29 @@ def _value(value: Any) -> str:
     """Short text, not JSON: `address 10.60.3.11/24, mtu 9000`; lists joined with `; `."""
     if value is None:
         return "-"
+    return _code(_plain(value))
+
+
+def _plain(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict):
-        return ", ".join(f"{k} {_value(v)}" for k, v in sorted(value.items()))
+        return ", ".join(f"{k} {_plain(v)}" for k, v in sorted(value.items()))
     if isinstance(value, list | tuple):
-        return "; ".join(_value(v) for v in value) if value else "none"
+        return "; ".join(_plain(v) for v in value) if value else "none"
     return str(value)
+
+
+def _code(text: str) -> str:
+    """`text` as one code span, whatever it holds: inside one, Markdown and HTML are only
+    text. The fence is longer than any run of backticks in it; a pipe is escaped (GFM ends a
+    table cell at one even inside code), and line breaks become spaces."""
+    text = _cell(text.replace("\r", " "))
+    if not text.strip():
+        return "-" if not text else f"`{text}`"
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _cell(text: str) -> str:

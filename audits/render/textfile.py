@@ -7,6 +7,8 @@ Metrics, all gauges:
   drift goes back to 0 rather than vanishing; kinds whose checks did not run are absent;
 - `clusterforge_hosts{status}`: hosts per status (ok, drift, unreachable, error);
 - `clusterforge_hosts_unreachable`: hosts that could not be reached;
+- `clusterforge_drift_findings_changed{change}`: findings `new`, `resolved` and `flapping`
+  since the previous run (0 without one, `audits/history.py`);
 - `clusterforge_audit_last_success_timestamp_seconds`: when this report's state was collected;
   alert when it grows old, i.e. when the audit stopped producing reports.
 
@@ -54,6 +56,14 @@ def render(report: Report) -> str:
         "Hosts the last audit could not reach",
         registry=registry,
     ).set(report["summary"]["status"]["unreachable"])
+    changed = Gauge(
+        "clusterforge_drift_findings_changed",
+        "Findings new, resolved and flapping since the previous audit",
+        ["change"],
+        registry=registry,
+    )
+    for change in ("new", "resolved", "flapping"):
+        changed.labels(change=change).set(len(report["history"][change]))
     Gauge(
         "clusterforge_audit_last_success_timestamp_seconds",
         "When the state of the last completed audit was collected (Unix time)",

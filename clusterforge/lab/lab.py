@@ -7,7 +7,11 @@ on loopback, and `down(state)` takes all of it away again:
   own limit, MAX_LISTEN_SOCKS). A host's address is the loopback twin of its management
   address, 10.60.2.11 -> 127.60.2.11, and its port is a free high one, so labs coexist. Each
   command runs `respond.sh` (ForceCommand), which answers as the host the connection came
-  to, from what `Fleet` renders of the host's contract, faults applied.
+  to, from what `Fleet` renders of the host's contract, faults applied. The audit's key logs
+  in through the audit account of `generated/access/`: its `authorized_keys` line
+  (`restrict`, the forced command), and the forced command byte for byte but for the program
+  paths, which lead to shims in `STATE/bin` that hand the probe's command line to
+  `respond.sh`; so anything outside the allowlist is refused by the lab host itself.
 - **ibsim** plays `generated/fabric/topology.net`, cable faults applied (`topology.stage`);
   the subnet-manager hosts answer the fabric probes by running the real `ibnetdiscover` and
   `iblinkinfo` against it.
@@ -34,6 +38,7 @@ import ipaddress
 import json
 import os
 import pwd
+import re
 import shlex
 import shutil
 import signal
@@ -55,11 +60,13 @@ from clusterforge.lab import topology
 from clusterforge.lab.fleet import Fleet
 from clusterforge.lab.ibsim import LabError, find_umad2sim, require
 from compiler.hostlist import expand
+from compiler.targets.access import PROBE_COMMAND
 
 PER_SSHD = 16  # sshd's MAX_LISTEN_SOCKS
 SUBNET_MANAGER = "subnet-manager"
 FABRIC_SCANS = ("ibnetdiscover", "iblinkinfo")  # answered by the real programs on ibsim
 RESPONDER = Path(__file__).with_name("respond.sh")
+SUDO = "/usr/bin/sudo"  # as the forced command calls it
 STATE_FILE = "lab.json"
 _START_ATTEMPTS = 3  # a picked port can be taken before sshd binds it: pick others
 _READY_TIMEOUT = 20.0
@@ -216,6 +223,8 @@ def _view(repo: Path, state: Path, played: Sequence[str], every: Sequence[str]) 
     )
     net = (source / "fabric" / "topology.net").read_text(encoding="utf-8")
     (view / "fabric" / "topology.net").write_text(topology.only(net, played, every), "utf-8")
+    if (source / "access").is_dir():
+        shutil.copytree(source / "access", view / "access")
     return view.parent
 
 
@@ -273,6 +282,7 @@ def _start(
     shutil.copyfile(RESPONDER, state / RESPONDER.name)
     # Keys: the audit's, one host key per sshd, and an impostor's for changed keys.
     _keygen(tools, state / "client" / "id_ed25519", "lab-audit")
+    _access(state, repo / "generated" / "access")
     _keygen(tools, state / "impostor" / "host_key", "impostor")
     groups = [served[i : i + PER_SSHD] for i in range(0, len(served), PER_SSHD)]
     for n, _ in enumerate(groups):
@@ -413,6 +423,41 @@ def _chown(state: Path, user: _User) -> None:
         os.chown(path, user.uid, user.gid, follow_symlinks=False)
 
 
+def _access(state: Path, access: Path) -> None:
+    """The audit account of `access` (generated/access/) as the lab plays it: the forced
+    command with every program, sudo included, a shim in STATE/bin (the lab has no root to
+    grant: its sudo shim just runs the command), and the key's authorized_keys line."""
+    if not (access / "clusterforge-probe").is_file():
+        raise LabError(f"{access} has no audit account: site.yaml names no `audit`")
+    bin_dir = state / "bin"
+    bin_dir.mkdir()
+    respond = shlex.join(["/bin/sh", str(state / RESPONDER.name), str(state)])
+    script = (access / "clusterforge-probe").read_text(encoding="utf-8")
+    programs = {p.program for p in PROBES.values()} | {SUDO}
+    for program in sorted(programs):
+        name = program.rsplit("/", 1)[1]
+        shim = bin_dir / name
+        if program == SUDO:
+            body = 'shift 2\nexec "$@"\n'  # `sudo -n -- COMMAND...`
+        else:
+            # The probes' words need no quoting (they are checked): "$*" is their shlex.join.
+            body = f'set -- {name} "$@"\nexport SSH_ORIGINAL_COMMAND="$*"\nexec {respond}\n'
+        shim.write_text(f"#!/bin/sh\n{body}", encoding="utf-8")
+        shim.chmod(0o755)
+        # Each program path starts a word of a `set --` line: replaced there, nowhere else.
+        script, count = re.subn(f"(?<=set -- ){re.escape(program)}\\b", str(shim), script)
+        if not count:
+            raise LabError(f"{program} is not in {access / 'clusterforge-probe'}")
+    command = state / "clusterforge-probe"
+    command.write_text(script, encoding="utf-8")
+    command.chmod(0o755)
+    generated = (access / "authorized_keys").read_text(encoding="utf-8")
+    entry = next(ln for ln in generated.splitlines() if ln.startswith("restrict,"))
+    options = entry.split(" ", 1)[0].replace(PROBE_COMMAND, str(command))
+    public = (state / "client" / "id_ed25519.pub").read_text(encoding="utf-8").strip()
+    (state / "client" / "authorized_keys").write_text(f"{options} {public}\n", encoding="utf-8")
+
+
 def _keygen(tools: Mapping[str, str], path: Path, comment: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     argv = [tools["ssh-keygen"], "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)]
@@ -542,16 +587,14 @@ def _sshd_config(
     ports: Mapping[str, int],
     user: _User,
 ) -> Path:
-    respond = "exec " + shlex.join(["/bin/sh", str(state / RESPONDER.name), str(state)])
     lines = []
     for host in group:
         lines.append(f"ListenAddress {loopback(addresses[host])}:{ports[host]}")
     lines += [
         f"HostKey {folder / 'host_key'}",
         "PidFile none",
-        f"AuthorizedKeysFile {state / 'client' / 'id_ed25519.pub'}",
+        f"AuthorizedKeysFile {state / 'client' / 'authorized_keys'}",
         f"AllowUsers {user.name}",
-        f"ForceCommand {respond}",
         "AuthenticationMethods publickey",
         "PubkeyAuthentication yes",
         "PasswordAuthentication no",

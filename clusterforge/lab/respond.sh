@@ -4,6 +4,11 @@
 #
 #     exec /bin/sh STATE/respond.sh STATE
 #
+# It is not sshd's to run: sshd runs the audit account's forced command (generated/access/
+# clusterforge-probe, the key's `restrict,command=`), and that runs the probe's program, which
+# in the lab is a shim in STATE/bin that runs this with the program's command line as
+# SSH_ORIGINAL_COMMAND (see `_access` in lab.py).
+#
 # One sshd listens on the addresses of many hosts: the host is the one whose address the
 # connection came to, the third word of $SSH_CONNECTION; STATE/at/<address> is its folder.
 # Its answers.sh is a `case` over the command lines the audit sends (shlex.join of a probe's
@@ -28,6 +33,7 @@ fi
 printf '%s %s %s\n' "$(date +%s%N)" "$host" "$SSH_ORIGINAL_COMMAND" >> "$state/commands.log"
 
 hang() {
+    echo "$$" >> "$dir/waiting"  # the test of a hung probe checks it is gone after the audit
     while kill -0 "$PPID" 2> /dev/null; do
         sleep 0.1
     done

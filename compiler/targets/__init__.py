@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from compiler.errors import TargetError
 from compiler.plan import Plan
 from compiler.targets import (
+    access,
     dhcp,
     dns,
     expected,
@@ -65,6 +66,7 @@ TARGETS.add("dhcp", dhcp.render)
 TARGETS.add("pxe", pxe.render)
 TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
+TARGETS.add("access", access.render)
 TARGETS.add("hostconf", hostconf.render)
 
 

@@ -1,0 +1,158 @@
+"""The audit's fixed allowlist of read-only commands: one probe per command, named after its parser.
+
+The contract between the audit (`audits/`, which asks for probes by name) and the hosts, which
+run them through the audit account's forced command (`compiler/targets/access.py`, compiled
+from this table): so it lives where both may import it. A probe's `argv` is what runs on a
+node, its program found at `program`; nothing else is ever run there. `scope` says where: `host`
+probes run on every node, `fabric` probes once from a host attached to the fabric.
+`ethtool_i` runs once per interface: its argv holds the placeholder `{iface}`, filled by
+`Probe.argv_for` with a name checked against what Linux allows, so no text from inventory
+reaches a remote shell unchecked. `sha256sum` and `systemctl_show` take the host's own list of
+arguments (`takes`: the paths and units of its deploy map, `probe_arguments`), each checked
+against a strict pattern (here, and again by the forced command) and passed after `--`, so
+none can be read as an option or reach a shell as anything but one word. Probes with `root`
+(`dmidecode`, `ipmitool`, the kernel log, the fabric scans, `sha256sum` of the 0600 keyfiles)
+run through sudo, granted exactly those command lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from compiler.errors import ClusterforgeError, RegistryError
+
+IFACE = "{iface}"
+# Linux interface names: at most 15 bytes, no '/', no whitespace; a shell-safe subset of those,
+# never starting with '-' (it would read as an option). The forced command checks the same.
+IFACE_CHARS = "A-Za-z0-9_.:@-"
+IFACE_MAX = 15
+_IFACE_NAME = re.compile(f"(?!-)[{IFACE_CHARS}]{{1,{IFACE_MAX}}}")
+# What a deploy map may name: absolute paths of plain characters, no "..", and unit names.
+UNIT_SUFFIXES = ("service", "socket", "timer", "target")
+_ARGUMENT = {
+    "paths": re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._-]*)+"),
+    "units": re.compile(rf"[A-Za-z0-9@_.-]+\.({'|'.join(UNIT_SUFFIXES)})"),
+}
+
+
+class ProbeError(ClusterforgeError):
+    """Raised when a probe is defined inconsistently, or asked for with a bad interface name."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One read-only command of the audit; `name` is also its parser's name."""
+
+    name: str
+    argv: tuple[str, ...]
+    scope: Literal["host", "fabric"]
+    program: str  # argv[0]'s absolute path on a node: what the forced command and sudo run
+    root: bool = False  # needs root: run through sudo, which grants exactly this command
+    per_interface: bool = False
+    takes: Literal["paths", "units"] | None = None  # arguments from the host's deploy map
+    ok_exits: tuple[int, ...] = (0,)  # sha256sum exits 1 when a file is missing: a finding
+
+    def __post_init__(self) -> None:
+        if (IFACE in self.argv) != self.per_interface:
+            raise ProbeError(f"probe {self.name!r}: '{IFACE}' must be in argv iff per_interface")
+        if not self.program.startswith("/") or self.program.rsplit("/", 1)[1] != self.argv[0]:
+            raise ProbeError(f"probe {self.name!r}: program must be the absolute path of argv[0]")
+
+    def argv_for(
+        self, iface: str | None = None, arguments: tuple[str, ...] = ()
+    ) -> tuple[str, ...]:
+        """Return the command to run, with `{iface}` filled in for a per-interface probe, and
+        `arguments` appended (after `--`) for a probe that takes them."""
+        if self.takes is not None:
+            pattern = _ARGUMENT[self.takes]
+            bad = [a for a in arguments if pattern.fullmatch(a) is None or ".." in a]
+            if bad or not arguments:
+                raise ProbeError(f"probe {self.name!r} needs {self.takes}, got {bad or 'none'}")
+            return (*self.argv, "--", *arguments)
+        if arguments:
+            raise ProbeError(f"probe {self.name!r} takes no arguments, got {arguments!r}")
+        if not self.per_interface:
+            if iface is not None:
+                raise ProbeError(f"probe {self.name!r} takes no interface, got {iface!r}")
+            return self.argv
+        if iface is None or _IFACE_NAME.fullmatch(iface) is None:
+            raise ProbeError(f"probe {self.name!r} needs a valid interface name, got {iface!r}")
+        return tuple(iface if arg == IFACE else arg for arg in self.argv)
+
+
+def build_probes(probes: Iterable[Probe]) -> dict[str, Probe]:
+    """Map probe names to probes; a name given twice is an error."""
+    registry: dict[str, Probe] = {}
+    for probe in probes:
+        if probe.name in registry:
+            raise RegistryError(f"probe {probe.name!r} is defined twice")
+        registry[probe.name] = probe
+    return registry
+
+
+_GPU_QUERY = "index,name,serial,uuid,vbios_version,driver_version,pci.bus_id"
+_ECC_QUERY = "index,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total"
+
+PROBES: dict[str, Probe] = build_probes(
+    (
+        Probe("ofed_info", ("ofed_info", "-s"), "host", "/usr/bin/ofed_info"),
+        Probe("ibstat", ("ibstat",), "host", "/usr/sbin/ibstat"),
+        Probe(
+            "nvidia_smi_gpus",
+            ("nvidia-smi", f"--query-gpu={_GPU_QUERY}", "--format=csv,noheader"),
+            "host",
+            "/usr/bin/nvidia-smi",
+        ),
+        Probe("nvidia_smi_xml", ("nvidia-smi", "-q", "-x"), "host", "/usr/bin/nvidia-smi"),
+        Probe(
+            "dmidecode_bios",
+            ("dmidecode", "-s", "bios-version"),
+            "host",
+            "/usr/sbin/dmidecode",
+            root=True,
+        ),
+        Probe("ipmitool_mc_info", ("ipmitool", "mc", "info"), "host", "/usr/bin/ipmitool", True),
+        Probe(
+            "ethtool_i", ("ethtool", "-i", IFACE), "host", "/usr/sbin/ethtool", per_interface=True
+        ),
+        Probe("ip_route", ("ip", "-j", "route", "show"), "host", "/usr/sbin/ip"),
+        Probe("ip_addr", ("ip", "-j", "addr", "show"), "host", "/usr/sbin/ip"),
+        Probe("uname_r", ("uname", "-r"), "host", "/usr/bin/uname"),
+        Probe("nvidia_smi_nvlink", ("nvidia-smi", "nvlink", "-s"), "host", "/usr/bin/nvidia-smi"),
+        Probe(
+            "nvidia_smi_ecc",
+            ("nvidia-smi", f"--query-gpu={_ECC_QUERY}", "--format=csv,noheader"),
+            "host",
+            "/usr/bin/nvidia-smi",
+        ),
+        # -k implies -b: Xids of earlier boots were seen by earlier audits. Root: the kernel
+        # log is not for every user to read.
+        Probe("xid", ("journalctl", "-k", "--no-pager"), "host", "/usr/bin/journalctl", True),
+        # Root: some deployed files are 0600 (NetworkManager keyfiles).
+        Probe(
+            "sha256sum",
+            ("sha256sum",),
+            "host",
+            "/usr/bin/sha256sum",
+            root=True,
+            takes="paths",
+            ok_exits=(0, 1),
+        ),
+        Probe(
+            "systemctl_show",
+            ("systemctl", "show", "--property=Id,LoadState,ActiveState,UnitFileState"),
+            "host",
+            "/usr/bin/systemctl",
+            takes="units",
+        ),
+        # The fabric scans open the umad devices, which only root may.
+        Probe("ibnetdiscover", ("ibnetdiscover",), "fabric", "/usr/sbin/ibnetdiscover", True),
+        Probe("iblinkinfo", ("iblinkinfo", "-l"), "fabric", "/usr/sbin/iblinkinfo", True),
+        # The switches' firmware, in-band from the fabric host (audits/parsers/mlxfwmanager.py);
+        # MFT reads the in-band devices as root.
+        Probe("mlxfwmanager", ("mlxfwmanager", "--query"), "fabric", "/usr/bin/mlxfwmanager", True),
+    )
+)
