@@ -20,7 +20,7 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", "compiler", "audits", "clusterforge")
+    session.run("ruff", "format", "--check", "compiler", "audits", "draw", "clusterforge")
     session.run("mypy")
 
 
@@ -49,6 +49,13 @@ def labels(session: nox.Session) -> None:
     """Cable label sheets and pull sheets as PDFs into build/labels/."""
     session.install("-e", ".")
     session.run("clusterforge", "labels", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def draw(session: nox.Session) -> None:
+    """Rack elevations, the row view and the fabric map as SVG into build/draw/."""
+    session.install("-e", ".")
+    session.run("clusterforge", "draw", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -24,6 +24,9 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 |              |          | paths)                        | generated/'s bytes (or just there)    |
 | units        | service  | systemctl_show (its units)    | deploy.units: installed, active and   |
 |              |          |                               | enabled                               |
+| gpudirect    | gpudirect| nccl_conf, ibstat, lsmod,     | gpudirect (audits/gpudirect.py): NCCL |
+|              |          | nvidia_smi_topo               | settings, its HCAs Active, modules    |
+|              |          |                               | loaded, GPU<->HCA PCIe paths          |
 
 Versions compare semantically (`audits.versions`) and in full, unless the contract's `mask`
 (the baseline's, in cluster/firmware.yaml) says to compare a key's first N parts only, as
@@ -55,7 +58,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from audits import admission
+from audits import admission, gpudirect
 from audits.collect import Collected, probe_key
 from audits.model import (
     Accepted,
@@ -311,6 +314,13 @@ CHECKS = build_checks(
         Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _fixed("sha256sum"), _files),
         Check(
             "units", Kind.SERVICE, lambda c: bool(_units_of(c)), _fixed("systemctl_show"), _units
+        ),
+        Check(
+            "gpudirect",
+            Kind.GPUDIRECT,
+            lambda c: "gpudirect" in c,
+            _fixed("nccl_conf", "ibstat", "lsmod", "nvidia_smi_topo"),
+            gpudirect.check,
         ),
     )
 )

@@ -46,6 +46,7 @@ class Kind(StrEnum):
     HOST_KEY = "host-key"
     FILE = "file"
     SERVICE = "service"
+    GPUDIRECT = "gpudirect"
 
 
 class Severity(StrEnum):

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from audits import expected, shard
 from audits.collect import Collected, Collection, Collector, ReplayCollector, read_object
 from audits.compare import INTERNAL_ERROR, compare_host, crashed_host, host_probes
 from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_probes, not_scanned
 from audits.model import AuditError
-from audits.render import junit, markdown, textfile
 from audits.report import Report, build, to_json
 
 
@@ -91,23 +91,28 @@ def _bug(exc: BaseException) -> str:
     return f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}"
 
 
-def files(report: Report) -> dict[str, str]:
+class Renderer(Protocol):
+    """Turns the report data into documents: the report folder's files besides report.json,
+    and the Prometheus textfile. The CLI passes `draw.report.Renderer`."""
+
+    def files(self, report: Report) -> Mapping[str, str]: ...
+
+    def metrics(self, report: Report) -> str: ...
+
+
+def files(report: Report, renderer: Renderer) -> dict[str, str]:
     """The report folder's files: the data and its renderings."""
-    return {
-        "report.json": to_json(report),
-        "report.md": markdown.render(report),
-        "junit.xml": junit.render(report),
-    }
+    return {"report.json": to_json(report), **renderer.files(report)}
 
 
-def write(report: Report, out: Path, metrics: Path | None = None) -> None:
+def write(report: Report, out: Path, renderer: Renderer, metrics: Path | None = None) -> None:
     """Write the report folder, and the Prometheus textfile when asked; raises AuditError."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for name, text in files(report).items():
+        for name, text in files(report, renderer).items():
             (out / name).write_text(text, encoding="utf-8")
         if metrics is not None:
-            _replace(metrics, textfile.render(report))
+            _replace(metrics, renderer.metrics(report))
     except OSError as exc:
         raise AuditError(f"cannot write the report: {exc}") from None
 
@@ -134,6 +139,8 @@ def audit_replay(
     now: datetime | None,
     part: tuple[tuple[int, int] | None, str | None] = (None, None),
     previous: Path | None = None,
+    *,
+    renderer: Renderer,
 ) -> Report:
     """Audit a recording against `repo`'s generated/expected/ and write the report; `part` is
     the (--shard, --hosts) selection, if any."""
@@ -143,15 +150,20 @@ def audit_replay(
     selection = shard.select(expectations, *part) if part != (None, None) else None
     last = read_previous(previous)
     report = audit(expectations, ReplayCollector(recording), now, last, selection)
-    write(report, out, metrics)
+    write(report, out, renderer, metrics)
     return report
 
 
 def merge(
-    folders: list[Path], out: Path, metrics: Path | None, previous: Path | None = None
+    folders: list[Path],
+    out: Path,
+    metrics: Path | None,
+    previous: Path | None = None,
+    *,
+    renderer: Renderer,
 ) -> Report:
     """Fold shard report folders into one report folder (`clusterforge audit merge`), with
     the history against the `previous` merged report."""
     report = shard.merge([shard.read(folder) for folder in folders], read_previous(previous))
-    write(report, out, metrics)
+    write(report, out, renderer, metrics)
     return report

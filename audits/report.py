@@ -1,7 +1,7 @@
 """Stage 5 of the audit: the report as data (`report.json`, schema 1), and its exit code.
 
 Markdown, JUnit XML and the Prometheus textfile are renderings of this data
-(`audits/render/`); they read nothing else, so a stored `report.json` renders again later.
+(`draw/report/`); they read nothing else, so a stored `report.json` renders again later.
 
 Schema 1:
 

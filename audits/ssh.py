@@ -473,6 +473,8 @@ def audit_live(
     part: tuple[tuple[int, int] | None, str | None] = (None, None),
     progress: Progress | None = None,
     previous: Path | None = None,
+    *,
+    renderer: pipeline.Renderer,
 ) -> Report:
     """Collect over SSH into the recording `record`, audit it against `repo`'s
     generated/expected/ (and the `previous` report), and write the report; raises AuditError
@@ -488,5 +490,5 @@ def audit_live(
         addresses, options, fabric_host(hosts, fabric_from), arguments, progress
     )
     report = pipeline.audit(expectations, Recorder(collector, record), now, last, selection)
-    pipeline.write(report, out, metrics)
+    pipeline.write(report, out, renderer, metrics)
     return report

@@ -5,6 +5,8 @@ Exit codes:
   1  a check failed: `compile --check` found generated/ stale
   2  bad input: problems in cluster/, each printed as path:line:col: rule: message
   3  internal error (a bug: please report it with the message)
+`accept` has its own: 0 everything planned passed; 1 something failed; 2 nothing failed but
+something planned was not tested; 4 no plan to judge by (generated/acceptance/ missing).
 `audit` has its own: 0 every host and the fabric as expected; 1 drift; 2 some host or the
 fabric could not be collected (unreachable or error; wins over 1); 4 the audit could not run at
 all (no generated/expected/, a broken recording, an unusable SSH key, known_hosts or inventory),
@@ -195,7 +197,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _labels(args: argparse.Namespace) -> int:
-    from compiler import labels
+    from draw import labels
 
     only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
     try:
@@ -224,19 +226,54 @@ def _labels(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _write_all(out: Path, files: dict[str, str] | dict[str, bytes]) -> None:
+    """Write each file whole (a reader never sees half of one); raises OSError."""
+    for name, data in files.items():
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.partial")
+        if isinstance(data, str):
+            partial.write_text(data, encoding="utf-8")
+        else:
+            partial.write_bytes(data)
+        partial.replace(target)
+
+
+def _draw(args: argparse.Namespace) -> int:
+    from draw import pictures
+
+    files = pictures.pictures_for_repo(args.repo)
+    out = args.out or args.repo / "build" / "draw"
+    try:
+        _write_all(out, files)
+    except OSError as exc:
+        print(f"clusterforge: cannot write the pictures: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"{out}: {len(files)} SVG file(s) written (racks/, racks.svg, fabric.svg)")
+    return EXIT_OK
+
+
 def _diff(args: argparse.Namespace) -> int:
     from compiler import diff, gitsource
+    from draw import review
 
     _batch()
     try:
         share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
-        report = gitsource.diff_revisions(args.repo, args.base, args.head, share)
+        base, head = (gitsource.compile_revision(args.repo, r) for r in (args.base, args.head))
     except gitsource.RevisionError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    markdown = diff.to_markdown(report)
+    report = diff.diff(base, head, share)
+    markdown = review.to_markdown(report)
+    outputs = [(args.json, diff.to_json(report)), (args.markdown, markdown)]
+    if args.html is not None:
+        from draw import pages
+
+        plans = [side.compiled.plan if side.compiled else None for side in (base, head)]
+        outputs.append((args.html, pages.diff_page(report, *plans)))
     try:
-        for path, text in ((args.json, diff.to_json(report)), (args.markdown, markdown)):
+        for path, text in outputs:
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
@@ -273,7 +310,10 @@ def _audit(args: argparse.Namespace) -> int:
     from audits import pipeline as audit
     from audits import ssh
     from audits.model import AuditError
+    from draw.report import Renderer
 
+    # The documents come from `draw`, handed in: `audits` never imports it.
+    renderer = Renderer(args.repo)
     # Inside the repository but under build/, which git ignores: a report is not source.
     args.out = args.out or args.repo / "build" / "audit-report"
     given = {k: v for k, v in vars(args).items() if v is not None and k != "out"}
@@ -293,13 +333,24 @@ def _audit(args: argparse.Namespace) -> int:
                     "audit merge takes report folders, --out, --textfile and --previous only"
                 )
             report = audit.merge(
-                [Path(d) for d in args.merge[1:]], args.out, args.textfile, args.previous
+                [Path(d) for d in args.merge[1:]],
+                args.out,
+                args.textfile,
+                args.previous,
+                renderer=renderer,
             )
         elif args.replay is not None:
             if live:
                 raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
             report = audit.audit_replay(
-                args.repo, args.replay, args.out, args.textfile, args.now, part, args.previous
+                args.repo,
+                args.replay,
+                args.out,
+                args.textfile,
+                args.now,
+                part,
+                args.previous,
+                renderer=renderer,
             )
         elif (args.ssh_key is None and not args.ssh_agent) or args.known_hosts is None:
             raise AuditError(
@@ -336,6 +387,7 @@ def _audit(args: argparse.Namespace) -> int:
                 part,
                 Progress("audit, hosts done"),
                 args.previous,
+                renderer=renderer,
             )
     except AuditError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
@@ -345,11 +397,30 @@ def _audit(args: argparse.Namespace) -> int:
     return report["exit_code"]
 
 
+def _accept(args: argparse.Namespace) -> int:
+    from audits.accept import accept
+    from audits.model import AuditError
+    from draw.report import readiness
+
+    try:
+        report = accept(args.repo, args.results, args.out, readiness, args.textfile)
+    except AuditError as exc:
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    s = report["summary"]
+    nodes = ", ".join(f"{n} {status}" for status, n in s["nodes"].items())
+    cables = ", ".join(f"{n} {status}" for status, n in s["cables"].items())
+    suspects = f"; suspect cables: {', '.join(s['suspects'])}" if s["suspects"] else ""
+    print(f"{args.out}: nodes {nodes}; cables {cables}{suspects}")
+    code: int = report["exit_code"]
+    return code
+
+
 def _history(words: list[str]) -> int:
     """`audit history REPORT...`: what changed along a chain of reports, oldest first."""
     from audits import history, pipeline
     from audits.model import AuditError
-    from audits.render import markdown
+    from draw.report import markdown
 
     if words[0] != "history" or len(words) < 2:
         raise AuditError("usage: clusterforge audit history REPORT.json... (oldest first)")
@@ -585,6 +656,11 @@ def parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="DIR", help="where to write (default: build/labels)"
     )
     lab.set_defaults(run=_labels)
+    dr = sub.add_parser(
+        "draw", help="draw rack elevations and the fabric map (SVG); generated/ is not touched"
+    )
+    dr.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: build/draw)")
+    dr.set_defaults(run=_draw)
     d = sub.add_parser(
         "diff",
         parents=[common],
@@ -594,6 +670,12 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("head", help="the revision to compare to")
     d.add_argument("--markdown", type=Path, metavar="FILE", help="default: print to stdout")
     d.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON (schema 1)")
+    d.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="the change picture: HEAD's racks and fabric with what changes marked",
+    )
     d.add_argument(
         "--share-limit",
         type=float,
@@ -692,6 +774,13 @@ def parser() -> argparse.ArgumentParser:
         help="the clock for rollout windows (default: when the state was collected)",
     )
     a.set_defaults(run=_audit)
+    acc = sub.add_parser(
+        "accept", help="judge an acceptance run's logs: per-node and per-cable readiness"
+    )
+    acc.add_argument("results", type=Path, metavar="RESULTS_DIR", help="the run's logs")
+    acc.add_argument("--out", type=Path, default=Path("acceptance-report"), metavar="DIR")
+    acc.add_argument("--textfile", type=Path, metavar="PATH", help="Prometheus metrics to write")
+    acc.set_defaults(run=_accept)
     lb = sub.add_parser(
         "lab",
         parents=[common],

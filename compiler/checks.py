@@ -16,7 +16,7 @@ import netaddr
 
 from compiler.errors import Diagnostic
 from compiler.load import Path_, Source
-from compiler.model import Baseline, Cluster, Medium, Role, SwitchRole
+from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
     HOST_LID_SLOTS,
     MAX_CORES,
@@ -845,6 +845,70 @@ def provisioning(c: Cluster, rep: Report) -> None:
         )
 
 
+def gpudirect(c: Cluster, rep: Report) -> None:
+    """A model's GPU<->HCA affinity names its own HCAs and GPUs, each once, and plans only
+    paths GPUDirect RDMA takes (PIX, PXB): NCCL stages through host memory beyond them."""
+    for name, model in c.hardware.servers.items():
+        devices = {nic.device for nic in model.nics if nic.device}
+        count = model.gpus.count if model.gpus else 0
+        seen: set[int] = set()
+        for i, entry in enumerate(model.affinity):
+            at = ("hardware", "servers", name, "affinity", i)
+            if entry.hca not in devices:
+                known = ", ".join(sorted(devices)) or "none"
+                rep.add((*at, "hca"), "gpu-affinity", f"{name!r} has no HCA {entry.hca!r} "
+                        f"(its HCAs: {known})")  # fmt: skip
+            for gpu in entry.gpus:
+                if gpu >= count or gpu in seen:
+                    why = "listed twice" if gpu in seen else f"{name!r} has {count} GPUs"
+                    rep.add((*at, "gpus"), "gpu-affinity", f"GPU {gpu}: {why}")
+                seen.add(gpu)
+            if entry.path not in GPUDIRECT_PATHS:
+                rep.add(
+                    (*at, "path"),
+                    "gpu-affinity",
+                    f"GPUs {list(entry.gpus)} reach {entry.hca} over {entry.path.value}: "
+                    "GPUDirect RDMA needs PIX or PXB (NCCL_NET_GDR_LEVEL), never farther",
+                )
+
+
+def thresholds(c: Cluster, rep: Report) -> None:
+    """A pass mark the physical plan can reach: a pair's below one link's rate, an NCCL
+    step's below the NICs of its slowest node (bus bandwidth leaves a node through them)."""
+    at = ("acceptance",)
+    pair = c.acceptance.ib_write_bw.min_gb_s
+    link = link_gbps(c.fabric) / 8
+    if pair is not None and pair > link:
+        rep.add(
+            (*at, "ib_write_bw", "min_gb_s"),
+            "threshold-ceiling",
+            f"{pair:g} GB/s per pair is above the ceiling of one {c.fabric.width} "
+            f"{c.fabric.rate} link: {link:g} GB/s ({link_gbps(c.fabric):g} Gb/s)",
+        )
+    bus = c.acceptance.nccl_tests.min_gb_s
+    ceiling = nccl_ceiling(c)
+    if bus is not None and ceiling is not None and bus > ceiling[0]:
+        gbps, nics, model = ceiling
+        rep.add(
+            (*at, "nccl_tests", "min_gb_s"),
+            "threshold-ceiling",
+            f"{bus:g} GB/s all-reduce bus bandwidth is above the ceiling of {model!r}'s "
+            f"{nics} HCA(s) at {link_gbps(c.fabric):g} Gb/s: {gbps:g} GB/s per node",
+        )
+
+
+def nccl_ceiling(c: Cluster) -> tuple[float, int, str] | None:
+    """(GB/s, HCAs, model) of the GPU model with the least InfiniBand bandwidth per node."""
+    link = link_gbps(c.fabric)
+    found = []
+    for model in sorted({n.model for r in c.racks for n in r.nodes if n.role == Role.GPU}):
+        server = c.hardware.servers.get(model)
+        hcas = [nic for nic in server.nics if nic.device] if server else []
+        if hcas:
+            found.append((sum(min(n.speed_gbps, link) for n in hcas) / 8, len(hcas), model))
+    return min(found) if found else None
+
+
 _VERSION_KEY = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -925,6 +989,8 @@ RULES: tuple[Rule, ...] = (
     tiers,
     fabric,
     services,
+    gpudirect,
+    thresholds,
 )
 
 

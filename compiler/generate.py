@@ -323,6 +323,9 @@ services:
   gpudirect:
     description: GPUDirect RDMA, so NCCL moves GPU memory straight to the HCA
     kernel_modules: [nvidia-peermem]
+    files:
+      - {source: "gpudirect/{role}/nccl.conf", dest: /etc/nccl.conf}
+      - {source: "gpudirect/{role}/modprobe.conf", dest: /etc/modprobe.d/nvidia.conf}
   dcgm-exporter:
     description: GPU metrics (DCGM) for Prometheus
     packages: [datacenter-gpu-manager, dcgm-exporter]
@@ -348,6 +351,9 @@ review_only:
   - "labels/*"                  # for the label printer
   - dhcp/kea-dhcp4.json         # for sites that choose Kea over dhcpd
   - hosts                       # /etc/hosts form of the names, for hosts outside DNS
+  - "acceptance/*"              # the acceptance run: plan.json, scripts, read by `accept`
+  - "acceptance/ib_write_bw/*"
+  - "acceptance/nccl/*"
 """
 
 # name, model, role, whether it is on the InfiniBand fabric

@@ -48,8 +48,23 @@ class FileCheck(StrEnum):
 
 
 class LabelStock(StrEnum):
-    """Label stock the cable label sheets are laid out on; geometry in `compiler/labels.py`."""
+    """Label stock the cable label sheets are laid out on; geometry in `draw/labels.py`."""
 
     WRAP_LETTER = "wrap-letter"
     AVERY_5160 = "avery-5160"
     AVERY_L7163 = "avery-l7163"
+
+
+class PciPath(StrEnum):
+    """`nvidia-smi topo -m`'s PCIe path types, nearest first. NCCL uses GPUDirect RDMA only up
+    to PXB by default (NCCL_NET_GDR_LEVEL): farther, it stages through host memory."""
+
+    PIX = "PIX"
+    PXB = "PXB"
+    PHB = "PHB"
+    NODE = "NODE"
+    SYS = "SYS"
+
+
+# The nearest a GPU and an HCA may be for GPUDirect RDMA to be worth planning.
+GPUDIRECT_PATHS = (PciPath.PIX, PciPath.PXB)

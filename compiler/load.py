@@ -25,6 +25,8 @@ Path_ = tuple[str | int, ...]
 # One file per concern, the way an operator thinks of the site; racks get a folder because
 # racks are added one at a time and each pull request should touch only its own rack file.
 SECTIONS = ("site", "networks", "hardware", "fabric", "firmware", "provisioning", "services")
+# Sections a tree may leave out (older trees, small test clusters): the model's defaults apply.
+OPTIONAL = ("acceptance",)
 RACKS_DIR = "racks"
 
 # Compose with ruamel's libyaml-based parser (ten times faster than the round-trip loader on
@@ -108,7 +110,7 @@ def parse(files: dict[str, bytes]) -> Source:
             return None
         return _plain(tree, at, name, locations, texts, diagnostics)
 
-    known = {f"cluster/{s}.yaml" for s in SECTIONS}
+    known = {f"cluster/{s}.yaml" for s in (*SECTIONS, *OPTIONAL)}
     racks_prefix = f"cluster/{RACKS_DIR}/"
     for name in sorted(files):
         if name not in known and not _is_rack_file(name):
@@ -125,6 +127,10 @@ def parse(files: dict[str, bytes]) -> Source:
             diagnostics.append(Diagnostic(Location(name), "missing-file", f"{name} is required"))
             continue
         data[section] = read(name, (section,))
+    for section in OPTIONAL:
+        name = f"cluster/{section}.yaml"
+        if name in files:
+            data[section] = read(name, (section,))
 
     rack_files = sorted(n for n in files if _is_rack_file(n))
     data["racks"] = tuple(read(name, ("racks", i)) for i, name in enumerate(rack_files))

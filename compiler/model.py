@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import netaddr
 from pydantic import (
@@ -23,10 +23,12 @@ from pydantic import (
 
 from compiler.kinds import (
     BootMode,
+    GPUDIRECT_PATHS,
     FileCheck,
     FirewallPolicy,
     LabelStock,
     Medium,
+    PciPath,
     Role,
     SwitchRole,
 )
@@ -102,7 +104,17 @@ DiskId = Annotated[
     ),
 ]
 Lax = Strict(False)  # closed vocabularies: a YAML string becomes the StrEnum member
-__all__ = ["BootMode", "FileCheck", "FirewallPolicy", "LabelStock", "Medium", "Role", "SwitchRole"]
+__all__ = [
+    "BootMode",
+    "GPUDIRECT_PATHS",
+    "FileCheck",
+    "FirewallPolicy",
+    "LabelStock",
+    "Medium",
+    "PciPath",
+    "Role",
+    "SwitchRole",
+]
 
 
 # --- site.yaml ------------------------------------------------------------------------------
@@ -208,6 +220,14 @@ class Gpus(Strict_):
     max_corrected_ecc: int = Field(0, ge=0)  # per GPU, since boot, before it is flagged
 
 
+class Affinity(Strict_):
+    """GPUs whose nearest HCA is `hca`, and the farthest PCIe path the board gives them."""
+
+    hca: str  # an RDMA device of the model's NICs, e.g. mlx5_0
+    gpus: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
+    path: Annotated[PciPath, Lax]
+
+
 class ServerModel(Strict_):
     vendor: str
     height_u: int = Field(ge=1, le=12)
@@ -219,6 +239,7 @@ class ServerModel(Strict_):
     scratch_disk: DiskId | None = None
     bmc: Name  # the network of the BMC port
     nics: tuple[Nic, ...] = Field(min_length=1)
+    affinity: tuple[Affinity, ...] = ()  # GPU <-> HCA over PCIe, for GPUDirect RDMA
 
 
 class Cages(Strict_):
@@ -515,6 +536,71 @@ class ServiceCatalog(Strict_):
     review_only: tuple[Source, ...] = ()
 
 
+# --- acceptance.yaml ------------------------------------------------------------------------
+
+# NCCL derives these from the plan (the HCAs of the hosts, their management interface): a
+# hand-written value could name the storage NIC and send the bootstrap the wrong way.
+DERIVED_NCCL = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")
+
+
+def _nccl_setting(value: str) -> str:
+    if not re.fullmatch(r"NCCL_[A-Z0-9_]+", value):
+        raise ValueError(f"{value!r} is not an NCCL variable (NCCL_...)")
+    if value in DERIVED_NCCL:
+        raise ValueError(f"{value} is derived from the plan; it cannot be set by hand")
+    return value
+
+
+NcclName = Annotated[str, AfterValidator(_nccl_setting)]
+ModuleOption = Annotated[str, _pattern(r"[A-Za-z][A-Za-z0-9_]*", "a module parameter name")]
+
+
+class Nccl(Strict_):
+    """/etc/nccl.conf beyond what the plan derives; values are strings, as NCCL reads them."""
+
+    settings: dict[NcclName, str] = {}
+
+
+class Threshold(Strict_):
+    """A pass mark: `fraction` of the physical ceiling, unless `min_gb_s` names it outright."""
+
+    fraction: float = Field(0.72, gt=0, le=1)
+    min_gb_s: float | None = Field(None, gt=0)
+
+
+class PairTest(Threshold):
+    """ib_write_bw between two servers: RDMA writes for `duration_s` seconds."""
+
+    duration_s: int = Field(10, ge=1)
+
+
+Step = Annotated[int, Field(ge=2)] | Literal["all"]  # nodes in a step, or every GPU server
+
+
+class NcclTests(Threshold):
+    """all_reduce_perf steps at growing scale, judged by the bus bandwidth at `max_bytes`."""
+
+    steps: tuple[Step, ...] = (4, 16, "all")
+    min_bytes: str = "8"
+    max_bytes: Annotated[str, _pattern(r"[0-9]+[KMG]?", "a size like 8G")] = "8G"
+
+
+class BurnIn(Strict_):
+    """DCGM diagnostics (`dcgmi diag -r LEVEL -j`); level 3 runs the stress tests (~30 min)."""
+
+    level: int = Field(3, ge=1, le=4)
+
+
+class Acceptance(Strict_):
+    """acceptance.yaml: GPUDirect/NCCL set-up and the pass marks of the acceptance run."""
+
+    nccl: Nccl = Nccl()
+    module_options: dict[Name, dict[ModuleOption, str]] = {}  # /etc/modprobe.d, per module
+    ib_write_bw: PairTest = PairTest()
+    nccl_tests: NcclTests = NcclTests()
+    burn_in: BurnIn = BurnIn()
+
+
 # --- the whole ------------------------------------------------------------------------------
 
 
@@ -527,6 +613,7 @@ class Cluster(Strict_):
     provisioning: Provisioning
     services: ServiceCatalog
     racks: tuple[Rack, ...]
+    acceptance: Acceptance = Acceptance()
 
 
 def validate(data: dict[str, Any]) -> Cluster:

@@ -148,6 +148,11 @@ PROBES: dict[str, Probe] = build_probes(
             "/usr/bin/systemctl",
             takes="units",
         ),
+        # GPUDirect: the PCIe paths between GPUs and HCAs, the modules loaded, NCCL's config
+        # (0644, like /proc/modules: no root needed).
+        Probe("nvidia_smi_topo", ("nvidia-smi", "topo", "-m"), "host", "/usr/bin/nvidia-smi"),
+        Probe("lsmod", ("lsmod",), "host", "/usr/sbin/lsmod"),
+        Probe("nccl_conf", ("cat", "--", "/etc/nccl.conf"), "host", "/usr/bin/cat"),
         # The fabric scans open the umad devices, which only root may.
         Probe("ibnetdiscover", ("ibnetdiscover",), "fabric", "/usr/sbin/ibnetdiscover", True),
         Probe("iblinkinfo", ("iblinkinfo", "-l"), "fabric", "/usr/sbin/iblinkinfo", True),

@@ -16,10 +16,10 @@ from typing import Any, cast
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from audits.render import markdown
 from audits.report import Report
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet, compile_reference
+from draw.report import markdown
 
 OFED_HOSTS = ["gpu017", "gpu042", "gpu101"]
 OLD_OFED = "5.8-1.0.1.1"
@@ -299,6 +299,7 @@ def test_the_report_goes_to_build_in_the_repository_by_default(
     assert not (tmp_path / "audit-report").exists()
     assert sorted(p.name for p in (reference / "build" / "audit-report").iterdir()) == [
         "junit.xml",
+        "report.html",
         "report.json",
         "report.md",
     ]

@@ -225,6 +225,8 @@ def test_address_and_ib_port_drift(fleet: Fleet, audit: Audit) -> None:
         ),
         ("address", "interfaces[ens2f0].address", "10.70.1.11/24", "10.70.1.99/24", "critical"),
         ("address", "interfaces[ens2f0].mtu", 9000, 1500, "warning"),
+        # The HCA NCCL is told to use is down: jobs would fall back to TCP sockets.
+        ("gpudirect", "nccl.hca[mlx5_0:1]", "Active", "Down", "critical"),
         ("ib-port", "ib_ports[mlx5_0/1].rate", 200, 100, "critical"),
         ("ib-port", "ib_ports[mlx5_0/1].state", "Active", "Down", "critical"),
     ]
@@ -238,6 +240,8 @@ def test_gpu_admission_facts(fleet: Fleet, audit: Audit) -> None:
     h.state["gpus"] = h.state["gpus"] | {"count": 7}
     _, findings = audit("gpu001")
     assert [(f["path"], f["expected"], f["observed"], f["severity"]) for f in findings] == [
+        # The GPU that fell off the bus has no PCIe path to the HCA either.
+        ("affinity[GPU7].mlx5_0", "PXB", None, "critical"),
         ("gpus.count", 8, 7, "critical"),
         ("gpus[2].ecc.corrected", 100, 101, "warning"),
         ("gpus[3].nvlinks", 12, 10, "critical"),
@@ -248,7 +252,31 @@ def test_gpu_admission_facts(fleet: Fleet, audit: Audit) -> None:
             "critical",
         ),
     ]
-    assert {f["kind"] for f in findings} == {"gpu"}
+    assert {f["kind"] for f in findings} == {"gpu", "gpudirect"}
+
+
+def test_gpudirect_drift(fleet: Fleet, contracts: Contracts) -> None:
+    """NCCL pointed at the wrong HCA and the storage NIC, nvidia-peermem not loaded, a GPU
+    moved to a slot across the sockets: each is named, with what NCCL would do instead."""
+    state = fleet.hosts["gpu001"].state
+    nccl = state["gpudirect"]["nccl"]
+    state["gpudirect"] = state["gpudirect"] | {
+        "nccl": nccl | {"NCCL_IB_HCA": "=mlx5_1:1", "NCCL_SOCKET_IFNAME": "=ens2f0"}
+    }
+    fleet.unload("gpu001", "nvidia-peermem")
+    fleet.pcie_path("gpu001", 6, "SYS")
+    contract = copy.deepcopy(contracts["gpu001"])
+    contract["deploy"] = {"kernel_modules": ["nvidia", "nvidia-peermem"]}
+    result = compare_host(contract, Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("gpudirect", "affinity[GPU6].mlx5_0", "PXB", "SYS"),
+        ("gpudirect", "modules[nvidia-peermem]", "loaded", None),
+        ("gpudirect", "nccl.hca[mlx5_1:1]", "Active", None),
+        ("gpudirect", "nccl[NCCL_IB_HCA]", "=mlx5_0:1", "=mlx5_1:1"),
+        ("gpudirect", "nccl[NCCL_SOCKET_IFNAME]", "=eno1", "=ens2f0"),
+    ]
+    assert "falls back to TCP" in result.findings[2]["message"]
+    assert all(f["severity"] == "critical" for f in result.findings)
 
 
 def test_uncorrected_ecc_is_critical(fleet: Fleet, audit: Audit) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from audits.history import FLAPS, FORGET, chain, history
-from audits.render import markdown, textfile
+from draw.report import markdown, textfile
 
 
 def report(day: int, findings: list[tuple[str, str]], lost: tuple[str, ...] = ()) -> Any:

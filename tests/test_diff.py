@@ -25,6 +25,7 @@ from ruamel.yaml import YAML
 from clusterforge.cli import main
 from compiler import diff, gitsource
 from compiler.diff import DiffReport, RiskKind, Side
+from draw import review
 from tests.conftest import REPO
 
 # A scratch repository must not pick up the user's git config (signing, hooks, templates).
@@ -255,7 +256,7 @@ def test_an_unchanged_revision_reports_no_changes(sides: dict[str, Side]) -> Non
         assert report.nodes == diff.Devices() and report.cables == diff.Cables()
         assert report.addresses == () and report.artifacts == ()
         assert report.touched is not None and report.touched.hosts == 0
-        assert "No changes" in diff.to_markdown(report)
+        assert "No changes" in review.to_markdown(report)
     assert sides["comment-only"].commit != sides["base"].commit
 
 
@@ -284,7 +285,7 @@ def test_a_new_rack_adds_nodes_switches_cables_and_renumbers_nothing(
     assert {a.network for a in report.addresses} >= {"mgmt", "bmc", "storage", "ipoib"}
     assert report.renumbered_nothing
     assert report.label_commands == (f"clusterforge labels --rack {NEW_RACK}",)
-    markdown = diff.to_markdown(report)
+    markdown = review.to_markdown(report)
     assert "No existing address or LID renumbered." in markdown
     assert "| network | added | removed | changed |" in markdown
     mgmt = sum(a.network == "mgmt" for a in report.addresses)
@@ -315,7 +316,7 @@ def test_repatched_cables_are_listed_with_their_labels(sides: dict[str, Side]) -
     assert report.cables.added == report.cables.removed == ()
     assert report.nodes == diff.Devices() and report.addresses == ()
     assert report.risks == ()
-    markdown = diff.to_markdown(report)
+    markdown = review.to_markdown(report)
     for cid in changed:
         assert f"`{cid}`" in markdown  # in the labels to reprint
     assert "cables re-patched | 2" in markdown
@@ -349,7 +350,7 @@ def test_an_ofed_bump_for_the_canary_ring_names_the_ring_and_its_nodes(
     # A pin is not a baseline change, and no other ring is touched.
     assert report.firmware.baselines == report.firmware.software == ()
     assert report.risks == ()
-    markdown = diff.to_markdown(report)
+    markdown = review.to_markdown(report)
     assert f"| {ring.ring} | ofed |" in markdown
 
 
@@ -362,13 +363,13 @@ def test_a_renumbered_address_is_a_risk(sides: dict[str, Side]) -> None:
     assert change.old != change.new
     assert kinds(report) == [RiskKind.ADDRESS_RENUMBERED]
     assert not report.renumbered_nothing
-    assert "No existing address or LID renumbered" not in diff.to_markdown(report)
+    assert "No existing address or LID renumbered" not in review.to_markdown(report)
     [risk] = report.risks
     assert risk.items == (f"{host} {network}: {change.old} → {change.new}",)
     # The node stayed where it was; the artifacts that hold addresses changed.
     assert report.nodes == diff.Devices()
     assert report.touched is not None and report.touched.hosts == 1
-    assert "⚠️ **address-renumbered**" in diff.to_markdown(report)
+    assert "⚠️ **address-renumbered**" in review.to_markdown(report)
 
 
 def test_a_baseline_bump_reaches_every_ring_and_is_a_large_change(
@@ -407,7 +408,7 @@ def test_a_head_that_does_not_compile_lists_its_located_errors(sides: dict[str, 
         assert kinds(report) == [RiskKind.HEAD_FAILS]
         assert report.risks[0].items == tuple(str(d) for d in report.head.errors)
         assert report.touched is None and report.artifacts == ()
-        markdown = diff.to_markdown(report)
+        markdown = review.to_markdown(report)
         assert "⛔ **HEAD does not compile**" in markdown
         assert str(report.head.errors[0]) in markdown
     # Broken on both sides: no comparison, and HEAD did not break what BASE compiled.
@@ -522,17 +523,17 @@ def test_markdown_starts_with_the_marker_and_summary_and_fits_a_comment(
     sides: dict[str, Side],
 ) -> None:
     report = compare(sides, "bios-bump")
-    markdown = diff.to_markdown(report)
-    assert markdown.startswith(diff.MARKER + "\n")
-    assert len(markdown) <= diff.MARKDOWN_LIMIT
+    markdown = review.to_markdown(report)
+    assert markdown.startswith(review.MARKER + "\n")
+    assert len(markdown) <= review.MARKDOWN_LIMIT
     # Risks and counts first, details folded below them.
     assert markdown.index("⚠️ **large-change**") < markdown.index("| change | count |")
     assert markdown.index("| change | count |") < markdown.index("<details>")
     assert markdown.count("<details>") == markdown.count("</details>")
     # A tight limit cuts the lists, not the summary.
-    short = diff.to_markdown(report, limit=4000)
+    short = review.to_markdown(report, limit=4000)
     assert len(short) <= 4000 and "more" in short
-    assert short.startswith(diff.MARKER) and "⚠️ **large-change**" in short
+    assert short.startswith(review.MARKER) and "⚠️ **large-change**" in short
 
 
 def test_markdown_escapes_text_from_the_pull_request(sides: dict[str, Side]) -> None:
@@ -540,7 +541,7 @@ def test_markdown_escapes_text_from_the_pull_request(sides: dict[str, Side]) -> 
     head = _with_files(
         sides["base"], {"opensm/x.conf": "routing_engine <b>x</b>|y ``` </details>\n"}
     )
-    markdown = diff.to_markdown(diff.diff(base, head))
+    markdown = review.to_markdown(diff.diff(base, head))
     assert "<b>" not in markdown and "&lt;/details&gt;" in markdown
     assert markdown.count("<details>") == markdown.count("</details>")
 
@@ -573,7 +574,7 @@ def test_cli_writes_both_reports_and_leaves_the_working_tree_alone(
         )
         assert code == 0
         assert capsys.readouterr().out == ""
-        assert md.read_text().startswith(diff.MARKER)
+        assert md.read_text().startswith(review.MARKER)
         assert "address-renumbered" in md.read_text()
         assert json.loads(js.read_text())["risks"][0]["kind"] == "address-renumbered"
         assert git(scratch, "status", "--porcelain") == " M cluster/site.yaml"
@@ -588,7 +589,7 @@ def test_cli_prints_markdown_and_exits_0_with_changes(
 ) -> None:
     assert main(["-C", str(scratch), "diff", "base", "bios-bump", "--share-limit", "100"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(diff.MARKER) and "| hgx-a100 | bios |" in out
+    assert out.startswith(review.MARKER) and "| hgx-a100 | bios |" in out
     assert "large-change" not in out
     assert git(scratch, "status", "--porcelain") == ""
 

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from clusterforge.cli import main
-from compiler import labels as sheets
 from compiler.errors import SourceError, TargetError
 from compiler.load import load
 from compiler.model import LabelStock
 from compiler.pipeline import check
 from compiler.plan import Plan, build
 from compiler.targets import labels as content
+from draw import labels as sheets
 from tests.conftest import REPO, require_tool
 
 ID = re.compile(r"[A-Z][A-Z0-9]*-[A-Z]{2}[0-9]{2,}")  # any token shaped like a cable ID
@@ -330,7 +330,7 @@ def test_a_code_with_the_wrong_id_does_not_pass_for_the_label(plan: Plan, tmp_pa
 _HASH_SCRIPT = """
 import hashlib, sys
 from pathlib import Path
-from compiler.labels import sheets_for_repo
+from draw.labels import sheets_for_repo
 files = sheets_for_repo(Path(sys.argv[1]), racks=["s01"])
 for name, data in sorted(files.items()):
     print(name, hashlib.sha256(data).hexdigest())

@@ -15,7 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audits.parsers import PARSERS, ParseError, RegistryError, build_registry, get_parser
+from audits.parsers import (
+    PARSERS,
+    RESULTS,
+    ParseError,
+    RegistryError,
+    build_registry,
+    get_parser,
+)
 from audits.probes import PROBES, Probe, ProbeError, build_probes
 from compiler.errors import ClusterforgeError
 
@@ -23,6 +30,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted(FIXTURES.glob("*/*.txt"))
 # Robustness, not speed, is under test: a loaded CI runner must not turn these into failures.
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _parser(name: str) -> object:
+    """The parser of a fixture folder: a probe's, or an acceptance log's."""
+    return (PARSERS | RESULTS)[name]
 
 
 def _expected(case: Path) -> object:
@@ -35,7 +47,8 @@ def _is_failure(expected: object) -> bool:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: f"{case.parent.name}/{case.stem}")
 def test_fixture(case: Path) -> None:
-    parse = get_parser(case.parent.name)
+    name = case.parent.name
+    parse = RESULTS[name] if name in RESULTS else get_parser(name)
     text = case.read_text(encoding="utf-8")
     expected = _expected(case)
     if _is_failure(expected):
@@ -52,7 +65,7 @@ def test_fixture(case: Path) -> None:
         assert json.loads(json.dumps(result)) == result
 
 
-@pytest.mark.parametrize("probe", sorted(PARSERS))
+@pytest.mark.parametrize("probe", sorted(PARSERS | RESULTS))
 def test_every_parser_has_three_cases_one_of_them_failing(probe: str) -> None:
     cases = sorted((FIXTURES / probe).glob("*.txt"))
     assert len(cases) >= 3, f"{probe} has {len(cases)} fixture cases"
@@ -61,7 +74,7 @@ def test_every_parser_has_three_cases_one_of_them_failing(probe: str) -> None:
 
 def test_every_fixture_folder_belongs_to_a_parser() -> None:
     folders = {path.name for path in FIXTURES.iterdir() if path.is_dir()}
-    assert folders - set(PARSERS) == set()
+    assert folders - set(PARSERS | RESULTS) == set()
 
 
 def test_every_fixture_is_a_pair() -> None:
@@ -70,9 +83,10 @@ def test_every_fixture_is_a_pair() -> None:
     assert texts == expectations
 
 
-@pytest.mark.parametrize("probe", sorted(PARSERS))
+@pytest.mark.parametrize("probe", sorted(PARSERS | RESULTS))
 def test_parser_lives_in_the_module_named_after_its_probe(probe: str) -> None:
-    assert getattr(PARSERS[probe], "__module__", None) == f"audits.parsers.{probe}"
+    parse = (PARSERS | RESULTS)[probe]
+    assert getattr(parse, "__module__", None) == f"audits.parsers.{probe}"
 
 
 def test_every_probe_has_a_parser_and_every_parser_a_probe() -> None:
@@ -90,18 +104,18 @@ def test_cut_or_damaged_output_is_parsed_or_refused_never_crashes(
     noise = data.draw(st.text(max_size=5), label="noise")
     damaged = text[:start] + noise + text[end:]
     try:
-        result = get_parser(case.parent.name)(damaged)
+        result = (PARSERS | RESULTS)[case.parent.name](damaged)
     except ParseError:
         return
     json.dumps(result, allow_nan=False)
 
 
-@pytest.mark.parametrize("probe", sorted(PARSERS))
+@pytest.mark.parametrize("probe", sorted(PARSERS | RESULTS))
 @FUZZ
 @given(text=st.text())
 def test_arbitrary_text_is_parsed_or_refused_never_crashes(probe: str, text: str) -> None:
     try:
-        result = PARSERS[probe](text)
+        result = (PARSERS | RESULTS)[probe](text)
     except ParseError:
         return
     json.dumps(result, allow_nan=False)
@@ -153,7 +167,7 @@ def test_json_with_a_value_replaced_is_parsed_or_refused_never_crashes(
             parent = parent[step]
         parent[path[-1]] = replacement
     try:
-        result = PARSERS[case.parent.name](json.dumps(document))
+        result = (PARSERS | RESULTS)[case.parent.name](json.dumps(document))
     except ParseError:
         return
     json.dumps(result, allow_nan=False)

@@ -413,6 +413,8 @@ def test_pr_diff_starts_at_the_merge_base(tmp_path: Path) -> None:
         str(diff / "diff.md"),
         "--json",
         str(diff / "diff.json"),
+        "--html",
+        str(diff / "diff.html"),
     ]
     assert "## diff" in (tmp_path / "summary").read_text()
 
@@ -561,9 +563,11 @@ def test_every_shard_counts(tmp_path: Path) -> None:
 DIFF_MARKER = "<!-- clusterforge-diff -->"
 
 
-def _comment(tmp_path: Path, existing: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+def _comment(
+    tmp_path: Path, existing: list[dict[str, Any]], text: str, artifact: str = ""
+) -> list[dict[str, Any]]:
     (tmp_path / "diff.md").write_text(text)
-    env = {"DIFF_MD": str(tmp_path / "diff.md")}
+    env = {"DIFF_MD": str(tmp_path / "diff.md"), "ARTIFACT_URL": artifact}
     step = "Post or update the review comment"
     return _github_script(tmp_path, "pr-review.yml", "comment", step, existing, env)
 
@@ -586,3 +590,11 @@ def test_review_comment_stays_under_githubs_limit(tmp_path: Path) -> None:
     [call] = _comment(tmp_path, [], "x" * 100_000)
     assert len(call["args"]["body"]) < 65_536
     assert "truncated" in call["args"]["body"]
+
+
+def test_review_comment_links_the_change_picture_first(tmp_path: Path) -> None:
+    url = "https://github.example/o/r/actions/runs/1/artifacts/7"
+    [call] = _comment(tmp_path, [], "x" * 100_000, artifact=url)
+    body = call["args"]["body"]
+    assert body.startswith(f"{DIFF_MARKER}\n[Change picture]({url}): `diff.html`")
+    assert len(body) < 65_536 and "truncated" in body

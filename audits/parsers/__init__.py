@@ -2,7 +2,8 @@
 
 Each module is named after its probe, exposes `parse(text) -> JSON-compatible result` and
 documents its command, schema and an example in its docstring. `PARSERS` maps probe names to
-those functions; `audits.probes.PROBES` holds the matching commands.
+those functions; `audits.probes.PROBES` holds the matching commands. `RESULTS` holds the
+parsers of the acceptance run's logs (`clusterforge accept`): tests the audit never runs.
 """
 
 from __future__ import annotations
@@ -11,18 +12,24 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from audits.parsers import (
+    all_reduce_perf,
+    dcgmi_diag,
     dmidecode_bios,
     ethtool_i,
+    ib_write_bw,
     iblinkinfo,
     ibnetdiscover,
     ibstat,
     ip_addr,
     ip_route,
     ipmitool_mc_info,
+    lsmod,
+    nccl_conf,
     mlxfwmanager,
     nvidia_smi_ecc,
     nvidia_smi_gpus,
     nvidia_smi_nvlink,
+    nvidia_smi_topo,
     nvidia_smi_xml,
     ofed_info,
     sha256sum,
@@ -34,7 +41,15 @@ from audits.parsers.base import ParseError, RegistryError
 
 Parser = Callable[[str], object]
 
-__all__ = ["PARSERS", "ParseError", "Parser", "RegistryError", "build_registry", "get_parser"]
+__all__ = [
+    "PARSERS",
+    "RESULTS",
+    "ParseError",
+    "Parser",
+    "RegistryError",
+    "build_registry",
+    "get_parser",
+]
 
 
 def build_registry(entries: Iterable[tuple[str, Parser]]) -> dict[str, Parser]:
@@ -56,10 +71,13 @@ _MODULES: tuple[ModuleType, ...] = (
     ip_addr,
     ip_route,
     ipmitool_mc_info,
+    lsmod,
+    nccl_conf,
     mlxfwmanager,
     nvidia_smi_ecc,
     nvidia_smi_gpus,
     nvidia_smi_nvlink,
+    nvidia_smi_topo,
     nvidia_smi_xml,
     ofed_info,
     sha256sum,
@@ -68,6 +86,9 @@ _MODULES: tuple[ModuleType, ...] = (
     xid,
 )
 PARSERS: dict[str, Parser] = build_registry((module.PROBE, module.parse) for module in _MODULES)
+RESULTS: dict[str, Parser] = build_registry(
+    (module.PROBE, module.parse) for module in (all_reduce_perf, dcgmi_diag, ib_write_bw)
+)
 
 
 def get_parser(name: str) -> Parser:

@@ -5,7 +5,8 @@ them, rendered from `generated/expected/` and written in the replay layout of
 ``Fleet.load(generated)`` starts from a fleet that matches its expectations exactly. Drift is
 injected by changing a host's ``state`` (a copy of its contract: ``versions``, ``routes``,
 ``interfaces``, ``ib_ports``) or through the hooks (``unreachable``, ``fail``, ``xid``,
-``nvlink_down``, ``ecc``, ``swap_far_ends``, ``degrade``, ``unplug``); ``record(folder)``
+``nvlink_down``, ``ecc``, ``swap_far_ends``, ``degrade``, ``unplug``, ``unload``,
+``pcie_path``); GPUDirect's probes render from the contract's ``gpudirect``; ``record(folder)``
 writes the recording. The output shapes are those of ``tests/fixtures/<probe>/``, and the
 lab's SSH hosts will answer from the same renderer (``Fleet.outputs(host)``).
 
@@ -46,6 +47,8 @@ class HostState:
     overrides: dict[str, str] = field(default_factory=dict)  # probe key -> raw output
     files: dict[str, str] = field(default_factory=dict)  # deployed path -> its sha256 now
     units: dict[str, tuple[str, str]] = field(default_factory=dict)  # unit -> (active, enabled)
+    unloaded: set[str] = field(default_factory=set)  # kernel modules of the deploy map not loaded
+    paths: dict[int, str] = field(default_factory=dict)  # GPU -> its path to the HCA now
 
     @classmethod
     def of(cls, contract: dict[str, Any]) -> HostState:
@@ -156,6 +159,13 @@ class Fleet:
     def set_unit(self, host: str, unit: str, active: str, enabled: str) -> None:
         self.hosts[host].units[unit] = (active, enabled)
 
+    def unload(self, host: str, module: str) -> None:
+        self.hosts[host].unloaded.add(module)
+
+    def pcie_path(self, host: str, gpu: int, path: str) -> None:
+        """GPU `gpu` reaches its HCA over `path` (a card moved to another slot)."""
+        self.hosts[host].paths[gpu] = path
+
     def arguments(self, host: str) -> dict[str, tuple[str, ...]]:
         """What the audit passes to the probes that take arguments on `host`."""
         return probe_arguments(self.hosts[host].state)
@@ -182,6 +192,8 @@ class Fleet:
             out["ibstat"] = _ibstat(s)
         if s["gpus"] is not None:
             out |= _gpus(h, host)
+        if "gpudirect" in s:
+            out |= _gpudirect(h)
         if "sha256sum" in self.arguments(host):
             out["sha256sum"] = "".join(f"{sha}  {path}\n" for path, sha in h.files.items())
         if h.units:
@@ -427,6 +439,39 @@ def _gpus(h: HostState, host: str) -> dict[str, str]:
 
 
 _UUID = ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))
+
+
+def _gpudirect(h: HostState) -> dict[str, str]:
+    """/etc/nccl.conf, `lsmod` and `nvidia-smi topo -m` as the host shows them now."""
+    s = h.state
+    conf = "# /etc/nccl.conf\n" + "".join(f"{k}={v}\n" for k, v in s["gpudirect"]["nccl"].items())
+    modules = [
+        m.replace("-", "_")
+        for m in s.get("deploy", {}).get("kernel_modules", ())
+        if m not in h.unloaded
+    ]
+    lsmod = "Module                  Size  Used by\n" + "".join(
+        f"{m:<19} {16384 + 4096 * n:>8}  0\n" for n, m in enumerate([*modules, "ib_core"])
+    )
+    count = s["gpus"]["count"]
+    near = {a["gpu"]: (a["hca"], a["path"]) for a in s["gpudirect"]["affinity"]}
+    hcas = sorted({hca for hca, _ in near.values()}) or [p["device"] for p in s["ib_ports"]]
+    links = s["gpus"]["nvlinks_per_gpu"]
+    head = (
+        "\t"
+        + "\t".join([*(f"GPU{i}" for i in range(count)), *hcas])
+        + "\tCPU Affinity\tNUMA Affinity\n"
+    )
+    rows = []
+    for i in range(count):
+        cells = [" X " if j == i else f"NV{links}" for j in range(count)]
+        for hca in hcas:
+            planned = near.get(i, (hca, "SYS"))
+            cells.append(h.paths.get(i, planned[1] if planned[0] == hca else "SYS"))
+        numa = 0 if i < count // 2 else 1
+        rows.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{numa * 32}-{numa * 32 + 31}\t{numa}\n")
+    legend = "\nLegend:\n\n  X    = Self\n  PXB  = Connection traversing multiple PCIe bridges\n"
+    return {"nccl_conf": conf, "lsmod": lsmod, "nvidia_smi_topo": head + "".join(rows) + legend}
 
 
 def _lid(guid: str) -> int:

@@ -11,12 +11,14 @@ from collections.abc import Callable, Iterator
 from compiler.errors import TargetError
 from compiler.plan import Plan
 from compiler.targets import (
+    acceptance,
     access,
     dhcp,
     dns,
     expected,
     fabric,
     firmware,
+    gpudirect,
     hostconf,
     hosts,
     inventory,
@@ -68,6 +70,8 @@ TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
 TARGETS.add("access", access.render)
 TARGETS.add("hostconf", hostconf.render)
+TARGETS.add("gpudirect", gpudirect.render)
+TARGETS.add("acceptance", acceptance.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:

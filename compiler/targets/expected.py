@@ -14,6 +14,9 @@ Per host (`expected/hosts/<host>.json`), schema 1:
           three fields ("default" for the default route, connected routes without gateway);
   ib_ports: [{device, port, port_guid, rate, width, state}];
   gpus: {count, model, nvlinks_per_gpu, max_corrected_ecc} or null;
+  gpudirect (hosts with GPUs and an HCA): {nccl: {variable: value} as /etc/nccl.conf sets
+          them, affinity: [{gpu, hca, path}]: each GPU's nearest HCA and the farthest PCIe
+          path type (`nvidia-smi topo -m`) the model allows between them};
   accept (only on hosts a rollout of cluster/firmware.yaml covers): {version key:
           {previous, until: "YYYY-MM-DD"}}: the version the rollout replaces, which the audit
           still accepts for that key up to and including `until` (by the audit's clock);
@@ -29,12 +32,15 @@ from typing import Any
 
 from compiler.model import Rollout
 from compiler.plan import Host, Plan
+from compiler.targets import gpudirect
 from compiler.targets.render import to_json
 
 SCHEMA = 1
 
 
-def host_contract(h: Host, rollouts: tuple[Rollout, ...] = ()) -> dict[str, Any]:
+def host_contract(
+    h: Host, rollouts: tuple[Rollout, ...] = (), direct: dict[str, Any] | None = None
+) -> dict[str, Any]:
     contract = {
         "schema": SCHEMA,
         "host": h.name,
@@ -65,6 +71,8 @@ def host_contract(h: Host, rollouts: tuple[Rollout, ...] = ()) -> dict[str, Any]
         ],
         "gpus": h.gpus,
     }
+    if direct is not None:
+        contract["gpudirect"] = direct
     accept = {
         key: {"previous": previous, "until": r.until}
         for r in rollouts
@@ -110,10 +118,34 @@ def fabric_contract(plan: Plan) -> dict[str, Any]:
     }
 
 
+def gpudirect_contracts(plan: Plan) -> dict[str, dict[str, Any]]:
+    """The `gpudirect` section of each host NCCL runs on."""
+    hosts = gpudirect.gpu_hosts(plan)
+    settings = {
+        role: gpudirect.nccl_settings(plan, [h for h in hosts if h.role.value == role])
+        for role in {h.role.value for h in hosts}
+    }
+    out = {}
+    for h in hosts:
+        model = plan.cluster.hardware.servers[h.model]
+        affinity = sorted(
+            (
+                {"gpu": g, "hca": a.hca, "path": a.path.value}
+                for a in model.affinity
+                for g in a.gpus
+            ),
+            key=lambda e: e["gpu"],
+        )
+        out[h.name] = {"nccl": settings[h.role.value], "affinity": affinity}
+    return out
+
+
 def render(plan: Plan) -> dict[str, str]:
     rollouts = plan.cluster.firmware.rollouts
+    direct = gpudirect_contracts(plan)
     files = {
-        f"expected/hosts/{h.name}.json": to_json(host_contract(h, rollouts)) for h in plan.hosts
+        f"expected/hosts/{h.name}.json": to_json(host_contract(h, rollouts, direct.get(h.name)))
+        for h in plan.hosts
     }
     files["expected/fabric.json"] = to_json(fabric_contract(plan))
     return files

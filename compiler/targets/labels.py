@@ -2,7 +2,7 @@
 
 Two labels per cable, one at each end. The text is mirrored so the end a label sits on always
 comes first, as TIA-606 writes a patch cord: `near/far`. The printable sheets (PDF) are laid
-out from the same content by `compiler.labels`; this module holds only the content and the
+out from the same content by `draw.labels`; this module holds only the content and the
 order a technician works in, so the committed CSV and the printed sheets cannot disagree.
 
 `labels/labels.csv`, one row per cable, the columns label software merges (FORMATS §8):

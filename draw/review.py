@@ -1,0 +1,373 @@
+"""The diff as a pull-request comment (Markdown): what a reviewer reads first.
+
+Pure: a `compiler.diff.DiffReport` in, Markdown out (moved here from `compiler/diff.py`: all
+drawing for people lives in `draw/`). The pull-request workflow finds its comment by `MARKER`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from compiler import hostlist
+from compiler.diff import AddressChange, Devices, DiffReport, Revision, Risk
+from compiler.plan import CableEnd
+
+MARKER = "<!-- clusterforge-diff -->"  # the PR workflow finds its comment by this line
+MARKDOWN_LIMIT = 60_000  # GitHub rejects comments over 65,536 characters
+
+
+def _shown(value: object) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def to_markdown(report: DiffReport, limit: int = MARKDOWN_LIMIT) -> str:
+    """The report as a pull-request comment: marker line, summary and risks first, details
+    folded; lists are cut ("and N more") until the text fits in `limit` characters."""
+    for cap in (50, 20, 5, 0):
+        text = _Markdown(report, cap).render()
+        if len(text) <= limit:
+            return text
+    note = "\n\n… cut to fit a comment: the JSON report has everything.\n"
+    return text[: limit - len(note)] + note
+
+
+def _cell(value: object) -> str:
+    """Table-cell text: PR-controlled strings must not break the table or open HTML."""
+    text = "—" if value is None or value == "" else str(value)
+    return (
+        text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\n", " ")
+    )
+
+
+def _named(rev: Revision) -> str:
+    short = rev.commit[:12]
+    return f"`{short}`" if rev.ref in (rev.commit, short) else f"{_cell(rev.ref)} (`{short}`)"
+
+
+class _Markdown:
+    def __init__(self, report: DiffReport, cap: int) -> None:
+        self.r = report
+        self.cap = cap
+        self.out: list[str] = []
+
+    def render(self) -> str:
+        r = self.r
+        self.out = [MARKER, f"### clusterforge diff: {_named(r.base)} → {_named(r.head)}", ""]
+        for name, rev in (("BASE", r.base), ("HEAD", r.head)):
+            if not rev.compiles:
+                self._failed(name, rev)
+        for risk in r.risks:
+            self._risk(risk)
+        if r.compiles:
+            if not r.risks:
+                self.out += ["No risk flags.", ""]
+            if r.changed and r.renumbered_nothing:
+                self.out += ["No existing address or LID renumbered.", ""]
+            self._summary()
+            self._details()
+            self._label_commands()
+        return "\n".join(self.out).rstrip("\n") + "\n"
+
+    def _more(self, total: int) -> list[str]:
+        return [f"… and {total - self.cap} more", ""] if total > self.cap else []
+
+    def _failed(self, name: str, rev: Revision) -> None:
+        lines = [str(d) for d in rev.errors]
+        shown = "\n".join(lines[: self.cap])
+        fence = "`" * max([3, *(len(run) + 1 for run in re.findall(r"`+", shown))])
+        self.out += [f"⛔ **{name} does not compile**: {len(lines)} problem(s)", ""]
+        if shown:
+            self.out += [f"{fence}text", shown, fence, ""]
+        self.out += self._more(len(lines))
+
+    def _risk(self, risk: Risk) -> None:
+        self.out.append(f"⚠️ **{risk.kind.value}**: {_cell(risk.message)}")
+        self.out += [f"  - {_cell(item)}" for item in risk.items[: self.cap]]
+        if len(risk.items) > self.cap:
+            self.out.append(f"  - … and {len(risk.items) - self.cap} more")
+        self.out.append("")
+
+    def _summary(self) -> None:
+        r = self.r
+        if not r.changed:
+            self.out += ["No changes: both revisions compile to the same generated/ tree.", ""]
+            return
+        firmware_hosts = {h for ring in r.firmware.rings for c in ring.changes for h in c.hosts}
+        counts = [
+            ("nodes added", len(r.nodes.added)),
+            ("nodes removed", len(r.nodes.removed)),
+            ("nodes moved", len(r.nodes.moved)),
+            ("switches added", len(r.switches.added)),
+            ("switches removed", len(r.switches.removed)),
+            ("switches moved", len(r.switches.moved)),
+            ("addresses added", sum(a.old is None for a in r.addresses)),
+            ("addresses removed", sum(a.new is None for a in r.addresses)),
+            ("addresses changed", sum(bool(a.old and a.new) for a in r.addresses)),
+            ("cables added", len(r.cables.added)),
+            ("cables removed", len(r.cables.removed)),
+            ("cables re-patched", sum(c.repatched for c in r.cables.changed)),
+            ("cables otherwise changed", sum(not c.repatched for c in r.cables.changed)),
+            ("labels to reprint", len(r.labels_to_reprint)),
+            ("new labels to print", len(r.cables.added)),
+            ("firmware baseline changes", len(r.firmware.baselines) + len(r.firmware.software)),
+            ("hosts with new versions", len(firmware_hosts)),
+            ("switches with new firmware", sum(len(c.hosts) for c in r.firmware.switches)),
+            ("fabric settings changed", len(r.fabric.settings)),
+            ("subnet manager changes", len(r.fabric.subnet_managers)),
+            ("hosts with route changes", len(r.routes)),
+        ]
+        rows: list[tuple[str, object]] = [(what, n) for what, n in counts if n]
+        if r.touched:
+            t = r.touched
+            rows += [
+                ("hosts touched", f"{t.hosts} of {t.hosts_total}"),
+                ("cables touched", f"{t.cables} of {t.cables_total}"),
+            ]
+        self._table(("change", "count"), rows, whole=True)
+        self.out += ["**Blast radius** (generated/, by artifact family):", ""]
+        self._table(
+            ("family", "files +", "files -", "files ~", "lines +", "lines -"),
+            [
+                (
+                    f"`{f.family}`",
+                    f.files_added,
+                    f.files_removed,
+                    f.files_changed,
+                    f.lines_added,
+                    f.lines_removed,
+                )
+                for f in r.artifacts
+            ],
+            whole=True,
+        )
+
+    def _table(
+        self, header: Sequence[str], rows: Sequence[Sequence[object]], whole: bool = False
+    ) -> None:
+        """A table of `rows`, cut at the cap unless `whole` (the summary's short tables)."""
+        shown = rows if whole else rows[: self.cap]
+        self.out += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        self.out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in shown]
+        self.out.append("")
+        if not whole:
+            self.out += self._more(len(rows))
+
+    def _fold(self, title: str, count: int, body: Callable[[], None]) -> None:
+        if not count:
+            return
+        self.out += ["<details>", f"<summary>{title}</summary>", ""]
+        body()
+        self.out += ["</details>", ""]
+
+    def _details(self) -> None:
+        r = self.r
+        for what, devices in (("Nodes", r.nodes), ("Switches", r.switches)):
+            self._fold(
+                f"{what}: {len(devices.added)} added, {len(devices.removed)} removed, "
+                f"{len(devices.moved)} moved",
+                len(devices.added) + len(devices.removed) + len(devices.moved),
+                partial(self._devices, devices),
+            )
+        self._fold(
+            f"Addresses: {_address_counts(r.addresses)}",
+            len(r.addresses),
+            self._addresses,
+        )
+        c = r.cables
+        self._fold(
+            f"Cables: {len(c.added)} added, {len(c.removed)} removed, {len(c.changed)} changed "
+            f"({sum(x.repatched for x in c.changed)} re-patched)",
+            len(c.added) + len(c.removed) + len(c.changed),
+            self._cables,
+        )
+        self._fold(
+            f"Labels: {len(r.labels_to_reprint)} to reprint, {len(c.added)} new",
+            len(r.labels_to_reprint) + len(c.added),
+            self._labels,
+        )
+        fw = r.firmware
+        self._fold(
+            "Firmware and versions",
+            len(fw.software) + len(fw.baselines) + len(fw.rings) + len(fw.switches),
+            self._firmware,
+        )
+        f = r.fabric
+        self._fold(
+            "Fabric and subnet managers",
+            len(f.settings) + len(f.subnet_managers) + len(f.opensm_options) + len(f.lids),
+            self._fabric,
+        )
+        self._fold(
+            f"Routes: {len(r.routes)} host(s)",
+            len(r.routes),
+            lambda: self._table(
+                ("host", "removed", "added"),
+                [(x.host, "; ".join(x.removed), "; ".join(x.added)) for x in r.routes],
+            ),
+        )
+        self._fold(
+            f"Generated files: {sum(len(f.files) for f in r.artifacts)} changed",
+            len(r.artifacts),
+            self._files,
+        )
+
+    def _addresses(self) -> None:
+        by_network: dict[str, list[AddressChange]] = defaultdict(list)
+        for a in self.r.addresses:
+            by_network[a.network].append(a)
+        self._table(
+            ("network", "added", "removed", "changed"),
+            [
+                (
+                    net,
+                    sum(a.old is None for a in changes),
+                    sum(a.new is None for a in changes),
+                    sum(bool(a.old and a.new) for a in changes),
+                )
+                for net, changes in sorted(by_network.items())
+            ],
+            whole=True,
+        )
+        self._table(
+            ("device", "network", "old", "new"),
+            [(a.device, a.network, a.old, a.new) for a in self.r.addresses],
+        )
+
+    def _label_commands(self) -> None:
+        if self.r.label_commands:
+            self.out += ["**Print the labels of this change** (both ends of every cable):", ""]
+            self.out += ["```sh", *self.r.label_commands, "```", ""]
+
+    def _devices(self, d: Devices) -> None:
+        rows: list[tuple[object, ...]] = [
+            (change, p.name, p.place.rack, p.place.slot, p.place.u)
+            for change, placed in (("added", d.added), ("removed", d.removed))
+            for p in placed
+        ]
+        rows += [
+            (
+                "moved",
+                m.name,
+                _arrow(m.old.rack, m.new.rack),
+                _arrow(m.old.slot, m.new.slot),
+                _arrow(m.old.u, m.new.u),
+            )
+            for m in d.moved
+        ]
+        self._table(("change", "name", "rack", "slot", "U"), rows)
+
+    def _cables(self) -> None:
+        c = self.r.cables
+        rows: list[tuple[object, ...]] = [
+            ("added", x.id, _end(x.a), _end(x.b), "") for x in c.added
+        ]
+        rows += [("removed", x.id, _end(x.a), _end(x.b), "") for x in c.removed]
+        rows += [
+            (
+                "re-patched" if x.repatched else "changed",
+                x.id,
+                _arrow(_end(x.old.a), _end(x.new.a)),
+                _arrow(_end(x.old.b), _end(x.new.b)),
+                "; ".join(
+                    f"{ch.key}: {_shown(ch.old)} → {_shown(ch.new)}"
+                    for ch in x.changes
+                    if not ch.key.startswith(("a.", "b."))
+                ),
+            )
+            for x in c.changed
+        ]
+        self._table(("change", "cable", "A end", "B end", "also"), rows)
+
+    def _labels(self) -> None:
+        r = self.r
+        for what, ids in (
+            ("Reprint", r.labels_to_reprint),
+            ("Print (new cables)", tuple(x.id for x in r.cables.added)),
+        ):
+            if ids:
+                shown = ", ".join(f"`{i}`" for i in ids[: self.cap])
+                more = f" … and {len(ids) - self.cap} more" if len(ids) > self.cap else ""
+                self.out += [f"**{what}** ({len(ids)}): {shown}{more}", ""]
+
+    def _firmware(self) -> None:
+        fw = self.r.firmware
+        rows: list[tuple[object, ...]] = [
+            ("software (fleet)", c.key, c.old, c.new) for c in fw.software
+        ]
+        rows += [(m.model, m.key, m.old, m.new) for m in fw.baselines]
+        if rows:
+            self.out += ["Baselines:", ""]
+            self._table(("model", "key", "old", "new"), rows)
+        few = min(8, self.cap)
+        ring_rows: list[tuple[object, ...]] = [
+            (
+                ring.ring,
+                c.key,
+                c.old,
+                c.new,
+                f"{len(c.hosts)} of {ring.hosts}",
+                _names(c.hosts, few),
+            )
+            for ring in fw.rings
+            for c in ring.changes
+        ]
+        ring_rows += [
+            ("(switches)", c.key, c.old, c.new, len(c.hosts), _names(c.hosts, few))
+            for c in fw.switches
+        ]
+        if ring_rows:
+            self.out += ["Versions by rollout ring:", ""]
+            self._table(("ring", "key", "old", "new", "hosts", "which"), ring_rows)
+
+    def _fabric(self) -> None:
+        f = self.r.fabric
+        rows: list[tuple[object, ...]] = [("setting", c.key, c.old, c.new) for c in f.settings]
+        rows += [("SM priority", c.key, c.old, c.new) for c in f.subnet_managers]
+        rows += [(f"`{o.file}`", o.key, o.old, o.new) for o in f.opensm_options]
+        rows += [(f"`{x.file}` LID", x.guid, x.old, x.new) for x in f.lids]
+        self._table(("what", "key", "old", "new"), rows)
+
+    def _files(self) -> None:
+        for family in self.r.artifacts:
+            self.out += [f"`{family.family}`:", ""]
+            self._table(
+                ("file", "status", "lines"),
+                [
+                    (
+                        f"`{f.path}`",
+                        f.status,
+                        "not text"
+                        if f.lines_added is None
+                        else f"+{f.lines_added} -{f.lines_removed}",
+                    )
+                    for f in family.files
+                ],
+            )
+
+
+def _address_counts(changes: Sequence[AddressChange]) -> str:
+    added = sum(c.old is None for c in changes)
+    removed = sum(c.new is None for c in changes)
+    return f"{added} added, {removed} removed, {len(changes) - added - removed} changed"
+
+
+def _arrow(old: object, new: object) -> str:
+    return _shown(old) if old == new else f"{_shown(old)} → {_shown(new)}"
+
+
+def _end(e: CableEnd) -> str:
+    return f"{e.device}:{e.port} ({e.location})"
+
+
+def _names(names: Sequence[str], cap: int) -> str:
+    """Host ranges compacted (gpu[002-065,067-124]), the first `cap` of them shown."""
+    parts = hostlist.groups(names)
+    more = f", … and {len(parts) - cap} more" if len(parts) > cap else ""
+    return ", ".join(parts[:cap]) + more

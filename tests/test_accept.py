@@ -1,0 +1,287 @@
+"""Node and fabric acceptance (`clusterforge accept`, generated/acceptance/): rounds and
+paths (properties, and OpenSM's own forwarding tables as the oracle of the path rule), the
+plan's thresholds, and `accept` on synthetic runs: clean, one slow cable, failing nodes,
+missing logs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from audits.accept import judge, read_inputs
+from clusterforge.cli import main
+from clusterforge.lab.fleet import compile_reference
+from clusterforge.lab.ibsim import SimFabric
+from compiler import generate, pipeline
+from compiler.acceptance import Server, plan_rounds, route
+from compiler.load import load
+from compiler.output import write
+from compiler.plan import build
+from compiler.targets import acceptance
+from compiler.targets.acceptance import servers
+from draw.report import readiness
+from tests.conftest import REPO, require_tool
+from tests.lab.acceptance_run import Run
+
+# -- rounds: properties -----------------------------------------------------------------------
+
+
+@st.composite
+def fabrics(draw: st.DrawFn) -> tuple[list[Server], list[str], int, dict[Any, str]]:
+    """A two-tier fabric: leaves with 0-8 servers, 1-6 spines, 1-2 links per spine, some
+    uplinks not installed."""
+    spines = [f"s{i}" for i in range(draw(st.integers(1, 6)))]
+    links = draw(st.integers(1, 2))
+    leaves = [f"l{i:02d}" for i in range(draw(st.integers(2, 7)))]
+    found = [
+        Server(leaf, rank, f"{leaf}h{rank}", f"{leaf}-host{rank}")
+        for leaf in leaves
+        for rank in range(draw(st.integers(0, 8)))
+    ]
+    up = {
+        (leaf, spine, j): f"{leaf}-{spine}-{j}"
+        for leaf in leaves
+        for spine in spines
+        for j in range(links)
+        if draw(st.integers(0, 9)) > 0
+    }
+    return found, spines, links, up
+
+
+@settings(deadline=None, max_examples=150)
+@given(fabric=fabrics())
+def test_rounds_cover_every_routable_uplink_and_use_a_host_once_per_round(
+    fabric: tuple[list[Server], list[str], int, dict[Any, str]],
+) -> None:
+    found, spines, links, up = fabric
+    test = plan_rounds(found, spines, links, up)
+    covered = set()
+    for pairs in test.rounds:
+        hosts = [h for p in pairs for h in (p.client, p.server)]
+        assert len(hosts) == len(set(hosts)), "a host twice in one round"
+        covered |= {c for p in pairs for c in p.cables}
+    uplinks = set(up.values())
+    # Every uplink is either carried by some pair or idle, never both, never neither.
+    assert covered & uplinks | set(test.idle) == uplinks
+    assert not covered & set(test.idle)
+    # Idle means no route at all crosses it: brute force over every pair of servers.
+    routable = {
+        c
+        for a in found
+        for b in found
+        if (pair := route(a, b, spines, links, up)) is not None
+        for c in pair.cables
+    }
+    assert set(test.idle) == uplinks - routable
+
+
+def test_reference_rounds_and_idle_uplinks(generated: Path) -> None:
+    plan = json.loads((generated / "acceptance" / "plan.json").read_text())
+    bw = plan["ib_write_bw"]
+    # 25 leaves x 7 spines; leaves hold at most 5 servers, so under ftree the uplinks to
+    # spine06 and spine07 carry no host traffic and no pair can test them.
+    idle = [e["cable"] for e in bw["untested"] if e["reason"].startswith("an uplink")]
+    assert len(idle) == 50
+    assert {c[:3] for c in idle} == {f"R{n:02d}" for n in range(1, 26)}
+    hosts_per_round = [len(r["pairs"]) * 2 for r in bw["rounds"]]
+    assert hosts_per_round[:3] == [120, 120, 120], "whole rounds load nearly every server"
+    assert (bw["ceiling_gb_s"], bw["min_gb_s"]) == (25.0, 18.0)
+    steps = {s["step"]: s for s in plan["nccl_tests"]["steps"]}
+    assert sorted(steps) == ["nccl-004", "nccl-016", "nccl-all"]
+    assert (steps["nccl-004"]["leaves"], steps["nccl-004"]["ceiling_gb_s"]) == (1, 25.0)
+    assert steps["nccl-016"]["min_bus_gb_s"] == 18.0
+    sbatch = (generated / "acceptance" / "nccl" / "nccl-016.sbatch").read_text()
+    assert "#SBATCH --nodelist=gpu[001-016]" in sbatch and "#SBATCH --switches=4" in sbatch
+
+
+def test_ftree_routes_as_the_plan_says(tmp_path: Path) -> None:
+    """The path rule against OpenSM itself: ftree on ibsim, with the planned static LIDs; each
+    leaf's forwarding table sends a server on another leaf out of the uplink the plan names."""
+    for tool in ("ibsim", "opensm"):
+        require_tool(tool)
+    compiled = pipeline.compile_source(load(REPO / "cluster"))
+    out = tmp_path / "generated"
+    write(out, compiled.files)
+    opensm = out / "opensm"
+    conf = opensm / "sm01" / "opensm.conf"
+    overrides = {
+        key: str(opensm / Path(value).name)
+        for key, value in (
+            line.split(None, 1)
+            for line in conf.read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+        if value.startswith("/etc/opensm/")
+    }
+    overrides["log_flags"] = "0xff"  # OpenSM dumps its forwarding tables at ROUTING level
+    with SimFabric(out / "fabric" / "topology.net", tmp_path / "sim") as sim:
+        result = sim.run_opensm_once(
+            conf, overrides=overrides, sim_host="sm01 mlx5_0", seed_cache=[opensm / "guid2lid"]
+        )
+        assert result.routing_engine == "ftree"
+        dump = (result.run_dir / "dump" / "opensm-lfts.dump").read_text()
+    lfts = _lfts(dump)
+    found, spines, links, up = servers(compiled.plan)
+    lid = {h.name: h.ib_ports[0].lid for h in compiled.plan.hosts if h.ib_ports}
+    port_of = {c.id: int(c.a.port) for c in compiled.plan.cables}
+    checked = 0
+    for server in found:
+        spine = spines[server.rank % len(spines)]
+        j = (server.rank // len(spines)) % links
+        for leaf in {s.leaf for s in found} - {server.leaf}:
+            assert lfts[leaf][lid[server.name]] == port_of[up[(leaf, spine, j)]], (leaf, server)
+            checked += 1
+    assert checked > 1000
+
+
+def _lfts(dump: str) -> dict[str, dict[int, int]]:
+    """`opensm-lfts.dump`: per switch (by node description), destination LID -> out port."""
+    tables: dict[str, dict[int, int]] = {}
+    current: dict[int, int] = {}
+    for line in dump.splitlines():
+        if m := re.match(r"Unicast lids \[.*\] of switch .*\('(?P<name>[^']+)'\)", line):
+            current = tables.setdefault(m["name"], {})
+        elif m := re.match(r"0x(?P<lid>[0-9a-fA-F]+) (?P<port>\d+) ", line):
+            current[int(m["lid"], 16)] = int(m["port"])
+    return tables
+
+
+# -- accept ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_reference(REPO, tmp_path_factory.mktemp("reference")) / "generated"
+
+
+@pytest.fixture
+def run(generated: Path) -> Run:
+    return Run.load(generated)
+
+
+def _judge(generated: Path, run: Run, tmp_path: Path) -> dict[str, Any]:
+    return judge(read_inputs(generated.parent), run.write(tmp_path / "results"))
+
+
+def test_a_clean_run_admits_every_node_and_passes_every_testable_cable(
+    generated: Path, run: Run, tmp_path: Path
+) -> None:
+    report = _judge(generated, run, tmp_path)
+    assert report["exit_code"] == 0
+    assert report["summary"]["nodes"] == {"admitted": 126}
+    assert report["summary"]["pairs"] == {"passed": sum(report["summary"]["pairs"].values())}
+    planned = {e["cable"] for e in run.plan["ib_write_bw"]["untested"]}
+    untested = {c["cable"] for c in report["cables"] if c["status"] == "not-tested"}
+    # Not tested: only what the plan said no pair can cross (idle uplinks, service hosts).
+    assert untested == planned
+    assert report["suspects"] == []
+
+
+@pytest.mark.parametrize("cable", ["R07-IB23", "R12-IB03"])
+def test_one_slow_cable_is_named_and_nothing_else(
+    generated: Path, run: Run, tmp_path: Path, cable: str
+) -> None:
+    """An uplink (R07-IB23: leaf07 to spine03) or a server's own cable (R12-IB03) training
+    slow: every pair crossing it fails, and it is the one cable the report blames."""
+    run.slow[cable] = 9.6
+    report = _judge(generated, run, tmp_path)
+    assert report["exit_code"] == 1
+    failed = [c["cable"] for c in report["cables"] if c["status"] == "failed"]
+    assert failed == [cable]
+    assert report["suspects"] == [cable]
+    failing = [p for p in report["pairs"] if p["status"] == "failed"]
+    assert failing and all(cable in p["cables"] for p in failing)
+    assert all("below 18" in p["message"] for p in failing)
+    assert report["summary"]["nodes"] == {"admitted": 126}
+    md = readiness.markdown(report)
+    assert f"Common to every failing pair: `{cable}`" in md
+
+
+def test_failing_nodes_name_their_check(generated: Path, run: Run, tmp_path: Path) -> None:
+    run.burn_in_fail["gpu017"] = (5, "Pending page retirements on GPU 5")
+    run.fleet.unload("gpu042", "nvidia-peermem")
+    run.fleet.hosts["gpu042"].inactive_nvlinks[2] = 1
+    report = _judge(generated, run, tmp_path)
+    nodes = {n["host"]: n for n in report["nodes"]}
+    assert nodes["gpu017"]["failed"] == [
+        {"check": "burn_in", "message": "GPU 5 GPU Memory: Pending page retirements on GPU 5"}
+    ]
+    assert [f["check"] for f in nodes["gpu042"]["failed"]] == ["gpus", "gpudirect"]
+    assert "nvidia-peermem is not loaded" in nodes["gpu042"]["failed"][1]["message"]
+    assert report["summary"]["nodes"] == {"admitted": 124, "failed": 2}
+    xml = readiness.junit(report)
+    assert xml.count("<failure") == 2 and 'name="gpu017"' in xml
+
+
+def test_missing_and_garbled_logs(generated: Path, run: Run, tmp_path: Path) -> None:
+    pair = run.plan["ib_write_bw"]["rounds"][0]["pairs"][0]
+    run.missing |= {"burn_in/gpu003.json", "nccl/nccl-all.log", pair["log"]}
+    results = run.write(tmp_path / "results")
+    (results / "probes" / "gpu009" / "lsmod.txt").write_text("lsmod: command not found\n")
+    report = judge(read_inputs(generated.parent), results)
+    nodes = {n["host"]: n for n in report["nodes"]}
+    assert (nodes["gpu003"]["status"], nodes["gpu003"]["not_tested"]) == ("not-tested", ["burn_in"])
+    assert nodes["gpu009"]["status"] == "failed"
+    assert nodes["gpu009"]["failed"][0]["check"] == "lsmod"
+    steps = {s["step"]: s["status"] for s in report["nccl"]}
+    assert steps == {"nccl-004": "passed", "nccl-016": "passed", "nccl-all": "not-tested"}
+    pairs = {p["pair"]: p["status"] for p in report["pairs"]}
+    assert pairs[f"{pair['client']}->{pair['server']}"] == "not-tested"
+    assert report["exit_code"] == 1  # gpu009 failed
+
+
+def test_a_pair_between_other_ports_than_planned_fails(
+    generated: Path, run: Run, tmp_path: Path
+) -> None:
+    results = run.write(tmp_path / "results")
+    pair = run.plan["ib_write_bw"]["rounds"][1]["pairs"][3]
+    log = results / pair["log"]
+    log.write_text(log.read_text().replace(f"LID {pair['lids'][1]:#06x}", "LID 0x1fff"))
+    report = judge(read_inputs(generated.parent), results)
+    entry = next(
+        p for p in report["pairs"] if p["client"] == pair["client"] and p["round"] == "round-02"
+    )
+    assert entry["status"] == "failed" and "planned" in entry["message"]
+
+
+def test_cli_writes_every_rendering(generated: Path, run: Run, tmp_path: Path) -> None:
+    run.slow["R03-IB22"] = 12.0
+    results = run.write(tmp_path / "results")
+    out, metrics = tmp_path / "report", tmp_path / "textfile" / "acceptance.prom"
+    code = main(["-C", str(generated.parent), "accept", str(results), "--out", str(out),
+                 "--textfile", str(metrics)])  # fmt: skip
+    assert code == 1
+    report = json.loads((out / "readiness.json").read_text())
+    assert report["suspects"] == ["R03-IB22"]
+    assert "R03-IB22" in (out / "readiness.md").read_text()
+    assert 'classname="cables" name="R03-IB22"' in (out / "junit.xml").read_text()
+    text = metrics.read_text()
+    assert 'clusterforge_acceptance{kind="cables",status="failed"} 1.0' in text
+    assert 'clusterforge_acceptance_node{host="gpu001",status="admitted"} 1.0' in text
+
+
+def test_cli_without_a_plan_cannot_run(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    assert main(["-C", str(tmp_path), "accept", str(tmp_path / "results")]) == 4
+
+
+def test_a_three_tier_fabric_plans_no_pairs_and_says_why() -> None:
+    """Two-tier paths only: on a tree with cores, every cable is untested with the reason,
+    and admission and the NCCL steps are planned all the same."""
+    plan = build(
+        pipeline.check(
+            generate.source(64, per_rack=4, racks_per_pod=4, spines=4, cores_per_plane=2)
+        )
+    )
+    body = json.loads(acceptance.render(plan)["acceptance/plan.json"])
+    assert body["ib_write_bw"]["rounds"] == []
+    reasons = {e["reason"] for e in body["ib_write_bw"]["untested"]}
+    assert any(r.startswith("three-tier fabric") for r in reasons)
+    assert [s["step"] for s in body["nccl_tests"]["steps"]] == ["nccl-004", "nccl-016", "nccl-all"]
+    assert len(body["nodes"]) >= 64
