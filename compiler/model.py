@@ -22,8 +22,8 @@ from pydantic import (
 )
 
 from compiler.kinds import (
-    BootMode,
     GPUDIRECT_PATHS,
+    BootMode,
     FileCheck,
     FirewallPolicy,
     LabelStock,
@@ -105,8 +105,8 @@ DiskId = Annotated[
 ]
 Lax = Strict(False)  # closed vocabularies: a YAML string becomes the StrEnum member
 __all__ = [
-    "BootMode",
     "GPUDIRECT_PATHS",
+    "BootMode",
     "FileCheck",
     "FirewallPolicy",
     "LabelStock",
