@@ -6,8 +6,7 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 | check        | kind     | probes                        | compares                              |
 | ------------ | -------- | ----------------------------- | ------------------------------------- |
 | bios         | firmware | dmidecode_bios                | versions.bios                         |
-| bmc          | firmware | ipmitool_mc_info              | versions.bmc, as major.minor: all    |
-|              |          |                               | that ipmitool prints                  |
+| bmc          | firmware | ipmitool_mc_info              | versions.bmc                          |
 | nic_firmware | firmware | ethtool_i@<IPoIB iface>       | versions.nic_firmware, nic_psid (the  |
 |              |          |                               | HCA behind each interface the         |
 |              |          |                               | contract lists without a MAC)         |
@@ -29,9 +28,12 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 |              |          | nvidia_smi_topo               | settings, its HCAs Active, modules    |
 |              |          |                               | loaded, GPU<->HCA PCIe paths          |
 
-Versions compare semantically (`audits.versions`). A version key listed in the contract's
-`accept` (a rollout of `cluster/firmware.yaml`) also matches its `previous` version up to and
-including the `until` date, read on the audit's clock `now` (UTC); after it, it is drift.
+Versions compare semantically (`audits.versions`) and in full, unless the contract's `mask`
+(the baseline's, in cluster/firmware.yaml) says to compare a key's first N parts only, as
+for a BMC whose probe, ipmitool, prints major.minor; the part left out is reported. A
+version key listed in the contract's `accept` (a rollout of `cluster/firmware.yaml`) also
+matches its `previous` version up to and including the `until` date, read on the audit's
+clock `now` (UTC); after it, it is drift.
 Interfaces and IB ports are compared as records keyed by name: a planned record missing or a
 planned field that differs is drift; unplanned records are masked. Every check is total over
 what its parsers can return: whatever a host printed that parsed, the check gives findings,
@@ -77,7 +79,6 @@ from audits.sink import Contract, Facts, Sink
 from contract import normal_routes
 
 INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault
-_BMC_PARTS = 2  # ipmitool prints "%u.%02x": major.minor of the BMC firmware, nothing more
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def _bios(c: Contract, facts: Facts, sink: Sink) -> None:
 
 
 def _bmc(c: Contract, facts: Facts, sink: Sink) -> None:
-    sink.version(c, "bmc", facts["ipmitool_mc_info"]["firmware_revision"], _BMC_PARTS)
+    sink.version(c, "bmc", facts["ipmitool_mc_info"]["firmware_revision"])
 
 
 def _nic_firmware(c: Contract, facts: Facts, sink: Sink) -> None:

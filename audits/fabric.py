@@ -10,6 +10,10 @@ by its node GUID and port number. Every installed cable ends as one of:
   far ends are exchanged, both are named as a swapped pair;
 - missing: not seen, and neither end is cabled elsewhere.
 
+Switch firmware: every switch of the contract's `switches` is looked up by node GUID in the
+fabric host's `mlxfwmanager --query` (in-band, so no SSH to the switches) and its FW compared
+in full (`audits.versions`); a switch not listed there is drift too (not reachable in-band).
+
 A link seen that no cable plans, and that no miswired cable explains, is unexpected; it has no
 cable ID, so it is named by its ends. Cables with lifecycle `planned` (not installed yet) are
 never drift: not missing when absent, not unexpected when already there.
@@ -25,8 +29,11 @@ from typing import Any, TypedDict
 from audits.collect import Collected
 from audits.model import FABRIC, Finding, Kind, ProbeFailure, Severity, Status, finding_order
 from audits.observe import Observed, observe
+from audits.versions import same
 
 PROBES = ("ibnetdiscover",)
+FIRMWARE_PROBE = "mlxfwmanager"
+FIRMWARE = "firmware"  # the check name of switch firmware findings
 UNPLANNED = "unplanned"  # the check name of links no cable plans
 _SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
 _RATE = re.compile(r"(?P<width>[0-9]+)x(?P<speed>[A-Z]+[0-9]*)")
@@ -91,7 +98,44 @@ def compare_fabric_observed(
         return FabricAudit(_entry(Status.ERROR, reason, observed.failures, checked), [])
     known = {str(c[e]["guid"]): str(c[e]["name"]) for c in contract["cables"] for e in "ab"}
     known |= host_ports
-    return _audit(installed, planned, known, observed.facts["ibnetdiscover"], observed.failures)
+    audit = _audit(installed, planned, known, observed.facts["ibnetdiscover"], observed.failures)
+    if FIRMWARE_PROBE not in observed.facts:
+        return audit  # a recording from before the probe, or its failure is in `failures`
+    drift = _firmware(contract.get("switches", []), observed.facts[FIRMWARE_PROBE])
+    if not drift:
+        return audit
+    entry = audit.entry.copy()
+    if entry["status"] == Status.OK.value:
+        entry["status"] = Status.DRIFT.value
+    return FabricAudit(entry, sorted([*audit.findings, *drift], key=finding_order))
+
+
+def _firmware(switches: Sequence[Mapping[str, Any]], devices: Sequence[Any]) -> list[Finding]:
+    """A finding per switch whose firmware is not its baseline's, or is not seen at all."""
+    seen = {d["base_guid"]: d["firmware"] for d in devices}
+    out = []
+    for switch in switches:
+        want, have = str(switch["firmware"]), seen.get(str(switch["guid"]))
+        if have is not None and same(want, have):
+            continue
+        text = (
+            f"{switch['name']} firmware {have}, expected {want}"
+            if have is not None
+            else f"{switch['name']} ({switch['guid']}) not seen by mlxfwmanager"
+        )
+        out.append(
+            Finding(
+                kind=Kind.FIRMWARE.value,
+                host=FABRIC,
+                check=FIRMWARE,
+                path=f"switches[{switch['name']}].firmware",
+                expected=want,
+                observed=have,
+                severity=Severity.WARNING.value,  # as host firmware: nothing breaks at once
+                message=text,
+            )
+        )
+    return out
 
 
 def crashed_fabric(why: str) -> FabricAudit:
@@ -265,4 +309,6 @@ def _rank(speed: str) -> int:
 
 def fabric_probes(contract: Mapping[str, Any]) -> Sequence[str]:
     """The fabric probes to collect: none when no InfiniBand cable is planned."""
-    return PROBES if contract["cables"] else ()
+    if not contract["cables"]:
+        return ()
+    return (*PROBES, FIRMWARE_PROBE) if contract.get("switches") else PROBES

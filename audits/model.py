@@ -11,7 +11,7 @@ Every host ends as exactly one `Status`.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from compiler.errors import ClusterforgeError
 
@@ -109,7 +109,8 @@ VersionState = Literal["match", "accepted", "drift"]  # accepted: a rollout's pr
 class VersionPair(TypedDict):
     expected: str
     observed: str | None  # several values (one per GPU or HCA) are joined with ","
-    state: VersionState  # as the audit judged it (semantically, at the tool's precision)
+    state: VersionState  # as the audit judged it (semantically, in full or as masked)
+    masked: NotRequired[str]  # the part of `expected` the baseline's mask left uncompared
 
 
 class HostEntry(TypedDict):

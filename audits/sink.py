@@ -50,13 +50,17 @@ class Sink:
             )
         )
 
-    def version(self, c: Contract, key: str, observed: str | None, parts: int = 0) -> None:
-        """Compare version `key`, honouring a rollout's `accept` window."""
+    def version(self, c: Contract, key: str, observed: str | None) -> None:
+        """Compare version `key` in full, or at the precision the contract's `mask` gives
+        it, honouring a rollout's `accept` window."""
         expected: str = c["versions"][key]
+        parts: int = c.get("mask", {}).get(key, 0)
         state = self._judge(c, key, expected, observed, parts)
         pair = self.versions.setdefault(
             key, VersionPair(expected=expected, observed=observed, state=state)
         )
+        if parts and expected != leading(expected, parts):
+            pair["masked"] = expected[len(leading(expected, parts)) :]
         if pair["observed"] != observed:  # a second GPU or HCA that differs from the first
             pair["observed"] = f"{pair['observed']},{observed}"
             pair["state"] = max(pair["state"], state, key=_STATES.index)
@@ -73,6 +77,8 @@ class Sink:
             return "match"
         severity = Severity.CRITICAL if key in _CRITICAL_VERSIONS else Severity.WARNING
         message = f"{key} {observed or 'not reported'}, expected {expected}"
+        if parts and expected != leading(expected, parts):
+            message += f" (compared as {leading(expected, parts)}: the baseline masks the rest)"
         accept = c.get("accept", {}).get(key)
         if accept is not None and observed is not None and matches(accept["previous"]):
             if self.today <= date.fromisoformat(accept["until"]):

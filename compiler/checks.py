@@ -22,12 +22,17 @@ from compiler.plan import (
     MAX_CORES,
     MAX_SPINES,
     Tiers,
+    egress,
+    ib_mtu,
     link_gbps,
+    links,
     nic_networks,
     node_address,
     rack_subnet,
+    route_network,
     wires,
 )
+from contract import Route
 
 # Baseline keys a model must have, by what the model carries.
 SERVER_KEYS = ("bios", "bmc")
@@ -126,6 +131,15 @@ def names(c: Cluster, rep: Report) -> None:
     models = [(m, ("hardware", "servers", m)) for m in c.hardware.servers]
     models += [(m, ("hardware", "switches", m)) for m in c.hardware.switches]
     rep.unique("duplicate-name", "model name", models)
+    # Each SM host has one opensm.conf: a second entry would overwrite the first's.
+    rep.unique(
+        "duplicate-subnet-manager",
+        "subnet manager host",
+        (
+            (sm.host, ("fabric", "subnet_managers", i, "host"))
+            for i, sm in enumerate(c.fabric.subnet_managers)
+        ),
+    )
 
 
 def identities(c: Cluster, rep: Report) -> None:
@@ -282,7 +296,7 @@ def baselines(c: Cluster, rep: Report) -> None:
                 f"baseline of {model!r} lacks {', '.join(missing)}",
             )
         # A key the model has no part for would make the audit expect a version it cannot read.
-        for key in baseline.model_dump(exclude_none=True):
+        for key in baseline.model_dump(exclude_none=True, exclude={"mask"}):
             if key not in keys:
                 rep.add(
                     ("firmware", "baselines", model, key),
@@ -300,10 +314,19 @@ def baselines(c: Cluster, rep: Report) -> None:
                     f"{node.name!r} pins {key!r}, but model {node.model!r} has none "
                     f"(its keys: {', '.join(keys)})",
                 )
+    # A mask of a key the baseline does not set would hide nothing, silently.
+    for model, baseline in c.firmware.baselines.items():
+        for key in baseline.mask:
+            if getattr(baseline, key, None) is None or key == "mask":
+                rep.add(
+                    ("firmware", "baselines", model, "mask", key),
+                    "unknown-reference",
+                    f"mask of {key!r}, which baseline {model!r} does not set",
+                )
     # A rollout naming no real ring or key would silently accept nothing, and two rollouts
     # of one key in one ring would leave "previous" ambiguous.
     rings = {ring.name for ring in c.firmware.rings}
-    version_keys = {*c.firmware.software, *Baseline.model_fields}
+    version_keys = {*c.firmware.software, *Baseline.model_fields} - {"mask"}
     claimed: set[tuple[str, str]] = set()
     for i, rollout in enumerate(c.firmware.rollouts):
         at: Path_ = ("firmware", "rollouts", i)
@@ -680,6 +703,83 @@ def tiers(c: Cluster, rep: Report) -> None:
             )
 
 
+def routes(c: Cluster, rep: Report) -> None:
+    """Every address of a network a host has an interface on goes out of that interface, by
+    longest-prefix match over the host's routes, connected ones included: otherwise traffic
+    between racks takes another NIC, and strict rp_filter drops the replies."""
+    reported: set[tuple[str, str, str]] = set()  # one report per network and stray route
+    for _, r, n in _nodes(c):
+        rack, node = c.racks[r], c.racks[r].nodes[n]
+        planned = links(c, rack, node)
+        if planned is None:
+            continue  # addresses() reports the address that does not fit
+        ifaces, host_routes, _ = planned
+        for iface in ifaces:
+            net = c.networks[iface.network]
+            carriers: list[Route | None] = [*egress(host_routes, net.cidr)] or [None]
+            for route in carriers:
+                if route is not None and route.dev == iface.name:
+                    continue
+                key = (iface.network, route.dst if route else "", route.dev if route else "")
+                if key in reported:
+                    continue
+                reported.add(key)
+                if route is None:
+                    how = "has no route"
+                else:
+                    stray = next(i.network for i in ifaces if i.name == route.dev)
+                    whole = netaddr.IPNetwork(net.cidr) in route_network(route)
+                    part = net.cidr if whole else route.dst
+                    how = (
+                        f"{part} leaves through {route.dev} ({stray!r} route {route.dst}"
+                        f"{' via ' + route.gateway if route.gateway else ''})"
+                    )
+                rep.add(
+                    ("networks", iface.network, "routes")
+                    if net.routes
+                    else ("networks", iface.network),
+                    "route-leaves-network",
+                    f"{node.name!r} on {iface.network!r} {net.cidr}: {how}, not {iface.name}; "
+                    f"add a route of {iface.network!r} that covers it",
+                )
+
+
+def ipoib(c: Cluster, rep: Report) -> None:
+    """IPoIB runs on the Default partition (hosts configure ib0, no child interfaces), at an
+    MTU a partition's IB MTU carries."""
+    for name, net in sorted(c.networks.items()):
+        if net.medium == Medium.INFINIBAND and ib_mtu(net.mtu) is None:
+            rep.add(
+                ("networks", name, "mtu"),
+                "ipoib-mtu",
+                f"IPoIB MTU {net.mtu} is no IB MTU less its 4-byte header (datagram: 252, 508, "
+                f"1020, 2044 or 4092; connected: 4093-65520)",
+            )
+    for i, part in enumerate(c.fabric.partitions):
+        if part.ipoib:
+            rep.add(
+                ("fabric", "partitions", i, "ipoib"),
+                "ipoib-partition",
+                f"no host has an IPoIB interface on partition {part.name!r} (IPoIB runs on "
+                "the Default partition): drop the flag",
+            )
+
+
+def cages(c: Cluster, rep: Report) -> None:
+    """A front panel adds up: its cages' ports are the model's ports, each port whole lanes."""
+    for name, model in sorted(c.hardware.switches.items()):
+        panel = model.cages
+        if panel is None:
+            continue
+        if panel.count * panel.split != model.ports or panel.lanes % panel.split:
+            rep.add(
+                ("hardware", "switches", name, "cages"),
+                "cage-layout",
+                f"{panel.count} {panel.connector} cages of {panel.lanes} lanes split "
+                f"{panel.split} ways do not make {model.ports} ports of whole lanes",
+            )
+
+
 def provisioning(c: Cluster, rep: Report) -> None:
     """What DHCP, the boot menus and the kickstarts need: served Ethernet networks, the PXE
     network among them, the service hosts reachable on it, two OS disks for RAID1."""
@@ -720,6 +820,19 @@ def provisioning(c: Cluster, rep: Report) -> None:
                 ("hardware", "servers", model, "os_disks"),
                 "invalid-value",
                 f"{model!r} needs two OS disks for its RAID1",
+            )
+    for mode in sorted({c.hardware.servers[node.model].boot for node in nodes.values()}):
+        if getattr(prov.boot_files, mode.value) is None:
+            rep.add(
+                (*at, "boot_files"),
+                "missing-field",
+                f"a server model boots {mode.value}, but boot_files names no {mode.value} loader",
+            )
+    for p, r, n in _nodes(c):
+        node = c.racks[r].nodes[n]
+        if node.os_disks and len(node.os_disks) < 2:
+            rep.add(
+                (*p, "os_disks"), "invalid-value", f"{node.name!r} needs two OS disks for its RAID1"
             )
     source = prov.root_password_hash
     if source.env is None and source.file is None:
@@ -860,7 +973,7 @@ def services(c: Cluster, rep: Report) -> None:
 
 def _version_keys(c: Cluster, model: str) -> set[str]:
     baseline = c.firmware.baselines.get(model)
-    keys = set(baseline.model_dump(exclude_none=True)) if baseline else set()
+    keys = set(baseline.model_dump(exclude_none=True, exclude={"mask"})) if baseline else set()
     return keys | set(c.firmware.software)
 
 
@@ -871,6 +984,9 @@ RULES: tuple[Rule, ...] = (
     baselines,
     subnets,
     addresses,
+    routes,
+    ipoib,
+    cages,
     provisioning,
     positions,
     ports,

@@ -126,7 +126,7 @@ def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[s
                 at = source.where(("services", "services", name, "files", i, "source"))
                 pattern = home.source.format(host=host.name, role=host.role.value)
                 found = folders.sources(pattern)
-                if not found:
+                if not found and not home.optional:
                     message = f"{host.name} ({host.role.value}) needs generated/{pattern}: none"
                     problems.append(Diagnostic(at, "missing-source", message))
                 for src in found:

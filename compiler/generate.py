@@ -75,6 +75,7 @@ storage:
   host_base: 10
   gateway: 1
   reserved: [[1, 9], [250, 255]]
+  routes: [10.72.0.0/14]  # every storage address by the storage NIC (route-leaves-network)
   mtu: 9000
   switch: storage
   first_port: 1
@@ -85,7 +86,7 @@ ipoib:
   interface_prefix: 14
   host_base: 10
   reserved: [[0, 9], [250, 255]]
-  mtu: 2044
+  mtu: 4092
   switch: leaf
   first_port: 1
 """
@@ -98,8 +99,9 @@ servers:
     cpu_sockets: 2
     memory_gib: 1024
     gpus: {count: 8, model: NVIDIA A100-SXM4-80GB, nvlinks_per_gpu: 12, max_corrected_ecc: 100}
-    os_disks: [nvme0n1, nvme1n1]
-    scratch_disk: nvme2n1
+    boot: uefi
+    os_disks: ["/dev/disk/by-path/pci-0000:c1:00.0-nvme-1", "/dev/disk/by-path/pci-0000:c2:00.0-nvme-1"]
+    scratch_disk: /dev/disk/by-path/pci-0000:c3:00.0-nvme-1
     bmc: bmc
     nics:
       - {name: eno1, network: mgmt, speed_gbps: 1}
@@ -110,7 +112,8 @@ servers:
     height_u: 1
     cpu_sockets: 2
     memory_gib: 256
-    os_disks: [sda, sdb]
+    boot: uefi
+    os_disks: ["/dev/disk/by-path/pci-0000:00:17.0-ata-1", "/dev/disk/by-path/pci-0000:00:17.0-ata-2"]
     bmc: bmc
     nics:
       - {name: eno1, network: mgmt, speed_gbps: 1}
@@ -121,14 +124,19 @@ servers:
     height_u: 1
     cpu_sockets: 2
     memory_gib: 256
-    os_disks: [sda, sdb]
+    boot: uefi
+    os_disks: ["/dev/disk/by-path/pci-0000:00:17.0-ata-1", "/dev/disk/by-path/pci-0000:00:17.0-ata-2"]
     bmc: bmc
     nics:
       - {name: eno1, network: mgmt, speed_gbps: 1}
       - {name: ens1f0, network: storage, speed_gbps: 25}
 switches:
-  qm8700: {vendor: NVIDIA Quantum QM8700, medium: infiniband, ports: 40, speed_gbps: 200}
-  qm9700: {vendor: NVIDIA Quantum-2 QM9700, medium: infiniband, ports: 64, speed_gbps: 400}
+  qm8700:
+    {vendor: NVIDIA Quantum QM8700, medium: infiniband, ports: 40, speed_gbps: 200,
+     cages: {connector: QSFP56, count: 40, lanes: 4}}
+  qm9700:
+    {vendor: NVIDIA Quantum-2 QM9700, medium: infiniband, ports: 64, speed_gbps: 400,
+     cages: {connector: OSFP, count: 32, lanes: 8, split: 2}}
   sn2201: {vendor: NVIDIA Spectrum SN2201, medium: ethernet, ports: 52, speed_gbps: 1}
   sn2410: {vendor: NVIDIA Spectrum SN2410, medium: ethernet, ports: 56, speed_gbps: 25}
 """
@@ -143,7 +151,7 @@ links_per_spine: {links_per_spine}
   - {{host: sm01, priority: 14}}
   - {{host: sm02, priority: 13}}
 partitions:
-  - {{name: storage, pkey: "0x0002", ipoib: true, roles: [gpu, login]}}
+  - {{name: storage, pkey: "0x0002", roles: [gpu, login]}}
 cables: []
 """
 
@@ -160,8 +168,11 @@ baselines:
     vbios: "92.00.9E.00.03"
     gpu_driver: "535.183.06"
     cuda: "12.2"
-  svc-ib: {{bios: "1.14.1", bmc: "7.10.30.00", nic_firmware: "20.39.1002", nic_psid: MT_0000000223}}
-  svc-eth: {{bios: "1.14.1", bmc: "7.10.30.00"}}
+    mask: {{bmc: 2}}
+  svc-ib:
+    {{bios: "1.14.1", bmc: "7.10.30.00", nic_firmware: "20.39.1002", nic_psid: MT_0000000223,
+     mask: {{bmc: 2}}}}
+  svc-eth: {{bios: "1.14.1", bmc: "7.10.30.00", mask: {{bmc: 2}}}}
   qm8700: {{firmware: "27.2010.6102"}}
   qm9700: {{firmware: "31.2012.1068"}}
   sn2201: {{firmware: "5.9.1"}}
@@ -255,7 +266,7 @@ services:
     units: [tftp.socket]
     ports: [69/udp]
     files:
-      - {source: "pxe/pxelinux.cfg/*", dest: "/var/lib/tftpboot/pxelinux.cfg/{name}"}
+      - {source: "pxe/pxelinux.cfg/*", dest: "/var/lib/tftpboot/pxelinux.cfg/{name}", optional: true}
       - {source: "pxe/grub.cfg-*", dest: "/var/lib/tftpboot/{name}"}
   http:
     description: the kickstarts, every host's bundle and the package mirrors, over HTTP

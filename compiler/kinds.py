@@ -28,6 +28,13 @@ class Medium(StrEnum):
     INFINIBAND = "infiniband"
 
 
+class BootMode(StrEnum):
+    """How a server's firmware boots: DHCP, the PXE menus and the disk layout follow from it."""
+
+    UEFI = "uefi"
+    BIOS = "bios"
+
+
 class FirewallPolicy(StrEnum):
     RESTRICTED = "restricted"
     TRUSTED = "trusted"

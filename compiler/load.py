@@ -113,7 +113,7 @@ def parse(files: dict[str, bytes]) -> Source:
     known = {f"cluster/{s}.yaml" for s in (*SECTIONS, *OPTIONAL)}
     racks_prefix = f"cluster/{RACKS_DIR}/"
     for name in sorted(files):
-        if name not in known and not (name.startswith(racks_prefix) and name.endswith(".yaml")):
+        if name not in known and not _is_rack_file(name):
             diagnostics.append(
                 Diagnostic(
                     Location(name, 1, 1),
@@ -132,13 +132,31 @@ def parse(files: dict[str, bytes]) -> Source:
         if name in files:
             data[section] = read(name, (section,))
 
-    rack_files = sorted(n for n in files if n.startswith(racks_prefix) and n.endswith(".yaml"))
+    rack_files = sorted(n for n in files if _is_rack_file(n))
     data["racks"] = tuple(read(name, ("racks", i)) for i, name in enumerate(rack_files))
+    # A rack is its file: cable IDs and messages take the name, reviewers go by the file name.
+    for i, name in enumerate(rack_files):
+        rack, stem = data["racks"][i], name.rsplit("/", 1)[-1].removesuffix(".yaml")
+        if isinstance(rack, dict) and isinstance(rack.get("name"), str) and rack["name"] != stem:
+            diagnostics.append(
+                Diagnostic(
+                    locations[("racks", i, "name")],
+                    "rack-file-name",
+                    f"rack {rack['name']!r} is in {stem}.yaml; name the file after the rack",
+                )
+            )
     locations[("racks",)] = Location(racks_prefix)
 
     if diagnostics:
         raise SourceError(diagnostics)
     return Source(data, locations, texts)
+
+
+def _is_rack_file(name: str) -> bool:
+    """`cluster/racks/<name>.yaml`, directly in the folder: a file in a subfolder is not a
+    rack (the messages say racks/*.yaml, and a parked copy must not be compiled in)."""
+    folder, _, base = name.rpartition("/")
+    return folder == f"cluster/{RACKS_DIR}" and base.endswith(".yaml")
 
 
 def parse_document(name: str, text: bytes) -> Source:

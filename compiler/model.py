@@ -23,6 +23,7 @@ from pydantic import (
 
 from compiler.kinds import (
     GPUDIRECT_PATHS,
+    BootMode,
     FileCheck,
     FirewallPolicy,
     LabelStock,
@@ -94,9 +95,19 @@ Serial = Annotated[str, _pattern(r"[A-Z0-9][A-Z0-9-]{3,31}", "a serial number (A
 Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z._-]*", "a version (quote it)")]
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
+# Kernel names (nvme0n1, sda) follow probe order, which changes across boots and kernels; a
+# udev link by PCI path (same slot, same name) or by WWN/serial (same disk) does not.
+DiskId = Annotated[
+    str,
+    _pattern(
+        r"/dev/disk/by-(path|id)/[A-Za-z0-9][A-Za-z0-9:._+-]*",
+        "a stable disk name (/dev/disk/by-path/... or /dev/disk/by-id/..., not sda or nvme0n1)",
+    ),
+]
 Lax = Strict(False)  # closed vocabularies: a YAML string becomes the StrEnum member
 __all__ = [
     "GPUDIRECT_PATHS",
+    "BootMode",
     "FileCheck",
     "FirewallPolicy",
     "LabelStock",
@@ -253,19 +264,31 @@ class ServerModel(Strict_):
     cpu_sockets: int = Field(ge=1)
     memory_gib: int = Field(ge=1)
     gpus: Gpus | None = None
-    os_disks: tuple[str, ...] = Field(min_length=1)
-    scratch_disk: str | None = None
+    boot: Annotated[BootMode, Lax]
+    os_disks: tuple[DiskId, ...] = Field(min_length=1)  # mirrored (RAID1)
+    scratch_disk: DiskId | None = None
     bmc: Name  # the network of the BMC port
     nics: tuple[Nic, ...] = Field(min_length=1)
     affinity: tuple[Affinity, ...] = ()  # GPU <-> HCA over PCIe, for GPUDirect RDMA
 
 
+class Cages(Strict_):
+    """A switch's front panel: `count` cages of one connector, `lanes` each, split into
+    `split` ports of lanes/split lanes (a twin-port OSFP cage: 8 lanes, 2 ports of 4x)."""
+
+    connector: Annotated[str, _pattern(r"[A-Z][A-Z0-9-]*", "a connector (OSFP, QSFP56)")]
+    count: int = Field(ge=1, le=128)
+    lanes: int = Field(ge=1, le=16)
+    split: int = Field(1, ge=1, le=8)
+
+
 class SwitchModel(Strict_):
     vendor: str
     medium: Annotated[Medium, Lax]
-    ports: int = Field(ge=1, le=128)
+    ports: int = Field(ge=1, le=128)  # logical ports, as the fabric numbers them
     speed_gbps: int = Field(gt=0)
     height_u: int = Field(1, ge=1, le=4)
+    cages: Cages | None = None  # default: one single-port cage per port
 
 
 class Hardware(Strict_):
@@ -302,6 +325,9 @@ class Node(Strict_):
     addresses: dict[Name, IPv4] = {}  # per-network override of the derived address
     links: dict[Name, Link] = {}  # per-network override of the derived switch port
     pins: dict[str, Pin] = {}
+    # Where this box's disks differ from its model's (another PCI slot, disks named by WWN).
+    os_disks: tuple[DiskId, ...] = ()
+    scratch_disk: DiskId | None = None
 
 
 class Switch(Strict_):
@@ -389,6 +415,9 @@ class Baseline(Strict_):
     gpu_driver: Version | None = None
     cuda: Version | None = None
     firmware: Version | None = None  # switches: the one firmware image
+    # Version keys compared by their first N dot-separated parts only, where the probe prints
+    # no more (ipmitool: a BMC's major.minor); every other key is compared in full.
+    mask: dict[str, Annotated[int, Field(ge=1)]] = {}
 
 
 class Ring(Strict_):
@@ -447,8 +476,8 @@ class Profile(Strict_):
 class BootFiles(Strict_):
     """Paths on the provisioning server's TFTP root, as the firmware and loaders ask for them."""
 
-    bios: str  # PXELINUX, for client architecture 0
-    uefi: str  # shim, which loads GRUB, for client architectures 7 and 9
+    bios: str | None = None  # PXELINUX, for client architecture 0 (models that boot BIOS)
+    uefi: str | None = None  # shim, which loads GRUB, for client architectures 7 and 9
     kernel: str  # the installer's kernel and initrd, loaded by either
     initrd: str
 
@@ -494,6 +523,8 @@ class FileHome(Strict_):
     owner: Owner = "root:root"
     reload: Unit | None = None  # reload-or-restart when the file changes
     check: Annotated[FileCheck, Lax] = FileCheck.CONTENT
+    # A kind of file the cluster may not have today (PXELINUX menus: no model boots BIOS).
+    optional: bool = False
 
 
 class Scrape(Strict_):

@@ -21,12 +21,14 @@ from compiler import checks, deploy, output, targets
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
+from compiler.output import read_tree
 from compiler.plan import Plan, build
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
 from contract import Deploy
 
 MANIFEST = output.MANIFEST
+CARRIED = ("dns/",)  # generated/ files whose next version depends on the last (SOA serials)
 
 # pydantic error types -> our rule names, so a reader can look a rule up in one vocabulary.
 _RULES = {
@@ -147,12 +149,20 @@ def check(source: Source) -> Cluster:
     return cluster
 
 
-def compile_source(source: Source, environ: Mapping[str, str] | None = None) -> Compiled:
+def compile_source(
+    source: Source,
+    environ: Mapping[str, str] | None = None,
+    previous: Mapping[str, bytes] | None = None,
+) -> Compiled:
     """Compile `source`; secrets come from `environ` and the files cluster/ names, and only
-    when `environ` is given (the CLI passes os.environ), else the targets use placeholders."""
+    when `environ` is given (the CLI passes os.environ), else the targets use placeholders.
+    `previous` is the generated/ this compile replaces: DNS serials continue from its zones."""
     cluster = check(source)
     secrets, notices = read_secrets(source, cluster, environ)
-    plan = replace(build(cluster), secrets=secrets)
+    carried = {
+        path: data.decode() for path, data in (previous or {}).items() if path.startswith(CARRIED)
+    }
+    plan = replace(build(cluster), secrets=secrets, previous=carried)
     files = targets.render_all(plan)
     deploys = deploy.deploy_map(plan, files, source)
     files |= {path: text.encode() for path, text in deploy.deploy_files(deploys).items()}
@@ -162,8 +172,16 @@ def compile_source(source: Source, environ: Mapping[str, str] | None = None) -> 
 
 
 def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:
-    """Compile `repo/cluster`; raises SourceError (bad input) or TargetError (a bug)."""
-    return compile_source(load(repo / "cluster"), environ)
+    """Compile `repo/cluster`, continuing from `repo/generated`; raises SourceError (bad
+    input) or TargetError (a bug)."""
+    generated = repo / "generated"
+    # Only what a target continues from: reading all of generated/ would cost as much again.
+    previous = {
+        f"{folder}{path}": data
+        for folder in CARRIED
+        for path, data in read_tree(generated / folder).items()
+    }
+    return compile_source(load(repo / "cluster"), environ, previous)
 
 
 # crypt(3): $id$[params$]salt$hash, the hash part 22 characters (MD5) or more.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any
@@ -17,6 +18,8 @@ import netaddr
 
 from compiler.model import (
     MAX_RACK_ID,
+    BootMode,
+    Cages,
     Cluster,
     Fabric,
     Medium,
@@ -104,6 +107,27 @@ def nic_networks(cluster: Cluster, node: Node) -> list[tuple[str, str]]:
     if model is None:
         return []
     return [(nic.name, nic.network) for nic in model.nics] + [("bmc", model.bmc)]
+
+
+# IPoIB in datagram mode carries the IB MTU less its 4-byte header; connected mode (up to
+# 65520) rides the largest IB MTU. OpenSM names an IB MTU by its code (partitions' mtu=).
+IB_MTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+IPOIB_HEADER = 4
+IPOIB_DATAGRAM_MAX_MTU = max(IB_MTU_CODES) - IPOIB_HEADER
+
+
+def ib_mtu(ipoib_mtu: int) -> int | None:
+    """The IB MTU a partition needs for an IPoIB MTU; None when datagram mode cannot carry it."""
+    if ipoib_mtu > IPOIB_DATAGRAM_MAX_MTU:
+        return max(IB_MTU_CODES)
+    return ipoib_mtu + IPOIB_HEADER if ipoib_mtu + IPOIB_HEADER in IB_MTU_CODES else None
+
+
+def fabric_mtu(cluster: Cluster) -> int | None:
+    """The fabric's IB MTU, from its IPoIB network's MTU: one value for every partition, so
+    RDMA and IPoIB traffic agree; None without an IPoIB network."""
+    mtus = [ib_mtu(n.mtu) for n in cluster.networks.values() if n.medium == Medium.INFINIBAND]
+    return max((m for m in mtus if m), default=None)
 
 
 @dataclass(frozen=True)
@@ -212,8 +236,10 @@ class Host:
     ib_ports: tuple[IbPort, ...]
     versions: dict[str, str]
     pinned: dict[str, str]  # version key -> reason, for keys held off the baseline
+    mask: dict[str, int]  # version key -> leading parts compared, where the baseline says so
     gpus: dict[str, Any] | None
-    os_disks: tuple[str, ...]
+    boot: BootMode
+    os_disks: tuple[str, ...]  # stable names (/dev/disk/by-path/...), mirrored
     scratch_disk: str | None
 
     def interface(self, network: str) -> Interface | None:
@@ -245,6 +271,7 @@ class CableEnd:
     rack: str
     u: int
     location: str  # TIA-606 style: room.rackgrid-Uxx:port, e.g. H1.A01-U42:P05
+    face: str = ""  # the port as the faceplate names it: P05, P3/1 (cage 3, half 1), mlx5_0/1
 
 
 @dataclass(frozen=True)
@@ -258,6 +285,9 @@ class Cable:
     rate: str  # 4xHDR, 25G, 1G
     installed: bool
     note: str = ""
+    # A split cable (one OSFP to two QSFP56) is one assembly with one leg per link: the legs
+    # share this name, the switch and cage of the split end (SPINE01-P03); "" for others.
+    assembly: str = ""
 
 
 @dataclass(frozen=True)
@@ -272,6 +302,8 @@ class Plan:
     gateways: dict[tuple[str, str], str] = field(default_factory=dict)  # (network, rack) -> ip
     # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
     secrets: dict[str, str] = field(default_factory=dict)
+    # The committed generated/ files a target continues from (DNS serials), set by the pipeline.
+    previous: dict[str, str] = field(default_factory=dict)
 
     @cached_property
     def _host_by_name(self) -> dict[str, Host]:
@@ -356,21 +388,25 @@ def _rings(cluster: Cluster) -> dict[str, str]:
 
 def versions(cluster: Cluster, model: str) -> dict[str, str]:
     """The baseline of `model`: the fleet's software plus the model's own firmware."""
-    baseline = cluster.firmware.baselines[model].model_dump(exclude_none=True)
+    baseline = cluster.firmware.baselines[model].model_dump(exclude_none=True, exclude={"mask"})
     return {**cluster.firmware.software, **baseline}
 
 
-def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> Host:
-    model = cluster.hardware.servers[node.model]
+def links(
+    cluster: Cluster, rack: Rack, node: Node
+) -> tuple[list[Interface], list[Route], Interface] | None:
+    """The node's interfaces, routes and BMC port; None when an address does not fit (the
+    checks report that). Routes: each interface's connected subnet, its network's default
+    route and `routes:` through the network's gateway."""
     ifaces: list[Interface] = []
     routes: list[Route] = []
-    ib_ports: list[IbPort] = []
     bmc: Interface | None = None
     for nic_name, net_name in nic_networks(cluster, node):
         net = cluster.networks[net_name]
         address = node_address(net, rack, node, net_name)
         subnet = rack_subnet(net, rack)
-        assert address is not None and subnet is not None, "checks guarantee both"
+        if address is None or subnet is None:
+            return None
         prefix = interface_prefix(net)
         gateway = str(netaddr.IPAddress(subnet.first + net.gateway)) if net.gateway else None
         iface = Interface(
@@ -384,6 +420,35 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         if gateway and net.default_route:
             routes.append(Route("default", nic_name, gateway))
         routes += [Route(dst, nic_name, gateway) for dst in net.routes if gateway]
+    assert bmc is not None, "nic_networks always lists the BMC"
+    return ifaces, routes, bmc
+
+
+def route_network(route: Route) -> netaddr.IPNetwork:
+    return netaddr.IPNetwork("0.0.0.0/0" if route.dst == "default" else route.dst)
+
+
+def egress(routes: Iterable[Route], block: str) -> list[Route]:
+    """The routes that carry some address of `block` (longest-prefix match): the most specific
+    route holding all of it, and every route inside it. Empty: some address has no route."""
+    net = netaddr.IPNetwork(block)
+    covering: Route | None = None
+    inside: list[Route] = []
+    for route in routes:
+        dst = route_network(route)
+        if dst.prefixlen > net.prefixlen and dst in net:
+            inside.append(route)
+        elif net in dst and (covering is None or dst.prefixlen > route_network(covering).prefixlen):
+            covering = route
+    return ([covering] if covering else []) + sorted(inside, key=Route.order)
+
+
+def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> Host:
+    model = cluster.hardware.servers[node.model]
+    ib_ports: list[IbPort] = []
+    planned = links(cluster, rack, node)
+    assert planned is not None, "checks guarantee every address"
+    ifaces, routes, bmc = planned
     for nic in model.nics:
         if nic.device and node.guid:
             fabric = cluster.fabric
@@ -398,7 +463,6 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
                     host_lid(rack, node),
                 )
             )
-    assert bmc is not None
     expected = versions(cluster, node.model)
     expected.update({key: pin.version for key, pin in node.pins.items()})
     return Host(
@@ -419,9 +483,11 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         ib_ports=tuple(ib_ports),
         versions=dict(sorted(expected.items())),
         pinned={key: pin.reason for key, pin in sorted(node.pins.items())},
+        mask=dict(sorted(cluster.firmware.baselines[node.model].mask.items())),
         gpus=model.gpus.model_dump() if model.gpus else None,
-        os_disks=model.os_disks,
-        scratch_disk=model.scratch_disk,
+        boot=model.boot,
+        os_disks=node.os_disks or model.os_disks,
+        scratch_disk=node.scratch_disk or model.scratch_disk,
     )
 
 
@@ -590,6 +656,7 @@ def cables(cluster: Cluster) -> list[Cable]:
     place: dict[str, tuple[Rack, int]] = {}  # device -> (rack, U)
     speed: dict[tuple[str, str], int] = {}  # (device, port or NIC) -> Gbps; switches under ""
     role: dict[str, str] = {}
+    cages: dict[str, Cages | None] = {}  # switch -> its model's front panel
     for rack in cluster.racks:
         for node in rack.nodes:
             place[node.name] = (rack, node.u)
@@ -601,14 +668,18 @@ def cables(cluster: Cluster) -> list[Cable]:
             place[sw.name] = (rack, sw.u)
             speed[(sw.name, "")] = cluster.hardware.switches[sw.model].speed_gbps
             role[sw.name] = sw.role.value
+            cages[sw.name] = cluster.hardware.switches[sw.model].cages
     overrides = {(o.device, o.port): o for o in cluster.fabric.cables}
     ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
 
     def end(device: str, port: str) -> CableEnd:
         rack, u = place[device]
-        # "/" separates the two ends of a TIA-606 patch-cord label, so mlx5_0/1 -> mlx5_0-1.
-        label = f"P{int(port):02d}" if port.isdigit() else port.replace("/", "-")
-        return CableEnd(device, port, rack.name, u, f"{site.room}.{grid(rack)}-U{u:02d}:{label}")
+        face = port_face(cages[device], int(port)) if device in cages else port
+        # "/" separates the two ends of a TIA-606 patch-cord label: mlx5_0/1 -> mlx5_0-1,
+        # cage 3's first half P3/1 -> P3-1.
+        label = face.replace("/", "-")
+        location = f"{site.room}.{grid(rack)}-U{u:02d}:{label}"
+        return CableEnd(device, port, rack.name, u, location, face)
 
     out = []
     for wire in wires(cluster):
@@ -650,9 +721,28 @@ def cables(cluster: Cluster) -> list[Cable]:
                 rate=rate,
                 installed=override.installed if override else True,
                 note=override.note if override else "",
+                assembly=_assembly(cages, a) or _assembly(cages, b),
             )
         )
     return out
+
+
+def _assembly(cages: Mapping[str, Cages | None], end: CableEnd) -> str:
+    """The split cable an end belongs to: its switch and cage, when the cage holds several
+    ports (SPINE01-P03); "" otherwise."""
+    panel = cages.get(end.device)
+    if panel is None or panel.split == 1:
+        return ""
+    return f"{end.device.upper()}-P{(int(end.port) - 1) // panel.split + 1:02d}"
+
+
+def port_face(cages: Cages | None, port: int) -> str:
+    """How a switch's front panel names logical port `port`: P05, or P3/1 (cage 3, first
+    half) on a model whose cages carry several ports."""
+    if cages is None or cages.split == 1:
+        return f"P{port:02d}"
+    cage, half = divmod(port - 1, cages.split)
+    return f"P{cage + 1}/{half + 1}"
 
 
 def grid(rack: Rack) -> str:

@@ -156,5 +156,8 @@ PROBES: dict[str, Probe] = build_probes(
         # The fabric scans open the umad devices, which only root may.
         Probe("ibnetdiscover", ("ibnetdiscover",), "fabric", "/usr/sbin/ibnetdiscover", True),
         Probe("iblinkinfo", ("iblinkinfo", "-l"), "fabric", "/usr/sbin/iblinkinfo", True),
+        # The switches' firmware, in-band from the fabric host (audits/parsers/mlxfwmanager.py);
+        # MFT reads the in-band devices as root.
+        Probe("mlxfwmanager", ("mlxfwmanager", "--query"), "fabric", "/usr/bin/mlxfwmanager", True),
     )
 )

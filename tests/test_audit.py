@@ -23,7 +23,7 @@ from draw.report import markdown
 
 OFED_HOSTS = ["gpu017", "gpu042", "gpu101"]
 OLD_OFED = "5.8-1.0.1.1"
-ROUTE_HOST, STORAGE_ROUTE = "gpu005", "10.70.240.0/22"
+ROUTE_HOST, STORAGE_ROUTE = "gpu005", "10.70.0.0/16"
 SLOW_HOST, SWAPPED_HOSTS, DOWN_HOST = "gpu030", ("gpu001", "gpu002"), "gpu050"
 
 

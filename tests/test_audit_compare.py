@@ -18,7 +18,7 @@ import pytest
 
 from audits.collect import Collected
 from audits.compare import compare_host, host_probes
-from audits.fabric import compare_fabric
+from audits.fabric import compare_fabric, fabric_probes
 from audits.model import HostEntry
 from audits.versions import same, tokens
 from clusterforge.lab.fleet import Fleet, compile_reference
@@ -123,13 +123,31 @@ def test_version_drift_names_kind_path_and_values(fleet: Fleet, audit: Audit) ->
     ]
 
 
-def test_bmc_is_compared_at_the_precision_ipmitool_prints(fleet: Fleet, audit: Audit) -> None:
+def test_bmc_is_compared_as_the_baseline_masks_it(fleet: Fleet, audit: Audit) -> None:
+    """firmware.yaml masks hgx-a100's bmc to major.minor (what ipmitool prints); the report
+    names the part left out."""
     assert fleet.hosts["gpu001"].state["versions"]["bmc"] == "1.01.10"
     entry, findings = audit("gpu001")  # ipmitool shows "1.01"
     assert findings == [] and entry["versions"]["bmc"]["observed"] == "1.01"
+    assert entry["versions"]["bmc"]["masked"] == ".10"
     fleet.set_version(["gpu001"], "bmc", "1.02.01")
     _, findings = audit("gpu001")
     assert [(f["path"], f["observed"]) for f in findings] == [("versions.bmc", "1.02")]
+    assert "the baseline masks the rest" in findings[0]["message"]
+
+
+def test_without_a_mask_every_version_is_compared_in_full(
+    fleet: Fleet, contracts: Contracts
+) -> None:
+    """No mask, no silent truncation: 1.01 of a BMC that should run 1.01.10 is drift."""
+    contract = copy.deepcopy(contracts["gpu001"])
+    assert contract["mask"] == {"bmc": 2}
+    contract["mask"] = {}
+    result = compare_host(contract, Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert [(f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("versions.bmc", "1.01.10", "1.01")
+    ]
+    assert "masked" not in result.entry["versions"]["bmc"]
 
 
 def test_varying_fields_are_masked(fleet: Fleet, audit: Audit) -> None:
@@ -174,12 +192,12 @@ def test_varying_fields_are_masked(fleet: Fleet, audit: Audit) -> None:
 
 def test_route_drift_missing_changed_and_unplanned(fleet: Fleet, audit: Audit) -> None:
     state = fleet.hosts["gpu001"].state
-    fleet.drop_route("gpu001", "10.70.240.0/22")
+    fleet.drop_route("gpu001", "10.70.0.0/16")
     state["routes"][0] = {"dst": "default", "dev": "ens2f0", "gateway": "10.70.1.1"}
     state["routes"].append({"dst": "172.17.0.0/16", "dev": "eno1"})
     _, findings = audit("gpu001")
     assert [(f["path"], f["severity"], f["observed"]) for f in findings] == [
-        ("routes[10.70.240.0/22]", "critical", None),
+        ("routes[10.70.0.0/16]", "critical", None),
         ("routes[172.17.0.0/16]", "warning", {"dst": "172.17.0.0/16", "dev": "eno1"}),
         (
             "routes[default]",
@@ -405,6 +423,31 @@ def test_the_fabric_as_planned_is_ok(fleet: Fleet, generated: Path) -> None:
     result = _fabric(fleet, generated)
     assert (result.entry["status"], result.findings) == ("ok", [])
     assert len(result.entry["checked"]) == len(fleet.cables)
+
+
+def _with_firmware(fleet: Fleet, generated: Path) -> Any:
+    plan = json.loads((generated / "expected" / "fabric.json").read_text())
+    ports = {p["port_guid"]: name for name, h in fleet.hosts.items() for p in h.state["ib_ports"]}
+    outputs = {"ibnetdiscover": fleet.ibnetdiscover(), "mlxfwmanager": fleet.mlxfwmanager()}
+    return compare_fabric(plan, ports, Collected(outputs, {}))
+
+
+def test_switch_firmware_is_read_from_the_fabric_scan(fleet: Fleet, generated: Path) -> None:
+    """Every IB switch's firmware, in-band (mlxfwmanager): as planned, ok; one other, and one
+    not seen, are firmware drift named by switch."""
+    contract = json.loads((generated / "expected" / "fabric.json").read_text())
+    assert {s["name"] for s in contract["switches"]} >= {"leaf01", "spine01"}
+    assert "mlxfwmanager" in fabric_probes(contract)
+    result = _with_firmware(fleet, generated)
+    assert (result.entry["status"], result.findings) == ("ok", [])
+    fleet.set_switch_firmware("spine03", "31.2010.1000")
+    fleet.set_switch_firmware("leaf07", None)
+    result = _with_firmware(fleet, generated)
+    assert result.entry["status"] == "drift"
+    assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("firmware", "switches[leaf07].firmware", "27.2010.6102", None),
+        ("firmware", "switches[spine03].firmware", "31.2012.1068", "31.2010.1000"),
+    ]
 
 
 def test_hosts_are_matched_by_port_guid_not_node_guid(fleet: Fleet) -> None:

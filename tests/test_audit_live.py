@@ -189,7 +189,8 @@ def test_each_probe_is_one_allowlisted_command_and_the_fabric_is_scanned_once(
     fleet = Fleet.load(lab_repo / "generated")
     for host, state in fleet.hosts.items():
         sent = sorted(c.line for c in clean.commands if c.host == host)
-        keys = [*host_probes(state.state), *(["ibnetdiscover"] if host == SCAN_HOST else [])]
+        scan = ["ibnetdiscover", "mlxfwmanager"] if host == SCAN_HOST else []  # one fabric scan
+        keys = [*host_probes(state.state), *scan]
         assert sent == sorted(allowlisted(k, state.state) for k in keys), host
 
 
@@ -269,7 +270,7 @@ class Faults:
 def faults(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
     """gpu001 shows another key than known_hosts has, sm01 none known; gpu002 is down;
     mon01 never answers; prov01 has no ipmitool, and is told to scan the fabric (only the
-    subnet manager has ibnetdiscover)."""
+    subnet manager has ibnetdiscover and mlxfwmanager)."""
     tmp = tmp_path_factory.mktemp("faults")
     staged = [
         {"fault": "key-changed", "hosts": "gpu001"},
@@ -353,7 +354,10 @@ def test_a_missing_command_is_an_error_for_the_host_and_for_the_fabric(faults: F
     ]
     fabric = faults.run.report["fabric"]
     assert fabric["status"] == "error"
-    assert fabric["reason"] == "ibnetdiscover: exit 127: bash: ibnetdiscover: command not found"
+    assert fabric["reason"] == (
+        "ibnetdiscover: exit 127: bash: ibnetdiscover: command not found; "
+        "mlxfwmanager: exit 127: bash: mlxfwmanager: command not found"
+    )
     scans = [c.host for c in faults.run.commands if c.line == "ibnetdiscover"]
     assert scans == ["prov01"]
 

@@ -23,6 +23,7 @@ def broken_copy(tmp: Path, case: dict[str, Any]) -> Path:
     for edit in (case, *case.get("also", ())):  # "also": more edits the one fault needs
         path = tmp / "cluster" / edit["file"]
         if "create" in edit:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(edit["create"])
             continue
         text = path.read_text()

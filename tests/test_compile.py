@@ -68,6 +68,9 @@ def _compile_in_subprocess(repo: Path, seed: str) -> dict[str, bytes]:
 def test_deterministic_across_hash_seeds_and_key_order(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(REPO / "cluster", a / "cluster")
+    # DNS serials continue from the generated/ a compile replaces: both start from the same.
+    for root in (a, b):
+        shutil.copytree(REPO / "generated", root / "generated")
     rng = random.Random(7)
     for src in sorted((REPO / "cluster").rglob("*.yaml")):
         dst = b / src.relative_to(REPO)

@@ -114,8 +114,10 @@ def test_checkzone_rejects_a_broken_zone(compiled: Compiled, tmp_path: Path) -> 
     assert "has no address records" in done.stdout + done.stderr
 
 
-def test_serials_follow_content(compiled: Compiled, repo: Path) -> None:
-    """A serial is 10 digits in 32 bits; it changes in the zones whose records change, only."""
+def test_serials_go_up_when_content_changes(compiled: Compiled, repo: Path) -> None:
+    """A serial is 10 digits in 32 bits; continuing from the committed zones, it goes up by
+    one in the zones whose records change (never down: a secondary would stop taking
+    updates), and stays in the others."""
     before = zones(compiled.files)
     for text in before.values():
         assert 10**9 <= serial_of(text) < 2**32
@@ -125,8 +127,20 @@ def test_serials_follow_content(compiled: Compiled, repo: Path) -> None:
     assert anchor in rack
     moved = rack.replace(anchor, anchor + "    addresses: {storage: 10.70.1.99}\n")
     files["cluster/racks/r01.yaml"] = moved.encode()
-    after = zones(compile_source(parse(files)).files)
+    after = zones(compile_source(parse(files), previous=compiled.files).files)
     changed = {zone for zone in before if serial_of(before[zone]) != serial_of(after[zone])}
     assert changed == {DOMAIN, "70.10.in-addr.arpa"}
+    for zone in changed:
+        assert serial_of(after[zone]) == serial_of(before[zone]) + 1
     for zone in set(before) - changed:
         assert before[zone] == after[zone]
+    # Compiled again over its own output, nothing moves: the serial is a fact, not a counter.
+    again = compile_source(
+        parse(files), previous={f"dns/db.{z}": t.encode() for z, t in after.items()}
+    )
+    assert zones(again.files) == after
+
+
+def test_a_zone_without_predecessor_starts_low_and_compiles_the_same(repo: Path) -> None:
+    first = zones(compile_source(parse(read_dir(repo / "cluster"))).files)
+    assert {serial_of(text) for text in first.values()} == {10**9}

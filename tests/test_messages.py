@@ -18,6 +18,8 @@ from tests.conftest import REPO
 
 def _edited(tmp: Path, name: str, find: str, replace: str) -> Path:
     shutil.copytree(REPO / "cluster", tmp / "cluster")
+    # DNS serials continue from the committed zones (docs/dns-serials.md), as in the repository.
+    shutil.copytree(REPO / "generated" / "dns", tmp / "generated" / "dns")
     path = tmp / "cluster" / name
     text = path.read_text()
     assert find in text, f"{find!r} not in {name}"

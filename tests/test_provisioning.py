@@ -254,7 +254,8 @@ def test_both_servers_offer_the_planned_address_and_boot_file(
     cases: list[tuple[str, str, str, list[str | None] | None]] = [
         (nic.gateway, nic.mac, "7", [nic.address, served.address, prov.boot_files.uefi]),
         (nic.gateway, nic.mac, "9", [nic.address, served.address, prov.boot_files.uefi]),
-        (nic.gateway, nic.mac, "0", [nic.address, served.address, prov.boot_files.bios]),
+        # gpu001's model boots UEFI: asked in BIOS mode, its firmware gets no loader.
+        (nic.gateway, nic.mac, "0", [nic.address, None, ""]),
         (nic.gateway, nic.mac, "none", [nic.address, None, ""]),
         (bmc.gateway, bmc.mac, "7", [bmc.address, None, ""]),
         (bmc.gateway, leaf.mac, "7", [leaf.address, None, ""]),
@@ -339,20 +340,27 @@ def test_pykickstart_rejects_a_broken_kickstart(
 
 
 def reservation_problems(compiled: Compiled, files: dict[str, str]) -> list[str]:
-    """Every PXE MAC: one reservation in each DHCP file, one address in all three places, a
-    boot file (ISC: inside the PXE group; Kea: class "pxe") for it and for nothing else."""
+    """Every PXE MAC: one reservation in each DHCP file, one address in all three places, the
+    boot file of its host's boot mode (ISC: inside that mode's group; Kea: the mode's class)
+    for it and for nothing else."""
     isc_text = files["dhcp/dhcpd.conf"]
-    group = isc_text[
-        isc_text.index("\ngroup {") : isc_text.index("\n}\n", isc_text.index("\ngroup {"))
-    ]
-    isc: dict[str, list[tuple[str, bool]]] = {}
+    loader: dict[str, str | None] = {}  # a host line -> the filename of its group
+    for group in isc_text.split("\ngroup {")[1:]:
+        body = group[: group.index("\n}\n")]
+        filename = re.search(r'filename "([^"]+)";', body)
+        for match in ISC_HOST.finditer(body):
+            loader[match[0]] = filename[1] if filename else None
+    isc: dict[str, list[tuple[str, str | None]]] = {}
     for match in ISC_HOST.finditer(isc_text):
-        isc.setdefault(match[2], []).append((match[3], match[0] in group))
-    kea: dict[str, list[tuple[str, bool]]] = {}
+        isc.setdefault(match[2], []).append((match[3], loader.get(match[0])))
+    kea: dict[str, list[tuple[str, str | None]]] = {}
     for subnet in json.loads(files["dhcp/kea-dhcp4.json"])["Dhcp4"]["subnet4"]:
         for r in subnet["reservations"]:
-            pxe = r.get("client-classes") == ["pxe"]
-            kea.setdefault(r["hw-address"], []).append((r["ip-address"], pxe))
+            classes = r.get("client-classes")
+            kea.setdefault(r["hw-address"], []).append(
+                (r["ip-address"], classes[0] if classes else None)
+            )
+    boot_files = compiled.plan.cluster.provisioning.boot_files
     problems, pxe_macs = [], set()
     for host in compiled.plan.hosts:
         nic = boot_nic(compiled.plan, host)
@@ -361,10 +369,11 @@ def reservation_problems(compiled: Compiled, files: dict[str, str]) -> list[str]
         pxe_macs.add(nic.mac)
         handler = parse_ks(files[f"kickstart/{host.name}.ks"])
         ks = [n.ip for n in handler.network.network if n.device == nic.mac]
+        file = getattr(boot_files, host.boot.value)
         if (
             len(ks) != 1
-            or isc.get(nic.mac) != [(ks[0], True)]
-            or kea.get(nic.mac) != [(ks[0], True)]
+            or isc.get(nic.mac) != [(ks[0], file)]
+            or kea.get(nic.mac) != [(ks[0], host.boot.value)]
         ):
             problems.append(
                 f"{host.name} {nic.mac}: ks {ks}, isc {isc.get(nic.mac)}, kea {kea.get(nic.mac)}"
@@ -396,7 +405,7 @@ def test_every_pxe_mac_has_one_reservation_matching_its_kickstart(compiled: Comp
         (
             "dhcp/kea-dhcp4.json",
             '"hostname": "gpu001-bmc"',
-            '"hostname": "gpu001-bmc", "client-classes": ["pxe"]',
+            '"hostname": "gpu001-bmc", "client-classes": ["uefi"]',
         ),
     ],
 )
@@ -415,13 +424,14 @@ def test_boot_menus_point_at_the_hosts_kickstart(compiled: Compiled) -> None:
     plan, prov = compiled.plan, compiled.plan.cluster.provisioning
     server = plan.address(plan.site.services.provisioning, prov.pxe_network)
     menus = [p for p in compiled.files if p.startswith("pxe/")]
-    assert len(menus) == 2 * len(kickstarts(compiled))
+    assert len(menus) == len(kickstarts(compiled))  # one, for the host's boot mode
     for host in plan.hosts:
         nic = boot_nic(plan, host)
         if nic is None or nic.mac is None:
             continue
         bootif = "01-" + nic.mac.replace(":", "-")
-        for path in (f"pxe/pxelinux.cfg/{bootif}", f"pxe/grub.cfg-{bootif}"):
+        loader = {"bios": f"pxe/pxelinux.cfg/{bootif}", "uefi": f"pxe/grub.cfg-{bootif}"}
+        for path in (loader[host.boot.value],):
             menu = text(compiled, path)
             url = re.search(r"inst\.ks=http://([0-9.]+)/ks/(\S+)\.ks", menu)
             assert url and url[1] == server and url[2] == host.name, path
@@ -557,7 +567,14 @@ R01_GPU002 = '    guid: "0x0c42a103003484e4"\n'
             "  file: root.hash",
             "invalid-value",
         ),
-        ("hardware.yaml", "    os_disks: [sda, sdb]", "    os_disks: [sda]", "invalid-value"),
+        (
+            "hardware.yaml",
+            "    os_disks:                       # BOSS-S2 is not used: two SATA SSDs on the "
+            "chipset, RAID1\n      - /dev/disk/by-path/pci-0000:00:17.0-ata-1\n"
+            "      - /dev/disk/by-path/pci-0000:00:17.0-ata-2\n",
+            "    os_disks: [\"/dev/disk/by-path/pci-0000:00:17.0-ata-1\"]\n",
+            "invalid-value",
+        ),
     ],
 )
 def test_bad_provisioning_input_is_located_and_writes_nothing(

@@ -32,6 +32,7 @@ from tests.conftest import require_tool
 
 SAMPLES = ("gpu001", "login01", "prov01")  # a GPU server, a login node, the provisioning host
 STORAGE_SERVER = "10.70.241.17"  # a parallel file system server, in 10.70.240.0/22
+FAR_STORAGE_HOST = "gpu060"  # another rack's GPU server: GPFS daemon and token traffic
 _names = itertools.count()
 
 
@@ -121,9 +122,11 @@ def test_routes_take_the_planned_nic(compiled: Compiled, name: str) -> None:
     host = compiled.plan.host(name)
     storage, mgmt = _nic(host, "storage"), _nic(host, "mgmt")
     far_bmc = compiled.plan.host("gpu124").bmc.address  # another rack's BMC subnet
+    far_storage = compiled.plan.address(FAR_STORAGE_HOST, "storage")
     with namespace(host, route_lines(compiled, name)) as ns:
         assert shown(ns) == expected_routes(compiled, name)
         assert leaves_by(ns, STORAGE_SERVER) == storage
+        assert leaves_by(ns, far_storage) == storage
         assert leaves_by(ns, far_bmc) == mgmt
         # The fault from the field: a default route out of the wrong NIC.
         storage_gw = next(r.gateway for r in host.routes if r.dev == storage and r.gateway)
@@ -137,7 +140,7 @@ def test_routes_take_the_planned_nic(compiled: Compiled, name: str) -> None:
 def test_missing_storage_route_is_caught(compiled: Compiled) -> None:
     """Without the storage route, storage reads follow the default route: the oracle sees it."""
     host = compiled.plan.host("gpu001")
-    lines = [line for line in route_lines(compiled, "gpu001") if "10.70.240.0/22" not in line]
+    lines = [line for line in route_lines(compiled, "gpu001") if "10.70.0.0/16" not in line]
     assert len(lines) == len(route_lines(compiled, "gpu001")) - 1
     with namespace(host, lines) as ns:
         assert leaves_by(ns, STORAGE_SERVER) == _nic(host, "mgmt")

@@ -68,6 +68,7 @@ class Fleet:
     hosts: dict[str, HostState]
     cables: dict[str, dict[str, Any]]  # installed cable ID -> {a, b, rate} as cabled now
     collected_at: str = COLLECTED_AT
+    switches: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {guid, firmware}
 
     @classmethod
     def load(cls, generated: Path) -> Fleet:
@@ -83,9 +84,34 @@ class Fleet:
         cables = {
             c["id"]: copy.deepcopy(c) for c in fabric["cables"] if c["lifecycle"] == "installed"
         }
-        return cls(hosts, cables)
+        switches = {s["name"]: dict(s) for s in fabric.get("switches", [])}
+        return cls(hosts, cables, switches=switches)
 
     # -- hooks -----------------------------------------------------------------------------
+
+    def set_switch_firmware(self, switch: str, firmware: str | None) -> None:
+        """A switch running `firmware`; None: one mlxfwmanager does not list."""
+        self.switches[switch]["firmware"] = firmware
+
+    def mlxfwmanager(self) -> str:
+        """`mlxfwmanager --query` on the fabric host: its own HCA, then every switch in-band."""
+        blocks = ["Querying Mellanox devices firmware ...\n"]
+        devices = [("ConnectX6", "/dev/mst/mt4123_pciconf0", "0c42a10300000000", "20.39.1002")]
+        devices += [
+            ("Quantum", f"/dev/mst/SW_MT54000_{name}_lid-0x{_lid(s['guid']):04x}",
+             s["guid"][2:], s["firmware"])
+            for name, s in sorted(self.switches.items())
+            if s["firmware"] is not None
+        ]  # fmt: skip
+        for n, (kind, device, guid, firmware) in enumerate(devices, 1):
+            blocks.append(
+                f"Device #{n}:\n----------\n\n  Device Type:      {kind}\n"
+                f"  PCI Device Name:  {device}\n  Base GUID:        {guid}\n"
+                f"  Versions:         Current        Available     \n"
+                f"     FW             {firmware}   N/A           \n\n"
+                "  Status:           No matching image found\n"
+            )
+        return "\n".join(blocks)
 
     def set_version(self, hosts: list[str], key: str, value: str) -> None:
         for host in hosts:
@@ -205,6 +231,8 @@ class Fleet:
         meta = {"schema": 1, "collected_at": self.collected_at}
         (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         (folder / "fabric" / "ibnetdiscover.txt").write_text(self.ibnetdiscover(), encoding="utf-8")
+        if self.switches:
+            (folder / "fabric" / "mlxfwmanager.txt").write_text(self.mlxfwmanager(), "utf-8")
         for name, h in self.hosts.items():
             where = folder / "hosts" / name
             where.mkdir(parents=True, exist_ok=True)

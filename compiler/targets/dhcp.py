@@ -6,10 +6,12 @@
 Every rack subnet of `provisioning.dhcp_networks` is declared with its router; nothing is
 leased dynamically. Every known MAC with an address in one of those subnets (host NICs,
 BMCs, switch management ports) gets a fixed reservation, named as in generated/hosts. Only
-reservations on `provisioning.pxe_network` get the provisioning host as next-server and a
-boot file chosen by client architecture (option 93): 0 BIOS -> PXELINUX, 7 and 9 UEFI x86-64
--> shim; no option 93, no boot file. `dhcpd -t` misses duplicate MACs and addresses: the
-checks (identities, addresses) reject them before anything is written.
+reservations on `provisioning.pxe_network` get the provisioning host as next-server and the
+boot file of the host's boot mode (its hardware model's), when the client architecture
+(option 93) asks for that mode: a UEFI host (7 or 9, x86-64) gets shim, a BIOS host (0) gets
+PXELINUX; any other answer, or no option 93, no boot file: a UEFI box that falls back to
+legacy PXE must not install a layout its firmware cannot boot. `dhcpd -t` misses duplicate
+MACs and addresses: the checks (identities, addresses) reject them before anything is written.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ from typing import Any
 import netaddr
 
 from compiler.errors import TargetError
+from compiler.model import BootMode
 from compiler.plan import Plan
 from compiler.targets.hosts import names
 from compiler.targets.render import template, to_json
 
 # RFC 4578 client system architectures, as the two-byte value of option 93.
-ARCH_BIOS = (0,)
-ARCH_UEFI_X64 = (7, 9)
+ARCH = {BootMode.UEFI: (7, 9), BootMode.BIOS: (0,)}  # UEFI x86-64 (7, and 9 by errata); BIOS
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Reservation:
     name: str
     mac: str
     address: str
-    pxe: bool
+    boot: BootMode | None  # PXE reservations: the host's boot mode; None: no boot file
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,7 @@ class Subnet:
 @dataclass(frozen=True)
 class Boot:
     server: str
-    bios: str
-    uefi: str
+    files: dict[BootMode, str]  # the boot modes some PXE host has -> its loader
 
 
 def subnets(plan: Plan) -> list[Subnet]:
@@ -59,13 +60,13 @@ def subnets(plan: Plan) -> list[Subnet]:
     served = plan.cluster.provisioning.dhcp_networks
     pxe = plan.cluster.provisioning.pxe_network
     name_of = {address: name for address, name, _ in names(plan)}
-    macs: list[tuple[str, str, bool]] = [
-        (i.mac, i.address, i.network == pxe)
+    macs: list[tuple[str, str, BootMode | None]] = [
+        (i.mac, i.address, h.boot if i.network == pxe else None)
         for h in plan.hosts
         for i in (*h.interfaces, h.bmc)
         if i.mac and i.network in served
     ]
-    macs += [(sw.mac, sw.address, False) for sw in plan.switches if sw.address]
+    macs += [(sw.mac, sw.address, None) for sw in plan.switches if sw.address]
     out = []
     placed: set[str] = set()
     # Reservations sorted by address once; each subnet takes its slice by bisection, so the
@@ -85,7 +86,7 @@ def subnets(plan: Plan) -> list[Subnet]:
             ]
             placed.update(r.mac for r in rows)
             out.append(Subnet(net, rack, block, plan.gateways.get((net, rack)), tuple(rows)))
-    lost = [mac for mac, address, boot in macs if boot and mac not in placed]
+    lost = [mac for mac, address, boot in macs if boot is not None and mac not in placed]
     if lost:
         raise TargetError(f"PXE MACs outside every served subnet: {', '.join(sorted(lost))}")
     return sorted(out, key=lambda s: s.cidr.first)
@@ -98,11 +99,11 @@ def _addresses(plan: Plan, hosts: tuple[str, ...]) -> list[str]:
 def _kea(plan: Plan, rows: list[Subnet], boot: Boot, interface: str) -> dict[str, Any]:
     services = plan.site.services
 
-    def arch_test(codes: tuple[int, ...]) -> str:
-        # PXE reservations carry class "pxe"; a test on KNOWN waits for the host lookup, so
-        # the class is known by then and nothing else gets a boot file.
-        either = " or ".join(f"option[93].hex == 0x{code:04x}" for code in codes)
-        return f"member('KNOWN') and member('pxe') and ({either})"
+    def arch_test(mode: BootMode) -> str:
+        # PXE reservations carry their boot mode as a class; a test on KNOWN waits for the
+        # host lookup, so the class is known by then and nothing else gets a boot file.
+        either = " or ".join(f"option[93].hex == 0x{code:04x}" for code in ARCH[mode])
+        return f"member('KNOWN') and member('{mode.value}') and ({either})"
 
     return {
         "Dhcp4": {
@@ -119,20 +120,15 @@ def _kea(plan: Plan, rows: list[Subnet], boot: Boot, interface: str) -> dict[str
                 {"name": "domain-name-servers", "data": ", ".join(_addresses(plan, services.dns))},
                 {"name": "ntp-servers", "data": ", ".join(_addresses(plan, services.ntp))},
             ],
-            "client-classes": [
-                {"name": "pxe"},
+            "client-classes": [{"name": mode.value} for mode in boot.files]
+            + [
                 {
-                    "name": "pxe-uefi-x64",
-                    "test": arch_test(ARCH_UEFI_X64),
+                    "name": f"pxe-{mode.value}",
+                    "test": arch_test(mode),
                     "next-server": boot.server,
-                    "boot-file-name": boot.uefi,
-                },
-                {
-                    "name": "pxe-bios",
-                    "test": arch_test(ARCH_BIOS),
-                    "next-server": boot.server,
-                    "boot-file-name": boot.bios,
-                },
+                    "boot-file-name": file,
+                }
+                for mode, file in boot.files.items()
             ],
             "subnet4": [
                 {
@@ -145,7 +141,7 @@ def _kea(plan: Plan, rows: list[Subnet], boot: Boot, interface: str) -> dict[str
                             "hostname": r.name,
                             "hw-address": r.mac,
                             "ip-address": r.address,
-                            **({"client-classes": ["pxe"]} if r.pxe else {}),
+                            **({"client-classes": [r.boot.value]} if r.boot else {}),
                         }
                         for r in s.reservations
                     ],
@@ -160,7 +156,9 @@ def render(plan: Plan) -> dict[str, str]:
     prov = plan.cluster.provisioning
     server = plan.host(plan.site.services.provisioning).interface(prov.pxe_network)
     assert server is not None, "checks: the provisioning host is on the PXE network"
-    boot = Boot(server.address, prov.boot_files.bios, prov.boot_files.uefi)
+    modes = sorted({h.boot for h in plan.hosts if h.interface(prov.pxe_network)})
+    files = {BootMode.UEFI: prov.boot_files.uefi, BootMode.BIOS: prov.boot_files.bios}
+    boot = Boot(server.address, {mode: files[mode] or "" for mode in modes})
     rows = subnets(plan)
     services = plan.site.services
     isc = template(
@@ -170,8 +168,7 @@ def render(plan: Plan) -> dict[str, str]:
         boot=boot,
         dns=_addresses(plan, services.dns),
         ntp=_addresses(plan, services.ntp),
-        uefi=[f"00:{code:02x}" for code in ARCH_UEFI_X64],
-        bios=[f"00:{code:02x}" for code in ARCH_BIOS],
+        arch={mode: [f"00:{code:02x}" for code in ARCH[mode]] for mode in boot.files},
     )
     return {
         "dhcp/dhcpd.conf": isc,

@@ -8,12 +8,17 @@
   named.conf.zones         the zone statements, file names relative to named's `directory`;
   named.conf               the server's configuration: authoritative only, answering the
                            site's networks, including the zones from ZONES_PATH.
-The SOA serial is a hash of the rest of the zone, so it changes exactly when the content does.
+SOA serials are monotonic and deterministic: a zone keeps the serial of the same zone in the
+generated/ this compile replaces (`Plan.previous`) while its records are unchanged, and takes
+that serial + 1 when they change (RFC 1982 arithmetic, so a secondary always sees it as newer);
+a zone with no predecessor starts at SERIAL_START. Chosen over a commit date and counter
+because a compile of a working tree has no commit, and the committed zones already hold the
+last serial every secondary has seen.
 """
 
 from __future__ import annotations
 
-import hashlib
+import re
 from collections import defaultdict
 
 import netaddr
@@ -23,15 +28,21 @@ from compiler.targets.hosts import names
 from compiler.targets.render import template
 
 ZONES_PATH = "/etc/named/named.conf.zones"  # where services.yaml installs named.conf.zones
-SERIAL_BASE = 1_000_000_000  # ten digits, and below 2**32 for the SOA's 32-bit field
-SERIAL_SPAN = 2**32 - 1 - SERIAL_BASE
+SERIAL_START = 1_000_000_000  # ten digits, far below 2**32, the SOA's 32-bit field
+_SERIAL = re.compile(r"^\t\t([0-9]+)\t; serial$", re.MULTILINE)
 
 Sections = dict[str, list[tuple[str, str, str]]]  # network -> [(owner, type, data)]
 
 
-def serial(text: str) -> int:
-    """A stable 10-digit serial from a zone's content."""
-    return SERIAL_BASE + int(hashlib.sha256(text.encode()).hexdigest(), 16) % SERIAL_SPAN
+def serial(text: str, previous: str | None) -> int:
+    """The serial of zone `text` (rendered with serial 0) after the zone `previous`."""
+    found = _SERIAL.search(previous or "")
+    if found is None:
+        return SERIAL_START
+    last = int(found.group(1))
+    if _SERIAL.sub("\t\t0\t; serial", previous or "", count=1) == text:
+        return last
+    return (last + 1) % 2**32
 
 
 def reverse_block(plan: Plan, network: str, address: str) -> netaddr.IPNetwork:
@@ -47,7 +58,7 @@ def reverse_name(block: netaddr.IPNetwork) -> str:
     return ".".join(reversed(octets)) + ".in-addr.arpa"
 
 
-def _zone(plan: Plan, zone: str, sections: Sections) -> str:
+def _zone(plan: Plan, path: str, zone: str, sections: Sections) -> str:
     context = {
         "zone": zone,
         "servers": [f"{s}.{plan.site.domain}." for s in plan.site.services.dns],
@@ -55,7 +66,7 @@ def _zone(plan: Plan, zone: str, sections: Sections) -> str:
         "sections": sorted(sections.items()),
     }
     text = template("zone.j2", serial=0, **context)
-    return template("zone.j2", serial=serial(text), **context)
+    return template("zone.j2", serial=serial(text, plan.previous.get(path)), **context)
 
 
 def render(plan: Plan) -> dict[str, str]:
@@ -69,8 +80,11 @@ def render(plan: Plan) -> dict[str, str]:
         reverse[reverse_name(block)][network].append(
             (".".join(reversed(octets)), "PTR", f"{short}.{domain}.")
         )
-    files = {f"dns/db.{domain}": _zone(plan, domain, forward)}
-    files |= {f"dns/db.{zone}": _zone(plan, zone, reverse[zone]) for zone in sorted(reverse)}
+    files = {f"dns/db.{domain}": _zone(plan, f"dns/db.{domain}", domain, forward)}
+    files |= {
+        f"dns/db.{zone}": _zone(plan, f"dns/db.{zone}", zone, reverse[zone])
+        for zone in sorted(reverse)
+    }
     files["dns/named.conf.zones"] = template("named-zones.j2", zones=[domain, *sorted(reverse)])
     clients = sorted({net.cidr for net in plan.cluster.networks.values()})
     files["dns/named.conf"] = template(

@@ -6,6 +6,8 @@ Per host (`expected/hosts/<host>.json`), schema 1:
   host, role, rack, u (the lowest unit it occupies), ring, model;
   versions: {bios, bmc, nic_firmware, nic_psid, vbios, gpu_driver, cuda, ofed, kernel}
             (only the keys that apply to the model), and pinned: {key: reason};
+  mask: {version key: parts}: keys the baseline has compared by their first `parts`
+            dot-separated parts only (what the probe prints); every other key in full;
   interfaces: [{name, network, address: "a.b.c.d/len", mac, mtu}] (mac null on IPoIB);
   bmc: {address, mac};
   routes: [{dst, dev, gateway?}] as `ip -j route show` reports them, normalised to those
@@ -20,7 +22,8 @@ Per host (`expected/hosts/<host>.json`), schema 1:
           still accepts for that key up to and including `until` (by the audit's clock);
           pinned keys are held off the baseline and take no rollout.
 Fabric (`expected/fabric.json`): every planned InfiniBand cable with its ID, both ends as
-node name, node GUID and port, rate, width and lifecycle ("installed" or "planned").
+node name, node GUID and port, rate, width and lifecycle ("installed" or "planned"); every
+InfiniBand switch with its node GUID, model and baseline firmware ("switches").
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def host_contract(
         "model": h.model,
         "versions": h.versions,
         "pinned": h.pinned,
+        "mask": h.mask,
         "interfaces": [
             {"name": i.name, "network": i.network, "address": i.cidr, "mac": i.mac, "mtu": i.mtu}
             for i in h.interfaces
@@ -94,6 +98,12 @@ def fabric_contract(plan: Plan) -> dict[str, Any]:
         "schema": SCHEMA,
         "rate": plan.fabric.rate,
         "width": plan.fabric.width,
+        # InfiniBand switches with a firmware baseline: the audit reads theirs from the fabric.
+        "switches": [
+            {"name": s.name, "guid": s.guid, "model": s.model, "firmware": s.firmware}
+            for s in plan.switches
+            if s.guid and s.firmware
+        ],
         "cables": [
             {
                 "id": c.id,

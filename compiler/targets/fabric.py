@@ -3,7 +3,12 @@
 - `topology.net`: the planned fabric in the ibnetdiscover text format that `ibsim` reads, so
   the real OpenSM can be run against it (tests/lab). Only installed cables are in it.
 - `cables.csv`: every cable of the plan (all networks), ID first.
-- `bom.csv`: cables to buy, counted by medium, rate and length.
+- `bom.csv`: cables to buy, counted by medium, rate and length; the legs of a split cable
+  (one OSFP cage to two QSFP56 ports) are one product, e.g. `AOC OSFP-2xQSFP56`, `2x4xHDR`,
+  at the longer leg's length.
+- `split-ports.csv`: every port of a switch whose cages carry several ports (the spines'
+  twin-port OSFP cages): cage, half, lanes and what it is cabled to; the split-port
+  configuration to set on the switch and to check a cage's two ends by.
 - `slurm-topology.conf`: Slurm's tree topology, leaves with their GPU nodes, spines with leaves
   (and in a three-tier fabric, cores with spines).
 """
@@ -13,8 +18,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from compiler.hostlist import compact
-from compiler.model import Medium, Role, SwitchRole
-from compiler.plan import Plan
+from compiler.model import Cages, Medium, Role, SwitchRole
+from compiler.plan import Cable, Plan
 from compiler.targets.render import template, to_csv
 
 
@@ -77,8 +82,41 @@ def cable_schedule(plan: Plan) -> str:
     )  # fmt: skip
 
 
+def _panel(plan: Plan, device: str) -> Cages | None:
+    model = next((s.model for s in plan.switches if s.name == device), None)
+    return plan.cluster.hardware.switches[model].cages if model else None
+
+
+def product(plan: Plan, cable: Cable) -> tuple[str, str, float]:
+    """What to buy for a cable: (medium, rate, length); a split cable names both connectors."""
+    if not cable.assembly:
+        return cable.medium, cable.rate, cable.length_m
+    split, other = (
+        (cable.b, cable.a)
+        if cable.assembly.startswith(cable.b.device.upper())
+        else (
+            cable.a,
+            cable.b,
+        )
+    )
+    panel, far = _panel(plan, split.device), _panel(plan, other.device)
+    assert panel is not None, "an assembly sits on a switch with cages"
+    ends = f"{panel.connector}-{panel.split}x{far.connector if far else 'QSFP'}"
+    return f"{cable.medium} {ends}", f"{panel.split}x{cable.rate}", cable.length_m
+
+
 def bill_of_materials(plan: Plan) -> str:
-    counts = Counter((c.medium, c.rate, c.length_m) for c in plan.cables)
+    # A split cable is bought once, at its longer leg's run. Each leg keeps its own run in the
+    # schedule, so a rack added later never changes a cable already there; its leg may make
+    # the cage's product longer, and the BOM's diff says so.
+    legs: dict[str, Cable] = {}
+    counts: Counter[tuple[str, str, float]] = Counter()
+    for c in plan.cables:
+        if not c.assembly:
+            counts[product(plan, c)] += 1
+        elif c.assembly not in legs or c.length_m > legs[c.assembly].length_m:
+            legs[c.assembly] = c
+    counts.update(product(plan, c) for c in legs.values())
     rows: list[list[object]] = [
         [medium, rate, f"{length:g}", n] for (medium, rate, length), n in sorted(counts.items())
     ]
@@ -114,10 +152,32 @@ def slurm_topology(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def split_ports(plan: Plan) -> str:
+    rows: list[list[object]] = []
+    for c in sorted(plan.cables, key=lambda c: c.assembly):
+        for here, there in ((c.a, c.b), (c.b, c.a)):
+            panel = _panel(plan, here.device)
+            if panel is None or panel.split == 1:
+                continue
+            cage, half = divmod(int(here.port) - 1, panel.split)
+            rows.append(
+                [here.device, panel.connector, cage + 1, half + 1, here.port, here.face,
+                 f"{panel.lanes // panel.split}x", c.rate, there.device, there.face, c.id,
+                 c.assembly]
+            )  # fmt: skip
+    rows.sort(key=lambda r: (str(r[0]), int(str(r[4]))))
+    return to_csv(
+        ["switch", "connector", "cage", "half", "port", "face", "lanes", "rate", "peer",
+         "peer_port", "cable", "assembly"],
+        rows,
+    )  # fmt: skip
+
+
 def render(plan: Plan) -> dict[str, str]:
     return {
         "fabric/topology.net": topology(plan),
         "fabric/cables.csv": cable_schedule(plan),
         "fabric/bom.csv": bill_of_materials(plan),
+        "fabric/split-ports.csv": split_ports(plan),
         "fabric/slurm-topology.conf": slurm_topology(plan),
     }

@@ -6,8 +6,10 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
 (`ksvalidator -v RHEL8`; FORMATS.md §5).
   network   the installer's network only: static on the PXE NIC, matched by MAC; the
             installed system is configured by the generated keyfiles, nothing else
-  storage   RAID1 of the model's OS disks (/boot/efi, /boot, /), the scratch NVMe on
-            /scratch; UEFI layout: every model in the reference cluster boots UEFI
+  storage   RAID1 of the host's OS disks by stable name (/dev/disk/by-path or by-id, the
+            node's own or its model's), the scratch disk on /scratch; the layout follows
+            the model's boot mode: UEFI /boot/efi (RAID1, metadata 1.0), /boot, /; BIOS a
+            biosboot partition on each disk, /boot, /
   rootpw    the hash the pipeline read from outside the repository (Plan.secrets), else
             PLACEHOLDER_ROOT_HASH, which no password matches
   %packages the role's profile (provisioning.yaml): the environment group the first boot needs

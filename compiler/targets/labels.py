@@ -46,8 +46,9 @@ def tia_text(near: CableEnd, far: CableEnd) -> str:
 
 
 def port_text(end: CableEnd) -> str:
-    """A switch port as the faceplate numbers it (P05); a host port by its OS name."""
-    return f"P{int(end.port):02d}" if end.port.isdigit() else end.port
+    """A port as the faceplate names it (P05, P3/1: cage 3, first half); a host port by its
+    OS name."""
+    return end.face or (f"P{int(end.port):02d}" if end.port.isdigit() else end.port)
 
 
 def end_text(end: CableEnd) -> str:

@@ -15,7 +15,7 @@ exactly TRUE, GUIDs carry 0x, guid2lid records end with a blank line.
 from __future__ import annotations
 
 from compiler.model import Role, SwitchRole
-from compiler.plan import Plan, partition_members
+from compiler.plan import IB_MTU_CODES, Plan, fabric_mtu, partition_members
 from compiler.targets.render import template
 
 ETC = "/etc/opensm"
@@ -40,13 +40,16 @@ def guid_list(title: str, guids: list[str]) -> str:
 
 
 def partitions(plan: Plan) -> str:
+    # Without mtu= a partition's IPoIB broadcast group is made at 2048, and IPoIB at 2044.
+    mtu = fabric_mtu(plan.cluster)
+    mtu_flag = f", mtu={IB_MTU_CODES[mtu]}" if mtu else ""
     lines = [
         "# OpenSM partitions (partition-config.txt grammar); every definition ends with ';'.",
         HEADER,
-        "Default=0x7fff, ipoib, defmember=full : ALL, SELF=full ;",
+        f"Default=0x7fff, ipoib{mtu_flag}, defmember=full : ALL, SELF=full ;",
     ]
     for part in plan.fabric.partitions:
-        flags = ", ipoib" if part.ipoib else ""
+        flags = f", ipoib{mtu_flag}" if part.ipoib else ""  # mtu= sets the IPoIB group's
         # One member per line, so a new host adds a line and changes none.
         members = ",\n".join(f"    {guid}=full" for guid in partition_members(plan, part))
         lines.append(f"{part.name}={part.pkey}{flags} :\n{members} ;")

@@ -20,11 +20,10 @@ import netaddr
 
 from compiler.deploy import firewall_zone
 from compiler.model import Medium
-from compiler.plan import Host, Interface, Plan
+from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, Interface, Plan
 from compiler.targets.render import template
 from contract import Route
 
-IPOIB_DATAGRAM_MAX_MTU = 4092  # above it IPoIB must run in connected mode
 # QPN bytes (any: not compared) and the link-local GID prefix fe80::/64 before the port GUID.
 IPOIB_HWADDR_PREFIX = "00:00:00:00:fe:80:00:00:00:00:00:00"
 
