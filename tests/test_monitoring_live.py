@@ -27,7 +27,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -172,33 +172,27 @@ def _get(url: str) -> Any:
 
 
 @contextmanager
-def prometheus(conf: Path, data: Path) -> Iterator[str]:
-    """Prometheus on loopback over `conf`, killed on the way out."""
+def serving(name: str, argv: list[str], log_dir: Path) -> Iterator[str]:
+    """`argv` (with `{port}` for its loopback port) running until ready, killed on the way out;
+    yields its base URL. Prometheus and Alertmanager both answer /-/ready."""
     port = _free_port()
-    log = (data.parent / "prometheus.log").open("w")
+    log_path = log_dir / f"{name}.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(
-        [
-            require_tool("prometheus"),
-            f"--config.file={conf / 'prometheus.yml'}",
-            f"--storage.tsdb.path={data}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        [arg.replace("{port}", str(port)) for arg in argv], stdout=log, stderr=subprocess.STDOUT
     )
     base = f"http://127.0.0.1:{port}"
     try:
         until = time.monotonic() + 30
         while True:
-            assert proc.poll() is None, (data.parent / "prometheus.log").read_text()
+            assert proc.poll() is None, log_path.read_text()
             try:
                 with urllib.request.urlopen(f"{base}/-/ready", timeout=2) as r:
                     if r.status == 200:
                         break
             except OSError:
                 pass
-            assert time.monotonic() < until, "Prometheus did not get ready"
+            assert time.monotonic() < until, f"{name} did not get ready"
             time.sleep(0.2)
         yield base
     finally:
@@ -209,6 +203,18 @@ def prometheus(conf: Path, data: Path) -> Iterator[str]:
             proc.kill()
             proc.wait(timeout=10)
         log.close()
+
+
+def prometheus(conf: Path, data: Path) -> AbstractContextManager[str]:
+    """Prometheus on loopback over `conf`."""
+    argv = [
+        require_tool("prometheus"),
+        f"--config.file={conf / 'prometheus.yml'}",
+        f"--storage.tsdb.path={data}",
+        "--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]
+    return serving("prometheus", argv, data.parent)
 
 
 def alerts(base: str) -> list[dict[str, Any]]:
@@ -314,44 +320,16 @@ def webhooks() -> Iterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
         server.server_close()
 
 
-@contextmanager
-def alertmanager(config: Path, data: Path) -> Iterator[str]:
-    """Alertmanager on loopback (no cluster peering), killed on the way out."""
-    port = _free_port()
-    log = (data.parent / "alertmanager.log").open("w")
-    proc = subprocess.Popen(
-        [
-            require_tool("prometheus-alertmanager"),
-            f"--config.file={config}",
-            f"--storage.path={data}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        until = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, (data.parent / "alertmanager.log").read_text()
-            try:
-                with urllib.request.urlopen(f"{base}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < until, "Alertmanager did not get ready"
-            time.sleep(0.2)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+def alertmanager(config: Path, data: Path) -> AbstractContextManager[str]:
+    """Alertmanager on loopback (no cluster peering)."""
+    argv = [
+        require_tool("prometheus-alertmanager"),
+        f"--config.file={config}",
+        f"--storage.path={data}",
+        "--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
+    return serving("alertmanager", argv, data.parent)
 
 
 @pytest.mark.realtool
