@@ -12,12 +12,11 @@ every host's overlay and map, which the kickstart's %post fetches.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from compiler.errors import ClusterforgeError, OutputError
+from compiler import output
+from compiler.errors import ClusterforgeError
 from compiler.pipeline import Compiled
 from compiler.targets.kickstart import BUNDLE_PATH
 from contract import Deploy
@@ -63,23 +62,9 @@ def bundles(
 
 
 def write(out: Path, files: dict[str, tuple[bytes, int]]) -> None:
-    """Replace `out` with exactly `files`, built beside it and renamed into place."""
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
-    try:
-        for rel, (data, mode) in files.items():
-            path = staging / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-            path.chmod(mode)
-        staging.chmod(0o755)
-        old = out.parent / f".{out.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if out.exists():
-            out.rename(old)
-        staging.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise OutputError(f"cannot write {out}: {exc}") from exc
+    """Replace `out` with exactly `files`, at their modes; raises OutputError."""
+    output.replace_tree(
+        out.resolve(),
+        {rel: data for rel, (data, _) in files.items()},
+        {rel: mode for rel, (_, mode) in files.items()},
+    )

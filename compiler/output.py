@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,8 +113,10 @@ def _prune(root: Path, folder: Path) -> None:
         folder = folder.parent
 
 
-def _write_whole(root: Path, files: dict[str, bytes]) -> None:
-    """A new tree, built beside `root` and renamed into place."""
+def _write_whole(
+    root: Path, files: Mapping[str, bytes], modes: Mapping[str, int] | None = None
+) -> None:
+    """A new tree, built beside `root` and renamed into place (files with `modes` chmodded)."""
     root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.new-", dir=root.parent))
     try:
@@ -124,8 +127,24 @@ def _write_whole(root: Path, files: dict[str, bytes]) -> None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 made.add(path.parent)
             path.write_bytes(data)
+            if modes and rel in modes:
+                path.chmod(modes[rel])
         staging.chmod(0o755)
         staging.rename(root)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def replace_tree(root: Path, files: Mapping[str, bytes], modes: Mapping[str, int]) -> None:
+    """Replace the build folder `root` whole with `files` (a bundle): the new tree is built
+    beside it and swapped in, so no reader sees a mix; raises OutputError."""
+    old = root.parent / f".{root.name}.old"
+    try:
+        shutil.rmtree(old, ignore_errors=True)
+        if root.exists():
+            root.rename(old)
+        _write_whole(root, files, modes)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write {root}: {exc}") from exc
