@@ -24,7 +24,6 @@ import shlex
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -529,10 +528,20 @@ it; 4 the audit could not run at all. docs/ has the how-tos and the field refere
 
 
 def _version() -> str:
+    # Imported here: importlib.metadata brings email, zipfile and csv, a tenth of a cold start.
+    from importlib import metadata
+
     try:
         return metadata.version("clusterforge")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown (not installed)"
+
+
+class _Version(argparse.Action):
+    """--version, the version looked up only when asked for (see `_version`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        parser.exit(message=f"clusterforge {_version()}\n")
 
 
 def _repo_option(p: argparse.ArgumentParser, default: object) -> None:
@@ -553,7 +562,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    top.add_argument("--version", action="version", version=f"clusterforge {_version()}")
+    top.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     _repo_option(top, None)
     # -C after the subcommand too; SUPPRESS keeps a subcommand from resetting the top's value.
     common = argparse.ArgumentParser(add_help=False)

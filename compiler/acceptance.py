@@ -25,6 +25,7 @@ extra rounds.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -98,9 +99,17 @@ def plan_rounds(
                     pairs.append(pair)
         if pairs:
             rounds.append(tuple(pairs))
-    routable = _routable(hosts, spines, links, up)
+    by_slot: dict[tuple[str, int], list[Server]] = defaultdict(list)  # in host order
+    for h in hosts:
+        by_slot[_slot(h, spines, links)].append(h)
+    routable = _routable(hosts, by_slot, up)
     covered = {c for pairs in rounds for p in pairs for c in p.cables}
-    extra = [p for c in sorted(routable - covered) if (p := _crossing(c, hosts, spines, links, up))]
+    uplink = {cable: key for key, cable in up.items()}
+    extra = [
+        p
+        for c in sorted(routable - covered)
+        if (p := _crossing(uplink[c], hosts, by_slot, spines, links, up))
+    ]
     rounds += _pack([p for p in extra if not covered.issuperset(p.cables)])
     return FabricTest(tuple(rounds), tuple(sorted(set(up.values()) - routable)))
 
@@ -110,14 +119,17 @@ def _slot(server: Server, spines: Sequence[str], links: int) -> tuple[str, int]:
     return spines[server.rank % len(spines)], (server.rank // len(spines)) % links
 
 
-def _routable(hosts: list[Server], spines: Sequence[str], links: int, up: Uplinks) -> set[str]:
+Slots = Mapping[tuple[str, int], Sequence[Server]]  # (spine, link) -> servers reached by it
+
+
+def _routable(hosts: list[Server], by_slot: Slots, up: Uplinks) -> set[str]:
     """Uplinks some pair's route crosses: (L, spine, j) when a server d reached through it
     sits on another leaf that has the same uplink and L has a server to write from, or d is
     on L and another leaf with that uplink has a server to write to it."""
     out = set()
     leaves_with = {h.leaf for h in hosts}
     for (leaf, spine, j), cable in up.items():
-        targets = [d for d in hosts if _slot(d, spines, links) == (spine, j)]
+        targets = by_slot.get((spine, j), ())
         elsewhere = [d for d in targets if d.leaf != leaf and (d.leaf, spine, j) in up]
         writes_out = bool(elsewhere) and leaf in leaves_with
         written_to = any(d.leaf == leaf for d in targets) and any(
@@ -129,13 +141,23 @@ def _routable(hosts: list[Server], spines: Sequence[str], links: int, up: Uplink
 
 
 def _crossing(
-    cable: str, hosts: list[Server], spines: Sequence[str], links: int, up: Uplinks
+    uplink: tuple[str, str, int],
+    hosts: list[Server],
+    by_slot: Slots,
+    spines: Sequence[str],
+    links: int,
+    up: Uplinks,
 ) -> Pair | None:
-    """The first pair (in host order) whose route crosses `cable`."""
+    """The first pair (in host order) whose route crosses `uplink` (leaf, spine, link): only
+    a server reached through (spine, link) can be the far end of such a route, so only those
+    are tried, and the answer is the one a scan of every pair would find first."""
+    leaf, spine, j = uplink
     for client in hosts:
-        for server in hosts:
+        for server in by_slot.get((spine, j), ()):
+            if leaf not in (client.leaf, server.leaf):
+                continue
             pair = route(client, server, spines, links, up)
-            if pair is not None and cable in pair.cables:
+            if pair is not None:
                 return pair
     return None
 

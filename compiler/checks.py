@@ -26,6 +26,7 @@ from compiler.plan import (
     ib_mtu,
     link_gbps,
     links,
+    network,
     nic_networks,
     node_address,
     rack_subnet,
@@ -398,7 +399,7 @@ def addresses(c: Cluster, rep: Report) -> None:
                 )
                 continue
             used.append((str(address), at))
-            block = netaddr.IPNetwork(net.cidr) if net.interface_prefix else subnet
+            block = network(net.cidr) if net.interface_prefix else subnet
             if address not in block:
                 rep.add(
                     at,
@@ -438,7 +439,7 @@ def subnets(c: Cluster, rep: Report) -> None:
     nets = sorted(c.networks.items())
     for i, (a_name, a) in enumerate(nets):
         for b_name, b in nets[i + 1 :]:
-            na, nb = netaddr.IPNetwork(a.cidr), netaddr.IPNetwork(b.cidr)
+            na, nb = network(a.cidr), network(b.cidr)
             if na != nb and (na in nb or nb in na):
                 rep.add(
                     ("networks", b_name, "cidr"),
@@ -728,7 +729,7 @@ def routes(c: Cluster, rep: Report) -> None:
                     how = "has no route"
                 else:
                     stray = next(i.network for i in ifaces if i.name == route.dev)
-                    whole = netaddr.IPNetwork(net.cidr) in route_network(route)
+                    whole = network(net.cidr) in route_network(route)
                     part = net.cidr if whole else route.dst
                     how = (
                         f"{part} leaves through {route.dev} ({stray!r} route {route.dst}"

@@ -119,6 +119,7 @@ def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[s
     homed: set[str] = set()
     out: dict[str, Deploy] = {}
     folders = _Folders(files)
+    digests: dict[str, str] = {}  # a file many hosts get (prov01's, the monitoring configs) once
     for host in plan.hosts:
         placed: dict[str, Placed] = {}
         for name, service in services(plan, host):
@@ -142,7 +143,8 @@ def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[s
                         continue
                     digest = None
                     if home.check == FileCheck.CONTENT:
-                        digest = sha256(files[src]).hexdigest()
+                        digest = digests.get(src) or sha256(files[src]).hexdigest()
+                        digests[src] = digest
                     placed[dest] = Placed(dest, src, home.mode, home.owner, digest, home.reload)
                     homed.add(src)
         out[host.name] = Deploy(

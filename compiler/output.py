@@ -52,13 +52,18 @@ class Difference:
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
-    if not root.is_dir():
-        return {}
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
+    """Every file below `root` by its relative path, sorted (os.walk and plain reads: pathlib's
+    rglob cost as much as reading the bytes)."""
+    out: dict[str, bytes] = {}
+    for folder, _, names in os.walk(root):
+        rel = os.path.relpath(folder, root).replace(os.sep, "/")
+        prefix = "" if rel == "." else f"{rel}/"
+        for name in names:
+            path = os.path.join(folder, name)
+            if os.path.isfile(path):
+                with open(path, "rb") as handle:
+                    out[prefix + name] = handle.read()
+    return dict(sorted(out.items()))
 
 
 def compare(root: Path, files: dict[str, bytes]) -> Difference:

@@ -24,7 +24,7 @@ import netaddr
 
 from compiler.errors import TargetError
 from compiler.model import BootMode
-from compiler.plan import Plan
+from compiler.plan import Plan, network
 from compiler.targets.hosts import names
 from compiler.targets.render import template, to_json
 
@@ -77,7 +77,7 @@ def subnets(plan: Plan) -> list[Subnet]:
     keys = [n for n, *_ in by_int]
     for net in served:
         for rack, cidr in plan.subnets.get(net, ()):
-            block = netaddr.IPNetwork(cidr)
+            block = network(cidr)
             rows = [
                 Reservation(name_of[address], mac, address, boot)
                 for _, mac, address, boot in by_int[

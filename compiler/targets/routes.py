@@ -16,8 +16,6 @@ which changes on every boot). Install mode 0600, root: NetworkManager ignores ot
 
 from __future__ import annotations
 
-import netaddr
-
 from compiler.deploy import firewall_zone
 from compiler.model import Medium
 from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, Interface, Plan
@@ -36,7 +34,7 @@ def ipoib_hwaddr(port_guid: str) -> str:
 
 def static_routes(host: Host, iface: Interface) -> list[Route]:
     """The routes of `iface` someone has to configure: all but its connected subnet's."""
-    connected = str(netaddr.IPNetwork(iface.cidr).cidr)
+    connected = iface.subnet
     return [
         r
         for r in host.routes
