@@ -8,7 +8,9 @@ as JSON (`--json`, default build/bench.json):
   three-tier above): a first compile, a recompile after a one-node change (only changed files
   written), validate and diff of that change, each with the ratio to the size before,
   normalised per doubling, and its peak memory;
-- the drift audit of the reference fleet replayed from a recording.
+- the drift audit of the reference fleet replayed from a recording;
+- the live drift audit of a generated cluster (`--lab-servers`, default 1,024; 0 skips it)
+  played by the loopback lab, and the replay of its recording (`audit_live` in the JSON).
 Every figure comes from a fresh process: its time is measured inside it, after the imports
 (the cold-start rows measure those), and its peak memory is its own VmHWM. Ratios are of CPU
 seconds (user + system), which a shared, loaded machine disturbs far less than wall time. A child's
