@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 
 from compiler.hostlist import compact
 from compiler.model import Cages, Medium, Role, SwitchRole
@@ -82,12 +83,13 @@ def cable_schedule(plan: Plan) -> str:
     )  # fmt: skip
 
 
-def _panel(plan: Plan, device: str) -> Cages | None:
-    model = next((s.model for s in plan.switches if s.name == device), None)
-    return plan.cluster.hardware.switches[model].cages if model else None
+def _panels(plan: Plan) -> dict[str, Cages | None]:
+    """Each switch's front panel by name (looked up per cable end: a dict, not a scan)."""
+    models = plan.cluster.hardware.switches
+    return {s.name: models[s.model].cages for s in plan.switches}
 
 
-def product(plan: Plan, cable: Cable) -> tuple[str, str, float]:
+def product(panels: Mapping[str, Cages | None], cable: Cable) -> tuple[str, str, float]:
     """What to buy for a cable: (medium, rate, length); a split cable names both connectors."""
     if not cable.assembly:
         return cable.medium, cable.rate, cable.length_m
@@ -99,7 +101,7 @@ def product(plan: Plan, cable: Cable) -> tuple[str, str, float]:
             cable.b,
         )
     )
-    panel, far = _panel(plan, split.device), _panel(plan, other.device)
+    panel, far = panels.get(split.device), panels.get(other.device)
     assert panel is not None, "an assembly sits on a switch with cages"
     ends = f"{panel.connector}-{panel.split}x{far.connector if far else 'QSFP'}"
     return f"{cable.medium} {ends}", f"{panel.split}x{cable.rate}", cable.length_m
@@ -111,12 +113,13 @@ def bill_of_materials(plan: Plan) -> str:
     # the cage's product longer, and the BOM's diff says so.
     legs: dict[str, Cable] = {}
     counts: Counter[tuple[str, str, float]] = Counter()
+    panels = _panels(plan)
     for c in plan.cables:
         if not c.assembly:
-            counts[product(plan, c)] += 1
+            counts[product(panels, c)] += 1
         elif c.assembly not in legs or c.length_m > legs[c.assembly].length_m:
             legs[c.assembly] = c
-    counts.update(product(plan, c) for c in legs.values())
+    counts.update(product(panels, c) for c in legs.values())
     rows: list[list[object]] = [
         [medium, rate, f"{length:g}", n] for (medium, rate, length), n in sorted(counts.items())
     ]
@@ -154,9 +157,10 @@ def slurm_topology(plan: Plan) -> str:
 
 def split_ports(plan: Plan) -> str:
     rows: list[list[object]] = []
+    panels = _panels(plan)
     for c in sorted(plan.cables, key=lambda c: c.assembly):
         for here, there in ((c.a, c.b), (c.b, c.a)):
-            panel = _panel(plan, here.device)
+            panel = panels.get(here.device)
             if panel is None or panel.split == 1:
                 continue
             cage, half = divmod(int(here.port) - 1, panel.split)
