@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -70,8 +70,11 @@ class Collected:
 
 @dataclass(frozen=True)
 class Collection:
+    """What a collector got. `hosts` may be lazy (`ReplayCollector`): read it once per host,
+    in turn, so that one host's raw text at a time is held."""
+
     collected_at: datetime
-    hosts: dict[str, Collected]
+    hosts: Mapping[str, Collected]
     fabric: Collected
 
 
@@ -93,7 +96,8 @@ class Streaming(Protocol):
 
 
 class ReplayCollector:
-    """Reads a recording in the layout above (see the module docstring)."""
+    """Reads a recording in the layout above (see the module docstring): meta.json and the
+    fabric at once, each host's folder only when its entry of `hosts` is looked up."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -104,9 +108,28 @@ class ReplayCollector:
             raise AuditError(f"{self.root}/meta.json is missing: not a recording")
         return Collection(
             collected_at=_timestamp(meta.get("collected_at"), self.root / "meta.json"),
-            hosts={h: _subject(self.root / "hosts" / h, keys) for h, keys in sorted(hosts.items())},
+            hosts=_Hosts(self.root / "hosts", hosts),
             fabric=_subject(self.root / "fabric", fabric),
         )
+
+
+class _Hosts(Mapping[str, Collected]):
+    """The hosts of a recording, each read from its folder when looked up and never kept:
+    the audit compares a host and drops its text before reading the next, so its memory is
+    one host's outputs however large the fleet and whatever the hosts printed."""
+
+    def __init__(self, folder: Path, keys: Mapping[str, Sequence[str]]) -> None:
+        self.folder = folder
+        self.probes = {h: tuple(k) for h, k in sorted(keys.items())}
+
+    def __getitem__(self, host: str) -> Collected:
+        return _subject(self.folder / host, self.probes[host])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.probes)
+
+    def __len__(self) -> int:
+        return len(self.probes)
 
 
 class Recorder:

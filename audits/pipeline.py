@@ -53,7 +53,14 @@ def audit(
     when = now or collection.collected_at
     audits = []
     for name in chosen:
-        collected = collection.hosts[name]
+        # One lookup per host: a replayed collection reads the host's folder here, and its
+        # text is dropped once the host is compared (bounded memory at any fleet size).
+        try:
+            collected = collection.hosts[name]
+        except AuditError:
+            raise  # the recording is not one (a bad status.json): no report would be true
+        except Exception as exc:  # a bug, or a host folder unreadable: this host is error
+            collected = Collected({}, {}, crashed=_bug(exc))
         try:
             if collected.crashed is not None:
                 audits.append(crashed_host(hosts[name], collected.crashed))

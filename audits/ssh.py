@@ -197,13 +197,15 @@ class SshCollector:
             raise AuditError(f"cannot use known_hosts {options.known_hosts}: {exc}") from None
 
     def collect(self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str]) -> Collection:
-        """Collect through a recording in a private temporary folder, read back."""
+        """Collect through a recording in a private temporary folder, read back whole (the
+        folder goes; `Recorder` with `record` keeps memory bounded instead)."""
         with tempfile.TemporaryDirectory(prefix="clusterforge-") as folder:
             at = self.record(hosts, fabric, Path(folder))
             (Path(folder) / "meta.json").write_text(
                 json.dumps({"schema": SCHEMA, "collected_at": at.isoformat()}), encoding="utf-8"
             )
-            return ReplayCollector(Path(folder)).collect(hosts, fabric)
+            read = ReplayCollector(Path(folder)).collect(hosts, fabric)
+            return Collection(read.collected_at, dict(read.hosts), read.fabric)
 
     def record(
         self, hosts: Mapping[str, Sequence[str]], fabric: Sequence[str], folder: Path

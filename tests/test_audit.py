@@ -8,6 +8,7 @@ cables, one host unreachable) and every format must name exactly that, and nothi
 from __future__ import annotations
 
 import json
+import tracemalloc
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,9 @@ from typing import Any, cast
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from audits import expected, pipeline
+from audits.collect import ReplayCollector
+from audits.compare import host_probes
 from audits.report import Report
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet, compile_reference
@@ -230,6 +234,48 @@ def test_a_replay_reproduces_its_report_byte_for_byte(
     assert again.code == drift.run.code
     for name in ("report.json", "report.md", "junit.xml"):
         assert again.text(name) == drift.run.text(name), name
+
+
+# -- bounded memory: a replay reads each host when it is compared, and keeps nothing --------
+
+
+def test_a_replay_reads_a_host_when_it_is_looked_up_and_keeps_nothing(
+    reference: Path, tmp_path: Path
+) -> None:
+    recording = Fleet.load(reference / "generated").record(tmp_path / "recording")
+    hosts = expected.read(reference).hosts
+    collection = ReplayCollector(recording).collect(
+        {name: host_probes(c) for name, c in hosts.items()}, []
+    )
+    kernel = recording / "hosts" / "gpu001" / "uname_r.txt"
+    for release in ("6.1.0-after-collect\n", "6.1.0-and-again\n"):
+        kernel.write_text(release, encoding="utf-8")  # after collect() returned
+        assert collection.hosts["gpu001"].outputs["uname_r"] == release
+    assert len(collection.hosts) == len(hosts) and list(collection.hosts) == sorted(hosts)
+
+
+CHATTY = "Nov 30 06:00:00 {host} kernel: a harmless line of a chatty kernel log\n"
+
+
+def test_a_replay_holds_one_host_s_outputs_at_a_time(reference: Path, tmp_path: Path) -> None:
+    # Every host's kernel log is 256 KiB: together far more than the audit may hold at once.
+    fleet = Fleet.load(reference / "generated")
+    for name, host in fleet.hosts.items():
+        host.overrides["xid"] = CHATTY.format(host=name) * (2**18 // len(CHATTY) + 1)
+    recording = fleet.record(tmp_path / "recording")
+    expectations = expected.read(reference)
+    total = sum(p.stat().st_size for p in (recording / "hosts").rglob("*.txt"))
+    tracemalloc.start()
+    try:
+        report = pipeline.audit(expectations, ReplayCollector(recording))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report["exit_code"] == 0  # the logs were read, and hold no Xid
+    assert total > 30 * 2**20
+    # Held whole, the outputs alone would be `total` (35 MiB); read in turn, the audit's
+    # allocations peak at under 2 MiB. A quarter leaves room for any allocator or Python.
+    assert peak < total / 4, (peak, total)
 
 
 # -- could not collect, and the command line ------------------------------------------------

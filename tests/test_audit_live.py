@@ -505,6 +505,64 @@ def test_a_folder_that_is_not_a_recording_is_never_replaced(tmp_path: Path) -> N
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
 
 
+# -- a host that stalls mid-output ----------------------------------------------------------
+
+STALLS, STALLED = "gpu001", "ip_addr"  # not its first probe: what came before it goes too
+
+
+@dataclass(frozen=True)
+class Stall:
+    run: Run
+    half: str  # what the stalled probe printed before it stalled
+    hung: list[int]  # the stalled command's pid on the lab host
+    lingering: list[int]  # still running once the audit returned and a moment passed
+
+
+@pytest.fixture(scope="module")
+def stalled(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stall]:
+    """gpu001 prints the first half of its `ip -j addr show` and then stalls (it neither
+    ends nor prints more, and ignores the audit hanging up); every other host is as planned."""
+    tmp = tmp_path_factory.mktemp("stalled")
+    fleet = Fleet.load(lab_repo / "generated")
+    output = fleet.outputs(STALLS)[STALLED]
+    half = output[: len(output) // 2]
+    for lab in lab_with(lab_repo, tmp):
+        # `exec`: the pid noted is the stalled command itself, which only timeout(1) ends.
+        stall = f'printf %s {shlex.quote(half)}; echo "$$" >> "$dir/waiting"; exec sleep 600'
+        _answer(lab, STALLS, allowlisted(STALLED, fleet.hosts[STALLS].state), stall)
+        run = audit_live(lab, tmp, "--timeout", "10")
+        hung = _waiting(lab.state / "hosts" / STALLS)
+        yield Stall(run, half, hung, _still_running(hung))
+
+
+@pytest.mark.realtool
+def test_a_host_stalled_mid_output_is_unreachable_and_the_others_are_reported(
+    stalled: Stall,
+) -> None:
+    run = stalled.run
+    assert run.code == 2
+    assert run.status() == {h: "unreachable" if h == STALLS else "ok" for h in run.status()}
+    assert len(run.status()) == 5 and run.report["fabric"]["status"] == "ok"
+    assert run.host(STALLS)["reason"].startswith("ssh: timed out after 10s")
+    # The stalled probe was the last command sent to it: the host's time was up.
+    sent = [c.line for c in run.commands if c.host == STALLS]
+    assert sent[-1].endswith(shlex.join(PROBES[STALLED].argv)) and len(sent) > 1
+
+
+@pytest.mark.realtool
+def test_half_an_output_is_never_taken_as_a_reading(stalled: Stall) -> None:
+    assert len(stalled.half) > 100  # it did print something before it stalled
+    folder = stalled.run.out / "recording" / "hosts" / STALLS
+    assert sorted(p.name for p in folder.iterdir()) == ["status.json"]
+    assert [f for f in stalled.run.report["findings"] if f["host"] == STALLS] == []
+
+
+@pytest.mark.realtool
+def test_a_stalled_probe_is_ended_on_the_host(stalled: Stall) -> None:
+    assert len(stalled.hung) == 1
+    assert stalled.lingering == []
+
+
 # -- hosts in unexpected states cost nothing but themselves -----------------------------------
 
 CAP = 4 * 2**20  # --max-output in the unruly run: a 50 MB answer is cut at 4 MiB
