@@ -16,7 +16,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError
-from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.resolver import Resolver
 
 from compiler.errors import Diagnostic, Location, SourceError
 
@@ -31,8 +32,21 @@ RACKS_DIR = "racks"
 
 # Compose with ruamel's libyaml-based parser (ten times faster than the round-trip loader on
 # the reference cluster) and keep each node's start mark ourselves; YAML 1.2 scalar rules.
+
+
+class _Resolver(Resolver):
+    """The YAML 1.2 rules, fixed: ruamel's default resolver looks the version up again for
+    every scalar (a %YAML directive could change it), a tenth of loading a cluster. Takes
+    the arguments ruamel's loader passes that one."""
+
+    def __init__(self, version: Any = None, loader: Any = None, loadumper: Any = None) -> None:
+        super().__init__(loader or loadumper)
+
+
 _YAML = YAML(typ="safe", pure=False)
+_YAML.Resolver = _Resolver
 _SCALARS = _YAML.constructor
+_STR = "tag:yaml.org,2002:str"
 
 
 @dataclass(frozen=True)
@@ -192,11 +206,16 @@ def _plain(
     problems: list[Diagnostic],
 ) -> Any:
     """Turn a composed node into dicts, tuples and scalars, recording each value's position."""
-    locations.setdefault(at, Location(name, node.start_mark.line + 1, node.start_mark.column + 1))
+    if at not in locations:
+        locations[at] = Location(name, node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _plain(key_node, (*at, "<key>"), name, locations, texts, problems)
+            if isinstance(key_node, ScalarNode) and key_node.tag == _STR:
+                key = key_node.value  # nearly every key: no need to go round _plain
+            else:
+                key = _plain(key_node, (*at, "<key>"), name, locations, texts, problems)
+                locations.pop((*at, "<key>"), None)
             where = Location(name, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if key in out:
                 problems.append(Diagnostic(where, "duplicate-key", f"key {key!r} appears twice"))
@@ -204,13 +223,14 @@ def _plain(
             # Point at the key, not the value: a nested block's value starts on the next line.
             locations[(*at, key)] = where
             out[key] = _plain(value_node, (*at, key), name, locations, texts, problems)
-        locations.pop((*at, "<key>"), None)
         return out
     if isinstance(node, SequenceNode):
         return tuple(
             _plain(item, (*at, i), name, locations, texts, problems)
             for i, item in enumerate(node.value)
         )
+    if node.tag == _STR:  # most scalars: the text is the value
+        return node.value
     value = _SCALARS.construct_object(node)
     if not isinstance(value, str):
         texts[at] = node.value
