@@ -8,6 +8,7 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
+import socket
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -71,6 +72,17 @@ def host_lid(rack: Rack, node: Node) -> int:
 def rack_subnet(network: Network, rack: Rack) -> netaddr.IPNetwork | None:
     """The rack's subnet of `network`, or None when the rule points outside the network."""
     return _subnet(network.cidr, network.rack_prefix, network.stride * rack.id + network.offset)
+
+
+def ip_int(address: str) -> int:
+    """A (checked) IPv4 address as an integer: inet_aton, a tenth of netaddr's cost, for the
+    sorting and masking every host's addresses go through."""
+    return int.from_bytes(socket.inet_aton(address), "big")
+
+
+def ip_str(number: int) -> str:
+    """The IPv4 address `number` in dotted quads."""
+    return socket.inet_ntoa(number.to_bytes(4, "big"))
 
 
 @cache  # the compile asks for the same few dozen blocks many thousand times
@@ -215,8 +227,7 @@ class Interface:
     def subnet(self) -> str:
         """The connected subnet, `10.60.2.0/24` for 10.60.2.11/24 (integer masking: parsing
         a CIDR per interface was a tenth of a compile)."""
-        base = int(netaddr.IPAddress(self.address)) & -(1 << (32 - self.prefix))
-        return f"{netaddr.IPAddress(base)}/{self.prefix}"
+        return f"{ip_str(ip_int(self.address) & -(1 << (32 - self.prefix)))}/{self.prefix}"
 
 
 @dataclass(frozen=True)

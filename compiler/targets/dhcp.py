@@ -24,7 +24,7 @@ import netaddr
 
 from compiler.errors import TargetError
 from compiler.model import BootMode
-from compiler.plan import Plan, network
+from compiler.plan import Plan, ip_int, network
 from compiler.targets.hosts import names
 from compiler.targets.render import template, to_json
 
@@ -71,9 +71,7 @@ def subnets(plan: Plan) -> list[Subnet]:
     placed: set[str] = set()
     # Reservations sorted by address once; each subnet takes its slice by bisection, so the
     # work grows with the hosts, not with hosts times subnets.
-    by_int = sorted(
-        (int(netaddr.IPAddress(address)), mac, address, boot) for mac, address, boot in macs
-    )
+    by_int = sorted((ip_int(address), mac, address, boot) for mac, address, boot in macs)
     keys = [n for n, *_ in by_int]
     for net in served:
         for rack, cidr in plan.subnets.get(net, ()):

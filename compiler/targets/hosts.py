@@ -6,9 +6,7 @@ other network it is `<host>-<network>` (gpu001-storage, gpu001-bmc).
 
 from __future__ import annotations
 
-import netaddr
-
-from compiler.plan import Plan
+from compiler.plan import Plan, ip_int
 from compiler.targets.render import template
 
 
@@ -23,7 +21,7 @@ def names(plan: Plan) -> list[tuple[str, str, str]]:
             suffix = "" if iface.network in default else f"-{iface.network}"
             rows.append((iface.address, f"{host.name}{suffix}", iface.network))
     rows += [(sw.address, sw.name, sw.network) for sw in plan.switches if sw.address and sw.network]
-    return sorted(rows, key=lambda row: (int(netaddr.IPAddress(row[0])), row[1]))
+    return sorted(rows, key=lambda row: (ip_int(row[0]), row[1]))
 
 
 def render(plan: Plan) -> dict[str, str]:

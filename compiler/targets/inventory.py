@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from compiler.plan import Plan
@@ -23,11 +22,13 @@ def render(plan: Plan) -> dict[str, str]:
             "serial": h.serial,
             "ring": h.ring,
             "profile": h.profile,
-            "interfaces": {i.name: asdict(i) for i in (*h.interfaces, h.bmc)},
-            "ib_ports": [asdict(p) for p in h.ib_ports],
+            # vars(): these plan records are flat, and asdict's deep copy was a third of this
+            # target.
+            "interfaces": {i.name: dict(vars(i)) for i in (*h.interfaces, h.bmc)},
+            "ib_ports": [dict(vars(p)) for p in h.ib_ports],
         }
     switches = {
-        s.name: {**asdict(s), "role": s.role.value, "medium": s.medium.value} for s in plan.switches
+        s.name: {**vars(s), "role": s.role.value, "medium": s.medium.value} for s in plan.switches
     }
     for s in switches.values():
         del s["name"]
