@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 
-class Location(NamedTuple):
-    """A place in a source file: 1-based line and column, as editors count them. A tuple:
-    loading makes one per YAML node, and a frozen dataclass cost a quarter of loading."""
+@dataclass(frozen=True, order=True)
+class Location:
+    """A place in a source file: 1-based line and column, as editors count them."""
 
     file: str
     line: int = 0
