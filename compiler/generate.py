@@ -422,6 +422,30 @@ def _node(
     )
 
 
+# The drift audit's account (docs/adoption.md), when `generate` is given its public key: the
+# lab logs in through it (the bench's live audit). Without a key the tree has none, as from
+# `clusterforge init`.
+_AUDIT = """\
+audit:
+  user: clusterforge-audit
+  public_key: {key}
+  probe_timeout_s: 300
+"""
+_EXPECTED_HOME = (
+    '      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}\n'
+)
+_ACCESS_HOMES = """\
+      - source: access/clusterforge-probe
+        dest: /usr/local/libexec/clusterforge-probe
+        mode: "0755"
+      - {source: access/authorized_keys, dest: /etc/ssh/authorized_keys/clusterforge-audit}
+      - {source: access/sshd_config, dest: /etc/ssh/sshd_config.d/50-clusterforge-audit.conf}
+      - {source: access/sudoers, dest: /etc/sudoers.d/clusterforge-audit, mode: "0440"}
+      - {source: access/sysusers.conf, dest: /usr/lib/sysusers.d/clusterforge-audit.conf}
+"""
+assert _EXPECTED_HOME in _SERVICES, "the base service's expected-state home"
+
+
 def generate(
     servers: int,
     *,
@@ -430,6 +454,7 @@ def generate(
     racks_per_pod: int | None = None,
     spines: int = UPLINKS,
     cores_per_plane: int = CORES_PER_PLANE,
+    audit_key: str | None = None,
 ) -> dict[str, str]:
     """A valid cluster of `servers` GPU servers plus six service hosts, as
     `{path below cluster/: YAML text}` (e.g. "racks/r001.yaml").
@@ -437,7 +462,8 @@ def generate(
     Up to one fabric's reach (64 racks) a two-tier fat tree; above, or when `racks_per_pod`
     is given, three-tier: pods of `racks_per_pod` racks with `spines` spines each, and
     `cores_per_plane` cores per spine position. Leaf uplinks are spread evenly over the spines,
-    spine uplinks over the cores, as many as the tier below has (1:1) where ports allow."""
+    spine uplinks over the cores, as many as the tier below has (1:1) where ports allow.
+    `audit_key` (an OpenSSH public key) adds the drift audit's account."""
     racks = math.ceil(servers / per_rack)
     if servers < 1 or not 1 <= per_rack <= UPLINK_PORT - 5 or not 1 <= spines <= UPLINKS:
         raise ValueError(f"need servers >= 1, 1 <= per_rack <= 16, 1 <= spines <= {UPLINKS}")
@@ -467,7 +493,7 @@ def generate(
     oversubscription = max(oversubscription, leaf_down / (spines * links_per_spine))
     width = max(3, len(str(servers)))
     out = {
-        "site.yaml": _SITE.format(name=name),
+        "site.yaml": _SITE.format(name=name) + (_AUDIT.format(key=audit_key) if audit_key else ""),
         "networks.yaml": _NETWORKS,
         "hardware.yaml": _HARDWARE,
         "fabric.yaml": _FABRIC.format(
@@ -478,7 +504,9 @@ def generate(
         ),
         "firmware.yaml": _FIRMWARE.format(canary=f"gpu{1:0{width}d}"),
         "provisioning.yaml": _PROVISIONING,
-        "services.yaml": _SERVICES,
+        "services.yaml": _SERVICES.replace(_EXPECTED_HOME, _EXPECTED_HOME + _ACCESS_HOMES)
+        if audit_key
+        else _SERVICES,
     }
     gpu = 0
     for r in range(1, racks + 1):

@@ -37,37 +37,8 @@ SIZES = (124, 256, 512, 1024, 2048, 4096)
 FLOOR = "import pydantic, ruamel.yaml, jinja2, netaddr"
 LAB_SERVERS = 1024
 LAB_CONCURRENCY = 32  # the audit's default
-# The generator's clusters have no audit account (as from `init`); the lab logs in through
-# it: added as docs/adoption.md says, in site.yaml and the base service's files.
-AUDIT_ACCOUNT = """\
-audit:
-  user: clusterforge-audit
-  public_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM bench
-  probe_timeout_s: 300
-"""
-EXPECTED_HOME = (
-    '      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}\n'
-)
-ACCESS_HOMES = """\
-      - source: access/clusterforge-probe
-        dest: /usr/local/libexec/clusterforge-probe
-        mode: "0755"
-      - {source: access/authorized_keys, dest: /etc/ssh/authorized_keys/clusterforge-audit}
-      - {source: access/sshd_config, dest: /etc/ssh/sshd_config.d/50-clusterforge-audit.conf}
-      - {source: access/sudoers, dest: /etc/sudoers.d/clusterforge-audit, mode: "0440"}
-      - {source: access/sysusers.conf, dest: /usr/lib/sysusers.d/clusterforge-audit.conf}
-"""
-
-
-def with_audit_account(rel: str, text: str) -> str:
-    """A generated cluster file, with the audit account added where it belongs."""
-    if rel == "site.yaml":
-        return text + AUDIT_ACCOUNT
-    if rel == "services.yaml":
-        if EXPECTED_HOME not in text:
-            raise SystemExit("compiler/generate.py: the base service's files changed; see bench")
-        return text.replace(EXPECTED_HOME, EXPECTED_HOME + ACCESS_HOMES, 1)
-    return text
+# The lab logs in through the audit account, which generated clusters have only when asked.
+AUDIT_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM bench"
 
 
 # Runs in the child: imports first, then one CLI call timed; prints seconds and VmHWM (KiB).
@@ -270,10 +241,10 @@ def audit_live(servers: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / f"lab{servers}"
-        for rel, text in generate.generate(servers).items():
+        for rel, text in generate.generate(servers, audit_key=AUDIT_KEY).items():
             path = repo / "cluster" / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(with_audit_account(rel, text))
+            path.write_text(text)
         child(repo, ["compile"], 1)
         # Not below the TemporaryDirectory (mode 0700): run as root, the lab's own user must
         # reach its state folder.

@@ -26,6 +26,17 @@ def test_generator_is_pure_text() -> None:
     assert {"racks/r001.yaml", "racks/r003.yaml", "racks/s01.yaml"} <= set(tree)
 
 
+def test_an_audit_key_adds_the_audit_account_and_its_homes() -> None:
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM t"
+    plain = pipeline.compile_source(generate.source(4))
+    audited = pipeline.compile_source(parse_tree(generate.generate(4, audit_key=key)))
+    assert not any(p.startswith("access/") for p in plain.files)
+    assert key.encode() in audited.files["access/authorized_keys"]
+    homes = {p.path for p in audited.deploys["gpu001"].files}
+    assert "/usr/local/libexec/clusterforge-probe" in homes
+    assert "/etc/ssh/authorized_keys/clusterforge-audit" in homes
+
+
 def small_three_tier() -> dict[str, str]:
     return generate.generate(32, per_rack=4, racks_per_pod=4, spines=4, cores_per_plane=2)
 
