@@ -30,10 +30,6 @@ SECTIONS = ("site", "networks", "hardware", "fabric", "firmware", "provisioning"
 OPTIONAL = ("acceptance",)
 RACKS_DIR = "racks"
 
-# Compose with ruamel's libyaml-based parser (ten times faster than the round-trip loader on
-# the reference cluster) and keep each node's start mark ourselves; YAML 1.2 scalar rules.
-
-
 class _Resolver(Resolver):
     """The YAML 1.2 rules, fixed: ruamel's default resolver looks the version up again for
     every scalar (a %YAML directive could change it), a tenth of loading a cluster. Takes
@@ -43,6 +39,8 @@ class _Resolver(Resolver):
         super().__init__(loader or loadumper)
 
 
+# Compose with ruamel's libyaml-based parser (ten times faster than the round-trip loader on
+# the reference cluster) and keep each node's start mark ourselves; YAML 1.2 scalar rules.
 _YAML = YAML(typ="safe", pure=False)
 _YAML.Resolver = _Resolver
 _SCALARS = _YAML.constructor
