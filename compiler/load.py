@@ -30,6 +30,7 @@ SECTIONS = ("site", "networks", "hardware", "fabric", "firmware", "provisioning"
 OPTIONAL = ("acceptance",)
 RACKS_DIR = "racks"
 
+
 class _Resolver(Resolver):
     """The YAML 1.2 rules, fixed: ruamel's default resolver looks the version up again for
     every scalar (a %YAML directive could change it), a tenth of loading a cluster. Takes
