@@ -15,6 +15,9 @@ Every figure comes from a fresh process: its time is measured inside it, after t
 (the cold-start rows measure those), and its peak memory is its own VmHWM. Ratios are of CPU
 seconds (user + system), which a shared, loaded machine disturbs far less than wall time. A child's
 `ru_maxrss` is not: Linux carries the parent's high-water mark across fork and exec.
+Measurements are taken in rounds, every size (and the floor with every cold start) once per
+round, and a ratio is the median of the rounds' own ratios: a busy spell on the machine hits
+both sides of a ratio, not one size's every run.
 """
 
 from __future__ import annotations
@@ -61,21 +64,41 @@ print(json.dumps({"code": code, "seconds": cpu, "wall": wall, "peak_kib": hwm}),
 COLD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def cold(argv: list[str], runs: int) -> float:
-    """Median CPU seconds (user + system) of a fresh process running `argv`, after one run
-    that leaves the bytecode caches in place."""
-    times = []
-    for n in range(runs + 1):
-        proc = subprocess.Popen(
-            argv, cwd=REPO, env=COLD_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode not in (0, 1):
-            raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
-        if n:
-            times.append(usage.ru_utime + usage.ru_stime)
-    return statistics.median(times)
+def cpu(argv: list[str]) -> float:
+    """CPU seconds (user + system) of a fresh process running `argv`."""
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=COLD_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{' '.join(argv)} exited {os.waitstatus_to_exitcode(status)}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def cold_rows(py: str, runs: int) -> dict[str, Any]:
+    """The import floor and the CLI's cold starts, taken in turns (a round runs each once, so
+    a busy spell on the shared machine hits all alike); each as the median of its rounds, its
+    multiple of the floor as the median of the rounds' own ratios."""
+    argvs = {
+        "floor": [py, "-c", FLOOR],
+        "help": [py, "-m", "clusterforge.cli", "--help"],
+        "validate": [py, "-m", "clusterforge.cli", "validate"],
+        "compile --check": [py, "-m", "clusterforge.cli", "compile", "--check"],
+    }
+    for argv in argvs.values():
+        cpu(argv)  # leaves the bytecode caches in place
+    seconds: dict[str, list[float]] = {name: [] for name in argvs}
+    for _ in range(runs):
+        for name, argv in argvs.items():
+            seconds[name].append(cpu(argv))
+    floor = seconds.pop("floor")
+    out: dict[str, Any] = {"floor_s": statistics.median(floor)}
+    print(f"cold  import floor ({FLOOR[7:]})  {out['floor_s'] * 1000:6.0f} ms CPU")
+    for name, times in seconds.items():
+        x = statistics.median(s / f for s, f in zip(times, floor, strict=True))
+        out[name] = {"seconds": statistics.median(times), "x_floor": x}
+        print(f"cold  {name:<41}{out[name]['seconds'] * 1000:6.0f} ms  {x:4.1f}x floor")
+    return out
 
 
 def child(repo: Path, argv: list[str], runs: int, ok: tuple[int, ...] = (0, 1)) -> dict[str, float]:
@@ -108,6 +131,64 @@ def merged(runs: list[dict[str, float]]) -> dict[str, float]:
         "wall": statistics.median(r["wall"] for r in runs),
         "peak_mib": max(r["peak_mib"] for r in runs),
     }
+
+
+STEPS = ("compile", "recompile", "validate", "diff")
+
+
+def measure(step: str, repo: Path) -> dict[str, float]:
+    """One run of `step` on `repo` (its cluster at HEAD, one node changed since HEAD~1)."""
+    if step == "compile":  # a first compile: every file written
+        subprocess.run(["rm", "-rf", str(repo / "generated")], check=True)
+        return child(repo, ["compile"], 1)
+    if step == "recompile":  # after the one-node change: only changed files written
+        git(repo, "checkout", "-q", "HEAD~1", "--", "cluster")
+        child(repo, ["compile"], 1)
+        git(repo, "checkout", "-q", "HEAD", "--", "cluster")
+        return child(repo, ["compile"], 1)
+    if step == "validate":
+        return child(repo, ["validate"], 1)
+    return child(repo, ["diff", "HEAD~1", "HEAD"], 1)
+
+
+def sized_rows(sizes: list[int], runs: int) -> dict[str, Any]:
+    """Every step at every size, in rounds (each round runs each size once, so sizes next to
+    each other are measured minutes, not an hour, apart); figures are medians of the rounds,
+    and the ratio to the size before is the median of the rounds' own ratios."""
+    samples: dict[int, dict[str, list[dict[str, float]]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        repos = {servers: sized(servers, Path(tmp)) for servers in sizes}
+        for repo in repos.values():
+            change(repo)
+        for n in range(runs):
+            for servers, repo in repos.items():
+                row = samples.setdefault(servers, {step: [] for step in STEPS})
+                for step in STEPS:
+                    row[step].append(measure(step, repo))
+            print(f"  round {n + 1} of {runs} done", file=sys.stderr, flush=True)
+    print(
+        f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'wall s':>8}{'peak MiB':>10}{'ratio':>8}"
+        f"{'/doubling':>10}"
+    )
+    out: dict[str, Any] = {}
+    for i, servers in enumerate(sizes):
+        out[str(servers)] = {}
+        for step in STEPS:
+            figure = merged(samples[servers][step])
+            text = f"{servers:>7}  {step:<10}{figure['seconds']:8.2f}{figure['wall']:8.2f}"
+            text += f"{figure['peak_mib']:10.1f}"
+            if i:
+                before = sizes[i - 1]
+                ratio = statistics.median(
+                    a["seconds"] / b["seconds"]
+                    for a, b in zip(samples[servers][step], samples[before][step], strict=True)
+                )
+                per = ratio ** (1 / math.log2(servers / before))
+                figure["ratio"], figure["per_doubling"] = ratio, per
+                text += f"{ratio:7.2f}x{per:9.2f}x"
+            out[str(servers)][step] = figure
+            print(text, flush=True)
+    return out
 
 
 def git(repo: Path, *args: str) -> None:
@@ -151,61 +232,8 @@ def main() -> None:
     py = sys.executable
     out: dict[str, Any] = {}
 
-    floor = cold([py, "-c", FLOOR], 9)
-    out["cold"] = {"floor_s": floor}
-    print(f"cold  import floor ({FLOOR[7:]})  {floor * 1000:6.0f} ms CPU")
-    for name, argv in (
-        ("help", ["--help"]),
-        ("validate", ["validate"]),
-        ("compile --check", ["compile", "--check"]),
-    ):
-        s = cold([py, "-m", "clusterforge.cli", *argv], 9)
-        out["cold"][name] = {"seconds": s, "x_floor": s / floor}
-        print(f"cold  {name:<41}{s * 1000:6.0f} ms  {s / floor:4.1f}x floor")
-
-    out["sizes"] = {}
-    steps = ("compile", "recompile", "validate", "diff")
-    print(
-        f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'wall s':>8}{'peak MiB':>10}{'ratio':>8}"
-        f"{'/doubling':>10}"
-    )
-    previous: dict[str, Any] | None = None
-    with tempfile.TemporaryDirectory() as tmp:
-        for servers in sizes:
-            repo = sized(servers, Path(tmp))
-            row: dict[str, Any] = {}
-            for step in steps:
-                if step == "compile":
-                    runs = []
-                    for _ in range(opts.runs):
-                        subprocess.run(["rm", "-rf", str(repo / "generated")], check=True)
-                        runs.append(child(repo, ["compile"], 1))
-                    row[step] = merged(runs)
-                    change(repo)
-                elif step == "recompile":
-                    runs = []
-                    for _ in range(opts.runs):
-                        git(repo, "checkout", "-q", "HEAD~1", "--", "cluster")
-                        child(repo, ["compile"], 1)
-                        git(repo, "checkout", "-q", "HEAD", "--", "cluster")
-                        runs.append(child(repo, ["compile"], 1))
-                    row[step] = merged(runs)
-                elif step == "validate":
-                    row[step] = child(repo, ["validate"], opts.runs)
-                else:
-                    row[step] = child(repo, ["diff", "HEAD~1", "HEAD"], opts.runs)
-                figure = row[step]
-                text = f"{servers:>7}  {step:<10}{figure['seconds']:8.2f}{figure['wall']:8.2f}"
-                text += f"{figure['peak_mib']:10.1f}"
-                if previous is not None:
-                    ratio = figure["seconds"] / previous["row"][step]["seconds"]
-                    per = ratio ** (1 / math.log2(servers / previous["servers"]))
-                    figure["ratio"], figure["per_doubling"] = ratio, per
-                    text += f"{ratio:7.2f}x{per:9.2f}x"
-                print(text, flush=True)
-            out["sizes"][str(servers)] = row
-            previous = {"servers": servers, "row": row}
-
+    out["cold"] = cold_rows(py, 9)
+    out["sizes"] = sized_rows(sizes, opts.runs)
     out["audit_replay"] = audit_replay()
     if opts.lab_servers:
         out["audit_live"] = audit_live(opts.lab_servers)
