@@ -57,9 +57,9 @@ def _batch() -> None:
 
 
 def _compile(args: argparse.Namespace) -> int:
+    _batch()  # before the imports: they build most of what the collector would scan
     from compiler import output, pipeline
 
-    _batch()
     # Secrets (the root password hash) are read only for a build outside the repository:
     # generated/ is committed, so it always carries the placeholder.
     generated = args.repo / "generated"
@@ -182,10 +182,10 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    _batch()  # before the imports: they build most of what the collector would scan
     from compiler import pipeline, plan
     from compiler.load import load
 
-    _batch()
     cluster = pipeline.check(load(args.repo / "cluster"))
     p = plan.build(cluster)
     print(
@@ -253,10 +253,10 @@ def _draw(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    _batch()  # before the imports: they build most of what the collector would scan
     from compiler import diff, gitsource
     from draw import review
 
-    _batch()
     try:
         share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
         base, head = (gitsource.compile_revision(args.repo, r) for r in (args.base, args.head))

@@ -568,8 +568,19 @@ class Wire:
     path: tuple[str | int, ...]  # where in cluster/ the rule that made it comes from
 
 
-def wires(cluster: Cluster) -> list[Wire]:
+# The last cluster's wires: two checks and the cable plan each ask for them; a compile models
+# one cluster, `diff` two in turn.
+_WIRED: list[tuple[Cluster, tuple[Wire, ...]]] = []
+
+
+def wires(cluster: Cluster) -> tuple[Wire, ...]:
     """Every cable the rules call for, switch end first; unconnectable ports are left out."""
+    if not (_WIRED and _WIRED[0][0] is cluster):
+        _WIRED[:] = [(cluster, tuple(_wires(cluster)))]
+    return _WIRED[0][1]
+
+
+def _wires(cluster: Cluster) -> list[Wire]:
     out: list[Wire] = []
     by_role = {(rack.name, sw.role): sw.name for rack in cluster.racks for sw in rack.switches}
     for r, rack in enumerate(cluster.racks):
