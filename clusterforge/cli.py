@@ -541,7 +541,8 @@ class _Version(argparse.Action):
     """--version, the version looked up only when asked for (see `_version`)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        parser.exit(message=f"clusterforge {_version()}\n")
+        print(f"clusterforge {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _repo_option(p: argparse.ArgumentParser, default: object) -> None:
