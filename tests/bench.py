@@ -16,8 +16,9 @@ Every figure comes from a fresh process: its time is measured inside it, after t
 seconds (user + system), which a shared, loaded machine disturbs far less than wall time. A child's
 `ru_maxrss` is not: Linux carries the parent's high-water mark across fork and exec.
 Measurements are taken in rounds, every size (and the floor with every cold start) once per
-round, and a ratio is the median of the rounds' own ratios: a busy spell on the machine hits
-both sides of a ratio, not one size's every run.
+round (the short steps, validate and diff, several times: `REPEATS`), and a ratio is the median
+of the rounds' own ratios: a busy spell on the machine hits both sides of a ratio, not one
+size's every run.
 """
 
 from __future__ import annotations
@@ -134,6 +135,9 @@ def merged(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 STEPS = ("compile", "recompile", "validate", "diff")
+# Runs of a step within a round, its median kept: a second-long step is as long as a burst of
+# the neighbours' load, so the short ones are taken several times.
+REPEATS = {"compile": 1, "recompile": 1, "validate": 5, "diff": 3}
 
 
 def measure(step: str, repo: Path) -> dict[str, float]:
@@ -170,7 +174,7 @@ def sized_rows(sizes: list[int], runs: int) -> dict[str, Any]:
             for servers, repo in repos.items():
                 row = samples.setdefault(servers, {step: [] for step in STEPS})
                 for step in STEPS:
-                    row[step].append(measure(step, repo))
+                    row[step].append(merged([measure(step, repo) for _ in range(REPEATS[step])]))
             print(f"  round {n + 1} of {runs} done", file=sys.stderr, flush=True)
     print(
         f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'wall s':>8}{'peak MiB':>10}{'ratio':>8}"
