@@ -13,7 +13,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, cast
 
 import netaddr
 
@@ -416,12 +416,34 @@ def versions(cluster: Cluster, model: str) -> dict[str, str]:
     return {**cluster.firmware.software, **baseline}
 
 
-def links(
-    cluster: Cluster, rack: Rack, node: Node
-) -> tuple[list[Interface], list[Route], Interface] | None:
+# What the checks and the plan both derive from the last cluster modelled (a compile models
+# one, `diff` two in turn): each node's links, the cable rules' wires. Held by identity, so a
+# cluster is never mistaken for another; the values are tuples, never changed in place.
+_DERIVED: list[tuple[Cluster, dict[object, object]]] = []
+
+
+def derived(cluster: Cluster) -> dict[object, object]:
+    """The memo of what is derived from `cluster` (see `_DERIVED`)."""
+    if not (_DERIVED and _DERIVED[0][0] is cluster):
+        _DERIVED[:] = [(cluster, {})]
+    return _DERIVED[0][1]
+
+
+Links = tuple[tuple[Interface, ...], tuple[Route, ...], Interface]  # interfaces, routes, BMC
+
+
+def links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
     """The node's interfaces, routes and BMC port; None when an address does not fit (the
     checks report that). Routes: each interface's connected subnet, its network's default
     route and `routes:` through the network's gateway."""
+    known = derived(cluster)
+    key = ("links", id(rack), id(node))  # the cluster holds both: ids stay theirs
+    if key not in known:
+        known[key] = _links(cluster, rack, node)
+    return cast(Links | None, known[key])
+
+
+def _links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
     ifaces: list[Interface] = []
     routes: list[Route] = []
     bmc: Interface | None = None
@@ -445,7 +467,7 @@ def links(
             routes.append(Route("default", nic_name, gateway))
         routes += [Route(dst, nic_name, gateway) for dst in net.routes if gateway]
     assert bmc is not None, "nic_networks always lists the BMC"
-    return ifaces, routes, bmc
+    return tuple(ifaces), tuple(routes), bmc
 
 
 def route_network(route: Route) -> netaddr.IPNetwork:
@@ -568,16 +590,12 @@ class Wire:
     path: tuple[str | int, ...]  # where in cluster/ the rule that made it comes from
 
 
-# The last cluster's wires: two checks and the cable plan each ask for them; a compile models
-# one cluster, `diff` two in turn.
-_WIRED: list[tuple[Cluster, tuple[Wire, ...]]] = []
-
-
 def wires(cluster: Cluster) -> tuple[Wire, ...]:
     """Every cable the rules call for, switch end first; unconnectable ports are left out."""
-    if not (_WIRED and _WIRED[0][0] is cluster):
-        _WIRED[:] = [(cluster, tuple(_wires(cluster)))]
-    return _WIRED[0][1]
+    known = derived(cluster)
+    if "wires" not in known:
+        known["wires"] = tuple(_wires(cluster))
+    return cast(tuple[Wire, ...], known["wires"])
 
 
 def _wires(cluster: Cluster) -> list[Wire]:
