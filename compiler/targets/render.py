@@ -50,14 +50,19 @@ def to_json(data: Any) -> str:
     return orjson.dumps(data, option=_JSON).decode() + "\n"
 
 
-def _ruamel_yaml(data: Any) -> str:
+@cache  # one dumper for every document: making one costs more than most dumps
+def _dumper() -> YAML:
     yaml = YAML(typ="safe", pure=False)  # libyaml emitter: same text, three times faster
     yaml.default_flow_style = False
     yaml.width = 4096  # a long value stays on its line
     yaml.representer.sort_base_mapping_type_on_output = False
     yaml.representer.ignore_aliases = lambda _: True  # equal values are written out, not &id
+    return yaml
+
+
+def _ruamel_yaml(data: Any) -> str:
     out = io.StringIO()
-    yaml.dump(data, out)
+    _dumper().dump(data, out)
     return out.getvalue()
 
 
