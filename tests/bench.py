@@ -176,13 +176,15 @@ def sized_rows(sizes: list[int], runs: int) -> dict[str, Any]:
                 for step in STEPS:
                     row[step].append(merged([measure(step, repo) for _ in range(REPEATS[step])]))
             print(f"  round {n + 1} of {runs} done", file=sys.stderr, flush=True)
+        built = {servers: contents(repo) for servers, repo in repos.items()}
     print(
         f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'wall s':>8}{'peak MiB':>10}{'ratio':>8}"
         f"{'/doubling':>10}"
     )
     out: dict[str, Any] = {}
     for i, servers in enumerate(sizes):
-        out[str(servers)] = {}
+        out[str(servers)] = {"cluster": built[servers]}
+        print(f"{servers:>7}  ({', '.join(f'{n:,} {what}' for what, n in built[servers].items())})")
         for step in STEPS:
             figure = merged(samples[servers][step])
             text = f"{servers:>7}  {step:<10}{figure['seconds']:8.2f}{figure['wall']:8.2f}"
@@ -199,6 +201,20 @@ def sized_rows(sizes: list[int], runs: int) -> dict[str, Any]:
             out[str(servers)][step] = figure
             print(text, flush=True)
     return out
+
+
+def contents(repo: Path) -> dict[str, int]:
+    """What a size's compile works through: hosts, switches and cables (the fabric grows faster
+    than the servers where it turns three-tier)."""
+    generated = repo / "generated"
+    inventory = json.loads((generated / "inventory.json").read_text())
+    with (generated / "fabric" / "cables.csv").open() as table:
+        cables = sum(1 for _ in table) - 1
+    return {
+        "hosts": len(inventory["hosts"]),
+        "switches": len(inventory["switches"]),
+        "cables": cables,
+    }
 
 
 def git(repo: Path, *args: str) -> None:
