@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import socket
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache, cached_property, lru_cache
 from typing import Any, cast
 
 import netaddr
@@ -474,7 +474,8 @@ def route_network(route: Route) -> netaddr.IPNetwork:
     return network("0.0.0.0/0" if route.dst == "default" else route.dst)
 
 
-def egress(routes: Iterable[Route], block: str) -> list[Route]:
+@lru_cache(maxsize=4096)  # a rack's hosts of one model share their routes; asked per host
+def egress(routes: tuple[Route, ...], block: str) -> tuple[Route, ...]:
     """The routes that carry some address of `block` (longest-prefix match): the most specific
     route holding all of it, and every route inside it. Empty: some address has no route."""
     net = network(block)
@@ -486,7 +487,7 @@ def egress(routes: Iterable[Route], block: str) -> list[Route]:
             inside.append(route)
         elif net in dst and (covering is None or dst.prefixlen > route_network(covering).prefixlen):
             covering = route
-    return ([covering] if covering else []) + sorted(inside, key=Route.order)
+    return (*([covering] if covering else []), *sorted(inside, key=Route.order))
 
 
 def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> Host:
