@@ -439,7 +439,7 @@ _ACCESS_HOMES = """\
         dest: /usr/local/libexec/clusterforge-probe
         mode: "0755"
       - {source: access/authorized_keys, dest: /etc/ssh/authorized_keys/clusterforge-audit}
-      - {source: access/sshd_config, dest: /etc/ssh/sshd_config.d/50-clusterforge-audit.conf}
+      - {source: access/sshd_config, dest: /etc/ssh/sshd_config.d/50-clusterforge-audit.conf, reload: sshd.service}
       - {source: access/sudoers, dest: /etc/sudoers.d/clusterforge-audit, mode: "0440"}
       - {source: access/sysusers.conf, dest: /usr/lib/sysusers.d/clusterforge-audit.conf}
 """

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from compiler import generate, pipeline
 from compiler.errors import SourceError
-from compiler.load import Source, parse
+from compiler.load import Source, load, parse
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("servers", [1, 17, 124])
@@ -35,6 +39,22 @@ def test_an_audit_key_adds_the_audit_account_and_its_homes() -> None:
     homes = {p.path for p in audited.deploys["gpu001"].files}
     assert "/usr/local/libexec/clusterforge-probe" in homes
     assert "/etc/ssh/authorized_keys/clusterforge-audit" in homes
+
+
+def test_the_policy_sections_are_the_reference_site_s() -> None:
+    """The generator carries its own copy of cluster/provisioning.yaml and services.yaml (it
+    ships without cluster/): as data they must be the reference's, less the audit account's
+    homes when no audit key is given."""
+    reference = load(REPO / "cluster").data
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM t"
+    audited = parse_tree(generate.generate(4, audit_key=key)).data
+    plain = parse_tree(generate.generate(4)).data
+    for section in ("provisioning", "services"):
+        assert audited[section] == reference[section], section
+    base = reference["services"]["services"]["base"]["files"]
+    assert plain["services"]["services"]["base"]["files"] == tuple(
+        f for f in base if not f["source"].startswith("access/")
+    )
 
 
 def small_three_tier() -> dict[str, str]:
