@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import socket
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
 from typing import Any, cast
@@ -628,46 +628,40 @@ def _wires(cluster: Cluster) -> list[Wire]:
     fabric = cluster.fabric
     ib = next((name for name, net in cluster.networks.items() if net.switch == "leaf"), "ib")
     tiers = Tiers.of(cluster)
-    for r, rack in enumerate(cluster.racks):
-        for s, sw in enumerate(rack.switches):
-            if sw.role != SwitchRole.LEAF:
-                continue
-            # On a spine, the leaf of the pod's n-th rack id uses ports from
-            # (n-1)*links_per_spine+1: a new rack adds cables and moves none.
+
+    def uplinks(
+        sw: Switch,
+        path: tuple[str | int, ...],
+        first: int,
+        ups: Sequence[str],
+        links: int,
+        place: int,
+    ) -> list[Wire]:
+        """A switch's uplinks: `links` to each of `ups` from its port `first` on, landing on
+        each from port place*links+1 on, so a new switch below adds cables and moves none."""
+        return [
+            Wire(ib, sw.name, first + k * links + j, up, str(place * links + j + 1), path)
+            for k, up in enumerate(ups)
+            for j in range(links)
+        ]
+
+    switches = [
+        (sw, rack, ("racks", r, "switches", s))
+        for r, rack in enumerate(cluster.racks)
+        for s, sw in enumerate(rack.switches)
+    ]
+    for sw, rack, path in switches:  # every leaf's first, then every spine's: the plan's order
+        if sw.role == SwitchRole.LEAF:
+            # A leaf's place on its pod's spines is its rack's place in the pod.
             pod, place = tiers.pod_of(rack.id)
-            for k, spine in enumerate(tiers.spines.get(pod, ())):
-                for j in range(fabric.links_per_spine):
-                    out.append(
-                        Wire(
-                            ib,
-                            sw.name,
-                            fabric.uplink_port + k * fabric.links_per_spine + j,
-                            spine,
-                            str(place * fabric.links_per_spine + j + 1),
-                            ("racks", r, "switches", s),
-                        )
-                    )
-    if fabric.core_port is None:
-        return out
-    for r, rack in enumerate(cluster.racks):
-        for s, sw in enumerate(rack.switches):
-            if sw.role != SwitchRole.SPINE or sw.pod is None:
-                continue
+            spines = tiers.spines.get(pod, ())
+            out += uplinks(sw, path, fabric.uplink_port, spines, fabric.links_per_spine, place)
+    for sw, _, path in switches:
+        if sw.role == SwitchRole.SPINE and sw.pod is not None and fabric.core_port is not None:
             # A spine's plane is its place among its pod's spines; it links to every core of
-            # that plane, and on a core pod n uses ports from (n-1)*links_per_core+1.
-            plane = tiers.spines[sw.pod].index(sw.name) + 1
-            for m, core in enumerate(tiers.cores.get(plane, ())):
-                for j in range(fabric.links_per_core):
-                    out.append(
-                        Wire(
-                            ib,
-                            sw.name,
-                            fabric.core_port + m * fabric.links_per_core + j,
-                            core,
-                            str((sw.pod - 1) * fabric.links_per_core + j + 1),
-                            ("racks", r, "switches", s),
-                        )
-                    )
+            # that plane, and its place on a core is its pod's.
+            cores = tiers.cores.get(tiers.spines[sw.pod].index(sw.name) + 1, ())
+            out += uplinks(sw, path, fabric.core_port, cores, fabric.links_per_core, sw.pod - 1)
     return out
 
 
