@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
-from hashlib import sha256
 
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source
@@ -111,15 +110,15 @@ class _Folders:
         return [f for f in pool if _matches(pattern, f)]
 
 
-def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[str, Deploy]:
-    """Every host's Deploy; raises SourceError for homes without files, two files at one
-    destination, and files with neither a home nor a review-only declaration."""
+def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[str, Deploy]:
+    """Every host's Deploy, from the generated files' sha256 by path (the manifest's, hashed
+    once); raises SourceError for homes without files, two files at one destination, and
+    files with neither a home nor a review-only declaration."""
     catalogue = plan.cluster.services
     problems: list[Diagnostic] = []
     homed: set[str] = set()
     out: dict[str, Deploy] = {}
-    folders = _Folders(files)
-    digests: dict[str, str] = {}  # a file many hosts get (prov01's, the monitoring configs) once
+    folders = _Folders(digests)
     for host in plan.hosts:
         placed: dict[str, Placed] = {}
         for name, service in services(plan, host):
@@ -141,10 +140,7 @@ def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[s
                         )
                         problems.append(Diagnostic(at, "file-home-conflict", message))
                         continue
-                    digest = None
-                    if home.check == FileCheck.CONTENT:
-                        digest = digests.get(src) or sha256(files[src]).hexdigest()
-                        digests[src] = digest
+                    digest = digests[src] if home.check == FileCheck.CONTENT else None
                     placed[dest] = Placed(dest, src, home.mode, home.owner, digest, home.reload)
                     homed.add(src)
         out[host.name] = Deploy(
@@ -154,7 +150,7 @@ def deploy_map(plan: Plan, files: Mapping[str, bytes], source: Source) -> dict[s
             kernel_modules(plan, host),
         )
     at = source.where(("services", "review_only"))
-    for path in sorted(files):
+    for path in sorted(digests):
         if path in homed or any(_matches(p, path) for p in catalogue.review_only):
             continue
         message = f"generated/{path} has no home on any host and is not declared review-only"

@@ -164,10 +164,11 @@ def compile_source(
     }
     plan = replace(build(cluster), secrets=secrets, previous=carried)
     files = targets.render_all(plan)
-    deploys = deploy.deploy_map(plan, files, source)
+    digests = {path: sha256(data).hexdigest() for path, data in files.items()}
+    deploys = deploy.deploy_map(plan, digests, source)
     files |= {path: text.encode() for path, text in deploy.deploy_files(deploys).items()}
     files = dict(sorted(files.items()))
-    files[MANIFEST] = manifest(files, source.digest())
+    files[MANIFEST] = manifest(files, source.digest(), digests)
     return Compiled(source, cluster, plan, files, deploys, notices)
 
 
@@ -269,10 +270,17 @@ def _read_secret(
     return None
 
 
-def manifest(files: dict[str, bytes], source_digest: str) -> bytes:
+def manifest(
+    files: dict[str, bytes], source_digest: str, known: Mapping[str, str] | None = None
+) -> bytes:
+    """MANIFEST.json: every file's sha256 (those in `known` already hashed) and the source's."""
+    known = known or {}
     body = {
         "schema": 1,
         "source_sha256": source_digest,
-        "files": {path: sha256(data).hexdigest() for path, data in sorted(files.items())},
+        "files": {
+            path: known.get(path) or sha256(data).hexdigest()
+            for path, data in sorted(files.items())
+        },
     }
     return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
