@@ -37,7 +37,9 @@ def markdown() -> str:
         "",
         "Generated from `compiler/model.py` by `python -m compiler.reference`; a test fails",
         "when this file and the model disagree. Unknown keys are errors. Quote every version,",
-        'date and identifier (`bios: "2.6"`): unquoted, YAML reads 2.6 as a number.',
+        'date and identifier (`bios: "2.6"`): unquoted, YAML reads 2.6 as a number. Files are',
+        "read by YAML 1.2's rules (`yes` and `on` are text, `0755` a decimal number), whatever",
+        "a `%YAML` directive says.",
         "",
     ]
     done: set[type[BaseModel]] = set()

@@ -12,7 +12,7 @@ import pytest
 from clusterforge.cli import main
 from compiler import pipeline
 from compiler.errors import Diagnostic, SourceError
-from compiler.load import load
+from compiler.load import load, parse_document
 from tests.conftest import REPO
 
 
@@ -139,3 +139,12 @@ def test_a_mac_that_is_no_mac_is_refused_as_typed(tmp_path: Path) -> None:
     repo = _edited(tmp_path, "racks/r03.yaml", '"3c:ec:ef:43:33:87"', '"3c:ec:ef:43:33"')
     [problem] = _problems(repo)
     assert problem.message == "'3c:ec:ef:43:33' is not a MAC address (like 3c:ec:ef:43:33:87)"
+
+
+def test_yaml_is_read_by_the_1_2_rules_whatever_the_file_says() -> None:
+    """`yes`/`on` stay text and `0755` is decimal, with or without a %YAML 1.1 directive;
+    the text of what did not load as text is kept for messages."""
+    for text in (b"a: yes\nb: on\nc: 0755\n", b"%YAML 1.1\n---\na: yes\nb: on\nc: 0755\n"):
+        source = parse_document("f.yaml", text)
+        assert source.data == {"document": {"a": "yes", "b": "on", "c": 755}}
+        assert source.texts == {("document", "c"): "0755"}
