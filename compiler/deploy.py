@@ -25,6 +25,7 @@ from contract import Deploy, Placed
 
 DEPLOY_DIR = "deploy"
 _KEY = re.compile(r"\{([a-z_]+)\}")
+_WILD = re.compile(r"[*?[]")  # what makes a pattern part more than its text
 
 
 def services(plan: Plan, host: Host) -> list[tuple[str, Service]]:
@@ -84,10 +85,11 @@ def firewall_zone(plan: Plan, network: str) -> str:
 
 
 def _matches(pattern: str, path: str) -> bool:
-    """Part by part, so `*` never crosses a folder."""
+    """Part by part, so `*` never crosses a folder; a literal part by equality (fnmatch would
+    compile a regex for each, and the host names make hundreds of them)."""
     want, have = pattern.split("/"), path.split("/")
     return len(want) == len(have) and all(
-        fnmatchcase(h, w) for w, h in zip(want, have, strict=True)
+        fnmatchcase(h, w) if _WILD.search(w) else h == w for w, h in zip(want, have, strict=True)
     )
 
 
@@ -123,12 +125,12 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
         placed: dict[str, Placed] = {}
         for name, service in services(plan, host):
             for i, home in enumerate(service.files):
-                at = source.where(("services", "services", name, "files", i, "source"))
+                home_at = ("services", "services", name, "files", i, "source")  # for a problem
                 pattern = home.source.format(host=host.name, role=host.role.value)
                 found = folders.sources(pattern)
                 if not found and not home.optional:
                     message = f"{host.name} ({host.role.value}) needs generated/{pattern}: none"
-                    problems.append(Diagnostic(at, "missing-source", message))
+                    problems.append(Diagnostic(source.where(home_at), "missing-source", message))
                 for src in found:
                     dest = home.dest.format(
                         host=host.name, role=host.role.value, name=src.rsplit("/", 1)[-1]
@@ -138,7 +140,9 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
                             f"{host.name}: {dest} would hold both generated/"
                             f"{placed[dest].source} and generated/{src}"
                         )
-                        problems.append(Diagnostic(at, "file-home-conflict", message))
+                        problems.append(
+                            Diagnostic(source.where(home_at), "file-home-conflict", message)
+                        )
                         continue
                     digest = digests[src] if home.check == FileCheck.CONTENT else None
                     placed[dest] = Placed(dest, src, home.mode, home.owner, digest, home.reload)
