@@ -87,6 +87,7 @@ def render(plan: Plan) -> dict[str, str]:
     pxe = prov.pxe_network
     ntp = ",".join(plan.address(h, pxe) for h in plan.site.services.ntp)
     repos = [(r.name, http_url(plan, r.path)) for r in prov.repos]
+    apply_bundle = template("apply-bundle.py.j2")  # the same script in every kickstart: once
     files = {}
     for host in plan.hosts:
         boot = boot_nic(plan, host)
@@ -110,5 +111,6 @@ def render(plan: Plan) -> dict[str, str]:
             modules=kernel_modules(plan, host),
             units=units(plan, host),
             bundle=http_url(plan, BUNDLE_PATH),
+            apply_bundle=apply_bundle,
         )
     return files
