@@ -218,3 +218,25 @@ def test_manifest_lists_every_file_with_its_digest() -> None:
     manifest = json.loads(files.pop(pipeline.MANIFEST))
     assert manifest["files"] == {p: hashlib.sha256(d).hexdigest() for p, d in files.items()}
     assert manifest["source_sha256"] == BASE.digest()
+
+
+_WORDISH = st.sampled_from(["yes", "No", "ON", "off", "Y", "n", "True", "NULL", "null", "~"])
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    _WORDISH,
+    st.text(alphabet="aZ09_-.:/ #'\"{}", max_size=12),
+    st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,70}", fullmatch=True),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_SCALARS.filter(lambda k: isinstance(k, str)), _SCALARS, min_size=1))
+def test_yaml_writer_writes_what_ruamel_writes(doc: dict[str, Any]) -> None:
+    """The block writer's shortcuts (plain names, numbers, booleans, null) give ruamel's text."""
+    from compiler.targets.render import _ruamel_yaml, to_yaml
+
+    nested = {"outer": doc, "items": list(doc.values())}
+    assert to_yaml(nested) == _ruamel_yaml(nested)

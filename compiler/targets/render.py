@@ -70,16 +70,32 @@ class _Unusual(Exception):
     """A value the block writer leaves to ruamel: the whole document goes there."""
 
 
-# Names like gpu0001 are plain scalars in YAML 1.2 unless they spell a boolean or null.
-_PLAIN = re.compile(r"[a-z][a-z0-9-]{0,62}")
+# Names like gpu0001, group_by or apiVersion are plain scalars in YAML 1.2 unless they spell
+# a boolean or null (in any case; the 1.1 words too, which ruamel may or may not quote).
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
 _WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}
 
 
-@cache
 def _scalar(value: str | int | bool | float | None) -> str:
-    """One scalar as ruamel writes it in block style (quoted where YAML would misread it)."""
-    if isinstance(value, str) and _PLAIN.fullmatch(value) and value not in _WORDS:
+    """One scalar as ruamel writes it in block style (quoted where YAML would misread it);
+    the common ones without it (each call of ruamel costs as much as a small file)."""
+    if value is None or type(value) is bool:
+        return {None: "null", True: "true", False: "false"}[value]
+    if type(value) is int:
+        return str(value)
+    if isinstance(value, str):
+        return _text(value)
+    return _ruamel_scalar(value)  # a float: rare, and 0.0 == -0.0 would confuse a cache
+
+
+@cache
+def _text(value: str) -> str:
+    if _PLAIN.fullmatch(value) and value.lower() not in _WORDS:
         return value
+    return _ruamel_scalar(value)
+
+
+def _ruamel_scalar(value: str | float) -> str:
     text = _ruamel_yaml([value])
     if not text.startswith("- ") or text.count("\n") != 1:
         raise _Unusual  # a multi-line or folded scalar
