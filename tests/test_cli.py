@@ -8,11 +8,13 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from clusterforge.cli import Progress, main
+from compiler.output import read_tree
 from tests.conftest import REPO
 
 
@@ -64,6 +66,32 @@ def test_compile_counts_what_changed_and_notices_only_when_it_writes(
     assert main(["-C", str(repo), "compile"]) == 0
     out, err = capsys.readouterr()
     assert "none changed" in out and err == ""
+
+
+def test_the_command_exits_with_its_code_and_all_its_output(tmp_path: Path) -> None:
+    """As a process (`run`, which skips the interpreter's teardown after a compile): the exit
+    code is the command's, and output written to files and pipes, which Python buffers,
+    arrives whole."""
+    repo = _copy(tmp_path)
+    count = len(read_tree(repo / "generated"))
+    (repo / "generated" / "hosts").write_text("edited by hand\n")
+    command = [sys.executable, "-m", "clusterforge.cli", "-C", str(repo), "compile"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # buffered, as usual
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        check = subprocess.run(
+            [*command, "--check"], stdout=stdout, stderr=stderr, env=env, check=False
+        )
+    assert check.returncode == 1
+    assert "generated/ is stale (1 file changed)" in err.read_text()
+    assert err.read_text().endswith("  differs  hosts\n")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0
+    assert done.stdout == f"generated/: 1 file changed of {count}\n"
+    again = subprocess.run(
+        [*command, "--check"], capture_output=True, text=True, env=env, check=False
+    )
+    assert (again.returncode, again.stdout) == (0, f"generated/ is up to date ({count} files)\n")
 
 
 def test_the_audit_report_defaults_to_build_which_git_ignores(
