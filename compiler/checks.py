@@ -12,8 +12,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-import netaddr
-
 from compiler.errors import Diagnostic
 from compiler.load import Path_, Source
 from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Role, SwitchRole
@@ -24,6 +22,7 @@ from compiler.plan import (
     Tiers,
     egress,
     ib_mtu,
+    ip_str,
     link_gbps,
     links,
     network,
@@ -398,21 +397,23 @@ def addresses(c: Cluster, rep: Report) -> None:
                     f"{net_name!r} subnet {subnet} of rack {rack.name!r}",
                 )
                 continue
-            used.append((str(address), at))
+            text = ip_str(address)
+            used.append((text, at))
             block = network(net.cidr) if net.interface_prefix else subnet
-            if address not in block:
+            if not block.first <= address <= block.last:
                 rep.add(
                     at,
                     "address-outside-subnet",
-                    f"{address} is outside {net_name!r} subnet {block} of rack {rack.name!r}",
+                    f"{text} is outside {net_name!r} subnet {block} of rack {rack.name!r}",
                 )
                 continue
-            host_part = int(address) - subnet.first if address in subnet else None
+            in_subnet = subnet.first <= address <= subnet.last
+            host_part = address - subnet.first if in_subnet else None
             if host_part is not None and any(lo <= host_part <= hi for lo, hi in net.reserved):
                 rep.add(
                     at,
                     "address-reserved",
-                    f"{address} is in a reserved range of {net_name!r} {net.reserved}",
+                    f"{text} is in a reserved range of {net_name!r} {net.reserved}",
                 )
     for p, r, s in _switches(c):
         rack, sw = c.racks[r], c.racks[r].switches[s]
@@ -429,7 +430,7 @@ def addresses(c: Cluster, rep: Report) -> None:
                     f"switch at U{sw.u} needs host part {part}, beyond {subnet}",
                 )
             else:
-                used.append((str(netaddr.IPAddress(subnet.first + part)), (*p, "u")))
+                used.append((ip_str(subnet.first + part), (*p, "u")))
     rep.unique("duplicate-ip", "address", used)
 
 

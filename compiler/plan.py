@@ -100,18 +100,19 @@ def _subnet(cidr: str, prefix: int, index: int) -> netaddr.IPNetwork | None:
     return netaddr.IPNetwork(f"{netaddr.IPAddress(block.first + index * size)}/{prefix}")
 
 
-def host_address(network: Network, rack: Rack, host_part: int) -> netaddr.IPAddress | None:
-    """Address `host_part` of the rack's subnet, or None when it does not fit."""
+def host_address(network: Network, rack: Rack, host_part: int) -> int | None:
+    """Address `host_part` of the rack's subnet (as an integer: `ip_str` writes it), or None
+    when it does not fit."""
     subnet = rack_subnet(network, rack)
     if subnet is None or not 0 < host_part < subnet.size - 1:
         return None
-    return netaddr.IPAddress(subnet.first + host_part)
+    return int(subnet.first) + host_part
 
 
-def node_address(network: Network, rack: Rack, node: Node, name: str) -> netaddr.IPAddress | None:
-    """The node's address on network `name`: its override, else host_base + slot."""
+def node_address(network: Network, rack: Rack, node: Node, name: str) -> int | None:
+    """The node's address on network `name` (an integer): its override, else host_base + slot."""
     if name in node.addresses:
-        return netaddr.IPAddress(node.addresses[name])
+        return ip_int(node.addresses[name])
     return host_address(network, rack, network.host_base + node.slot)
 
 
@@ -454,9 +455,9 @@ def _links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
         if address is None or subnet is None:
             return None
         prefix = interface_prefix(net)
-        gateway = str(netaddr.IPAddress(subnet.first + net.gateway)) if net.gateway else None
+        gateway = ip_str(subnet.first + net.gateway) if net.gateway else None
         iface = Interface(
-            nic_name, net_name, node.mac.get(nic_name), str(address), prefix, gateway, net.mtu
+            nic_name, net_name, node.mac.get(nic_name), ip_str(address), prefix, gateway, net.mtu
         )
         if nic_name == "bmc":
             bmc = iface
@@ -570,7 +571,7 @@ def _switch(
         mac=sw.mac,
         guid=sw.guid,
         network=network if address else None,
-        address=str(address) if address else None,
+        address=ip_str(address) if address else None,
         firmware=baseline.firmware if baseline else None,
         lid=lid,
     )
