@@ -16,11 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
+from typing import cast
 
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source
 from compiler.model import FileCheck, FirewallPolicy, Role, Service
-from compiler.plan import Host, Plan
+from compiler.plan import Host, Plan, derived
 from contract import Deploy, Placed
 
 DEPLOY_DIR = "deploy"
@@ -46,15 +47,20 @@ def expand(text: str, variables: Mapping[str, str]) -> str:
     return _KEY.sub(lambda m: variables[m.group(1)], text)
 
 
-def packages(plan: Plan, host: Host) -> tuple[list[str], list[str]]:
-    """(dnf module streams, packages) of the host's services, in order, without repeats."""
-    variables = version_vars(host)
-    streams: dict[str, None] = {}
-    names: dict[str, None] = {}
-    for _, service in services(plan, host):
-        streams |= dict.fromkeys(expand(s, variables) for s in service.module_streams)
-        names |= dict.fromkeys(expand(p, variables) for p in service.packages)
-    return list(streams), list(names)
+def packages(plan: Plan, host: Host) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(dnf module streams, packages) of the host's services, in order, without repeats;
+    worked out once for all the hosts that run the same services at the same versions."""
+    known = derived(plan.cluster)
+    key = ("packages", host.services, tuple(host.versions.items()))
+    if key not in known:
+        variables = version_vars(host)
+        streams: dict[str, None] = {}
+        names: dict[str, None] = {}
+        for _, service in services(plan, host):
+            streams |= dict.fromkeys(expand(s, variables) for s in service.module_streams)
+            names |= dict.fromkeys(expand(p, variables) for p in service.packages)
+        known[key] = (tuple(streams), tuple(names))
+    return cast(tuple[tuple[str, ...], tuple[str, ...]], known[key])
 
 
 def units(plan: Plan, host: Host) -> tuple[str, ...]:
@@ -123,18 +129,17 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
     folders = _Folders(digests)
     for host in plan.hosts:
         placed: dict[str, Placed] = {}
+        role = host.role.value
         for name, service in services(plan, host):
             for i, home in enumerate(service.files):
                 home_at = ("services", "services", name, "files", i, "source")  # for a problem
-                pattern = home.source.format(host=host.name, role=host.role.value)
+                pattern = home.source.format(host=host.name, role=role)
                 found = folders.sources(pattern)
                 if not found and not home.optional:
-                    message = f"{host.name} ({host.role.value}) needs generated/{pattern}: none"
+                    message = f"{host.name} ({role}) needs generated/{pattern}: none"
                     problems.append(Diagnostic(source.where(home_at), "missing-source", message))
                 for src in found:
-                    dest = home.dest.format(
-                        host=host.name, role=host.role.value, name=src.rsplit("/", 1)[-1]
-                    )
+                    dest = home.dest.format(host=host.name, role=role, name=src.rsplit("/", 1)[-1])
                     if dest in placed and placed[dest].source != src:
                         message = (
                             f"{host.name}: {dest} would hold both generated/"
