@@ -13,8 +13,10 @@ as JSON (`--json`, default build/bench.json):
   played by the loopback lab, and the replay of its recording (`audit_live` in the JSON).
 Every figure comes from a fresh process: its time is measured inside it, after the imports
 (the cold-start rows measure those), and its peak memory is its own VmHWM. Ratios are of CPU
-seconds (user + system), which a shared, loaded machine disturbs far less than wall time. A child's
-`ru_maxrss` is not: Linux carries the parent's high-water mark across fork and exec.
+seconds (user + system), which a shared, loaded machine disturbs far less than wall time; the
+system part is printed beside them, since a first compile's is mostly the kernel creating every
+file, which on some file systems costs more per file the more files one burst creates. A
+child's `ru_maxrss` is not used: Linux carries the parent's high-water mark across fork and exec.
 Measurements are taken in rounds, every size (and the floor with every cold start) once per
 round (the short steps, validate and diff, several times: `REPEATS`), and a ratio is the median
 of the rounds' own ratios: a busy spell on the machine hits both sides of a ratio, not one
@@ -47,14 +49,16 @@ AUDIT_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7
 
 # Runs in the child: imports first, then one CLI call timed; prints seconds and VmHWM (KiB).
 CHILD = """
-import json, sys, time
+import json, os, sys, time
 from compiler import diff, gitsource, output, pipeline
 from clusterforge.cli import main
-start, cpu = time.perf_counter(), time.process_time()
+start, cpu, before = time.perf_counter(), time.process_time(), os.times()
 code = main(sys.argv[1:])
-wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+wall, cpu, after = time.perf_counter() - start, time.process_time() - cpu, os.times()
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
-print(json.dumps({"code": code, "seconds": cpu, "wall": wall, "peak_kib": hwm}), file=sys.stderr)
+sys_s = after.system - before.system
+print(json.dumps({"code": code, "seconds": cpu, "sys": sys_s, "wall": wall, "peak_kib": hwm}),
+      file=sys.stderr)
 """
 
 
@@ -104,7 +108,7 @@ def cold_rows(py: str, runs: int) -> dict[str, Any]:
 
 def child(repo: Path, argv: list[str], runs: int, ok: tuple[int, ...] = (0, 1)) -> dict[str, float]:
     """CPU and wall seconds (medians) and peak MiB of `clusterforge -C repo ARGV`, fresh."""
-    seconds, walls, peaks = [], [], []
+    seconds, kernel, walls, peaks = [], [], [], []
     for _ in range(runs):
         done = subprocess.run(
             [sys.executable, "-c", CHILD, "-C", str(repo), *argv],
@@ -117,10 +121,12 @@ def child(repo: Path, argv: list[str], runs: int, ok: tuple[int, ...] = (0, 1)) 
         if result["code"] not in ok:
             raise SystemExit(f"clusterforge {' '.join(argv)} failed:\n{done.stderr}")
         seconds.append(result["seconds"])
+        kernel.append(result["sys"])
         walls.append(result["wall"])
         peaks.append(result["peak_kib"] / 1024)
     return {
         "seconds": statistics.median(seconds),
+        "sys": statistics.median(kernel),
         "wall": statistics.median(walls),
         "peak_mib": max(peaks),
     }
@@ -129,6 +135,7 @@ def child(repo: Path, argv: list[str], runs: int, ok: tuple[int, ...] = (0, 1)) 
 def merged(runs: list[dict[str, float]]) -> dict[str, float]:
     return {
         "seconds": statistics.median(r["seconds"] for r in runs),
+        "sys": statistics.median(r["sys"] for r in runs),
         "wall": statistics.median(r["wall"] for r in runs),
         "peak_mib": max(r["peak_mib"] for r in runs),
     }
@@ -178,8 +185,8 @@ def sized_rows(sizes: list[int], runs: int) -> dict[str, Any]:
             print(f"  round {n + 1} of {runs} done", file=sys.stderr, flush=True)
         built = {servers: contents(repo) for servers, repo in repos.items()}
     print(
-        f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'wall s':>8}{'peak MiB':>10}{'ratio':>8}"
-        f"{'/doubling':>10}"
+        f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'of it sys':>10}{'wall s':>8}{'peak MiB':>10}"
+        f"{'ratio':>8}{'/doubling':>10}"
     )
     out: dict[str, Any] = {}
     for i, servers in enumerate(sizes):
@@ -187,7 +194,8 @@ def sized_rows(sizes: list[int], runs: int) -> dict[str, Any]:
         print(f"{servers:>7}  ({', '.join(f'{n:,} {what}' for what, n in built[servers].items())})")
         for step in STEPS:
             figure = merged(samples[servers][step])
-            text = f"{servers:>7}  {step:<10}{figure['seconds']:8.2f}{figure['wall']:8.2f}"
+            text = f"{servers:>7}  {step:<10}{figure['seconds']:8.2f}{figure['sys']:10.2f}"
+            text += f"{figure['wall']:8.2f}"
             text += f"{figure['peak_mib']:10.1f}"
             if i:
                 before = sizes[i - 1]
