@@ -52,10 +52,14 @@ class Difference:
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
-    """Every file below `root` by its relative path, sorted (os.scandir and plain reads: a
-    `compile --check` reads every generated file, and pathlib's rglob with buffered opens
-    cost as much again as the bytes)."""
-    out: dict[str, bytes] = {}
+    """Every file below `root` by its relative path, sorted."""
+    return {rel: _get(path) for rel, path in sorted(_walk(root).items())}
+
+
+def _walk(root: Path) -> dict[str, str]:
+    """Every file below `root`: relative path -> path (os.scandir: a `compile --check` looks at
+    every generated file, and pathlib's rglob with a stat each cost as much as the bytes)."""
+    out: dict[str, str] = {}
     folders = [(os.fspath(root), "")]
     while folders:
         folder, prefix = folders.pop()
@@ -67,17 +71,35 @@ def read_tree(root: Path) -> dict[str, bytes]:
             if entry.is_dir(follow_symlinks=False):
                 folders.append((entry.path, f"{prefix}{entry.name}/"))
             elif entry.is_file():
-                out[prefix + entry.name] = _get(entry.path)
-    return dict(sorted(out.items()))
+                out[prefix + entry.name] = entry.path
+    return out
 
 
 def compare(root: Path, files: dict[str, bytes]) -> Difference:
-    on_disk = read_tree(root)
+    """What differs between `files` and the tree at `root`: a file on both sides is read only
+    when its size matches, a stale one not at all."""
+    on_disk = _walk(root)
     return Difference(
         missing=tuple(sorted(set(files) - set(on_disk))),
         extra=tuple(sorted(set(on_disk) - set(files))),
-        changed=tuple(sorted(p for p in files if p in on_disk and on_disk[p] != files[p])),
+        changed=tuple(
+            sorted(p for p in files if p in on_disk and not _holds(on_disk[p], files[p]))
+        ),
     )
+
+
+def _holds(path: str, data: bytes) -> bool:
+    """Whether the file at `path` holds exactly `data`."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_size != len(data):
+            return False
+        got = [os.read(fd, len(data))]
+        while got[-1] and sum(map(len, got)) < len(data):  # a short read, on some file systems
+            got.append(os.read(fd, len(data)))
+        return b"".join(got) == data
+    finally:
+        os.close(fd)
 
 
 def write(root: Path, files: dict[str, bytes]) -> Difference:

@@ -210,6 +210,22 @@ def test_check_reports_stale_files_and_writes_nothing(tmp_path: Path, capsys: An
     assert main(["-C", str(tmp_path), "compile", "--check"]) == 0
 
 
+def test_compare_finds_an_edit_that_keeps_the_size(tmp_path: Path) -> None:
+    """`compare` reads a file only when its size matches: an edit of the same length, a
+    longer or shorter file, an empty one and a stale one are each told apart."""
+    from compiler.output import compare
+
+    files = {"a": b"abc\n", "b": b"abc\n", "c": b"abc\n", "d": b"", "e": b"abc\n"}
+    for name, data in {"a": b"abd\n", "b": b"abc\n\n", "c": b"ab", "d": b"", "x": b"1"}.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "e").write_bytes(b"abc\n")
+    files["sub/e"] = files.pop("e")
+    difference = compare(tmp_path, files)
+    assert difference.changed == ("a", "b", "c")
+    assert (difference.missing, difference.extra) == ((), ("x",))
+
+
 def test_manifest_lists_every_file_with_its_digest() -> None:
     import hashlib
     import json
