@@ -572,7 +572,7 @@ R01_GPU002 = '    guid: "0x0c42a103003484e4"\n'
             "    os_disks:                       # BOSS-S2 is not used: two SATA SSDs on the "
             "chipset, RAID1\n      - /dev/disk/by-path/pci-0000:00:17.0-ata-1\n"
             "      - /dev/disk/by-path/pci-0000:00:17.0-ata-2\n",
-            "    os_disks: [\"/dev/disk/by-path/pci-0000:00:17.0-ata-1\"]\n",
+            '    os_disks: ["/dev/disk/by-path/pci-0000:00:17.0-ata-1"]\n',
             "invalid-value",
         ),
     ],
