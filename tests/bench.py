@@ -256,7 +256,8 @@ def change(repo: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    ap.add_argument("--runs", type=int, default=3)
+    # Five rounds: with three, one busy spell on the shared machine moved a ratio by a fifth.
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path, default=REPO / "build" / "bench.json")
     ap.add_argument(
         "--lab-servers", type=int, default=LAB_SERVERS, help="live audit on the lab; 0: skip"
