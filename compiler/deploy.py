@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
-from typing import cast
 
 from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source
@@ -50,17 +49,18 @@ def expand(text: str, variables: Mapping[str, str]) -> str:
 def packages(plan: Plan, host: Host) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(dnf module streams, packages) of the host's services, in order, without repeats;
     worked out once for all the hosts that run the same services at the same versions."""
-    known = derived(plan.cluster)
     key = ("packages", host.services, tuple(host.versions.items()))
-    if key not in known:
-        variables = version_vars(host)
-        streams: dict[str, None] = {}
-        names: dict[str, None] = {}
-        for _, service in services(plan, host):
-            streams |= dict.fromkeys(expand(s, variables) for s in service.module_streams)
-            names |= dict.fromkeys(expand(p, variables) for p in service.packages)
-        known[key] = (tuple(streams), tuple(names))
-    return cast(tuple[tuple[str, ...], tuple[str, ...]], known[key])
+    return derived(plan.cluster, key, lambda: _packages(plan, host))
+
+
+def _packages(plan: Plan, host: Host) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    variables = version_vars(host)
+    streams: dict[str, None] = {}
+    names: dict[str, None] = {}
+    for _, service in services(plan, host):
+        streams |= dict.fromkeys(expand(s, variables) for s in service.module_streams)
+        names |= dict.fromkeys(expand(p, variables) for p in service.packages)
+    return tuple(streams), tuple(names)
 
 
 def units(plan: Plan, host: Host) -> tuple[str, ...]:

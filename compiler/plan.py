@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import socket
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import netaddr
 
@@ -417,17 +417,22 @@ def versions(cluster: Cluster, model: str) -> dict[str, str]:
     return {**cluster.firmware.software, **baseline}
 
 
-# What the checks and the plan both derive from the last cluster modelled (a compile models
-# one, `diff` two in turn): each node's links, the cable rules' wires. Held by identity, so a
-# cluster is never mistaken for another; the values are tuples, never changed in place.
-_DERIVED: list[tuple[Cluster, dict[object, object]]] = []
+# What several stages derive from the last cluster modelled (a compile models one, `diff`
+# two in turn): each node's links, the cable rules' wires, the packages of each set of
+# services. Held by identity, so a cluster is never mistaken for another; the values are
+# tuples, never changed in place.
+_DERIVED: list[tuple[Cluster, dict[Hashable, object]]] = []
+T = TypeVar("T")
 
 
-def derived(cluster: Cluster) -> dict[object, object]:
-    """The memo of what is derived from `cluster` (see `_DERIVED`)."""
+def derived(cluster: Cluster, key: Hashable, make: Callable[[], T]) -> T:
+    """`make()`, worked out once per `key` for `cluster` (see `_DERIVED`)."""
     if not (_DERIVED and _DERIVED[0][0] is cluster):
         _DERIVED[:] = [(cluster, {})]
-    return _DERIVED[0][1]
+    known = _DERIVED[0][1]
+    if key not in known:
+        known[key] = make()
+    return cast(T, known[key])
 
 
 Links = tuple[tuple[Interface, ...], tuple[Route, ...], Interface]  # interfaces, routes, BMC
@@ -437,11 +442,8 @@ def links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
     """The node's interfaces, routes and BMC port; None when an address does not fit (the
     checks report that). Routes: each interface's connected subnet, its network's default
     route and `routes:` through the network's gateway."""
-    known = derived(cluster)
-    key = ("links", id(rack), id(node))  # the cluster holds both: ids stay theirs
-    if key not in known:
-        known[key] = _links(cluster, rack, node)
-    return cast(Links | None, known[key])
+    # The cluster holds both rack and node: their ids stay theirs.
+    return derived(cluster, ("links", id(rack), id(node)), lambda: _links(cluster, rack, node))
 
 
 def _links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
@@ -594,10 +596,7 @@ class Wire:
 
 def wires(cluster: Cluster) -> tuple[Wire, ...]:
     """Every cable the rules call for, switch end first; unconnectable ports are left out."""
-    known = derived(cluster)
-    if "wires" not in known:
-        known["wires"] = tuple(_wires(cluster))
-    return cast(tuple[Wire, ...], known["wires"])
+    return derived(cluster, "wires", lambda: tuple(_wires(cluster)))
 
 
 def _wires(cluster: Cluster) -> list[Wire]:
