@@ -85,6 +85,12 @@ def ip_str(number: int) -> str:
     return socket.inet_ntoa(number.to_bytes(4, "big"))
 
 
+def masked(address: str, prefix: int) -> str:
+    """The block of `prefix` bits holding `address`: 10.60.2.0/24 for 10.60.2.11 and 24
+    (integer masking: parsing a CIDR per interface was a tenth of a compile)."""
+    return f"{ip_str(ip_int(address) & -(1 << (32 - prefix)))}/{prefix}"
+
+
 @cache  # the compile asks for the same few dozen blocks many thousand times
 def network(cidr: str) -> netaddr.IPNetwork:
     """A CIDR block, parsed once; shared, so never to be changed in place."""
@@ -226,9 +232,8 @@ class Interface:
 
     @property
     def subnet(self) -> str:
-        """The connected subnet, `10.60.2.0/24` for 10.60.2.11/24 (integer masking: parsing
-        a CIDR per interface was a tenth of a compile)."""
-        return f"{ip_str(ip_int(self.address) & -(1 << (32 - self.prefix)))}/{self.prefix}"
+        """The connected subnet, `10.60.2.0/24` for 10.60.2.11/24."""
+        return masked(self.address, self.prefix)
 
 
 @dataclass(frozen=True)
@@ -375,7 +380,7 @@ def build(cluster: Cluster) -> Plan:
                 continue
             rows.append((rack.name, str(subnet)))
             if net.gateway:
-                gateways[(name, rack.name)] = str(netaddr.IPAddress(subnet.first + net.gateway))
+                gateways[(name, rack.name)] = ip_str(subnet.first + net.gateway)
         subnets[name] = tuple(rows)
     return Plan(
         site=cluster.site,

@@ -23,7 +23,7 @@ from collections import defaultdict
 
 import netaddr
 
-from compiler.plan import Plan, ip_int, ip_str
+from compiler.plan import Plan, masked
 from compiler.plan import network as cidr_block
 from compiler.targets.hosts import names
 from compiler.targets.render import template
@@ -50,7 +50,7 @@ def reverse_block(plan: Plan, network: str, address: str) -> netaddr.IPNetwork:
     """The octet-aligned block whose reverse zone holds `address`: the network's prefix rounded
     up to an octet, since rounding down would claim addresses that are not the cluster's."""
     bits = min(24, -(-cidr_block(plan.cluster.networks[network].cidr).prefixlen // 8) * 8)
-    return cidr_block(f"{ip_str(ip_int(address) & -(1 << (32 - bits)))}/{bits}")
+    return cidr_block(masked(address, bits))
 
 
 def reverse_name(block: netaddr.IPNetwork) -> str:

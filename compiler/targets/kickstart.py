@@ -31,10 +31,8 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
 
 from __future__ import annotations
 
-import netaddr
-
 from compiler.deploy import kernel_modules, packages, units
-from compiler.plan import Host, Interface, Plan
+from compiler.plan import Host, Interface, Plan, network
 from compiler.targets.render import template
 
 KS_PATH = "/ks"  # where the provisioning host serves generated/kickstart/
@@ -70,7 +68,7 @@ def _network(plan: Plan, host: Host, boot: Interface) -> str:
         f"--device={boot.mac}",
         "--bootproto=static",
         f"--ip={boot.address}",
-        f"--netmask={netaddr.IPNetwork(boot.cidr).netmask}",
+        f"--netmask={network(boot.subnet).netmask}",
         f"--mtu={boot.mtu}",
     ]
     if net.default_route and boot.gateway:
