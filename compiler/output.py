@@ -92,12 +92,7 @@ def _holds(path: str, data: bytes) -> bool:
     """Whether the file at `path` holds exactly `data`."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if os.fstat(fd).st_size != len(data):
-            return False
-        got = [os.read(fd, len(data))]
-        while got[-1] and sum(map(len, got)) < len(data):  # a short read, on some file systems
-            got.append(os.read(fd, len(data)))
-        return b"".join(got) == data
+        return os.fstat(fd).st_size == len(data) and _read(fd, len(data)) == data
     finally:
         os.close(fd)
 
@@ -154,12 +149,18 @@ def _get(path: str) -> bytes:
     """A file's bytes: plain os calls, like `_put`."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = [os.read(fd, os.fstat(fd).st_size + 1)]
-        while chunks[-1]:
-            chunks.append(os.read(fd, 1 << 20))
-        return b"".join(chunks)
+        return _read(fd, os.fstat(fd).st_size)
     finally:
         os.close(fd)
+
+
+def _read(fd: int, size: int) -> bytes:
+    """The `size` bytes of an open file, in as many reads as its file system takes."""
+    chunks: list[bytes] = []
+    while size and (chunk := os.read(fd, size)):
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
 
 
 def _prune(root: Path, folder: Path) -> None:
