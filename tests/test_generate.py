@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from compiler import generate, pipeline
 from compiler.errors import SourceError
 from compiler.load import Source, load, parse
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent
+AUDIT_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM t"
 
 
 @pytest.mark.parametrize("servers", [1, 17, 124])
@@ -31,11 +30,10 @@ def test_generator_is_pure_text() -> None:
 
 
 def test_an_audit_key_adds_the_audit_account_and_its_homes() -> None:
-    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM t"
     plain = pipeline.compile_source(generate.source(4))
-    audited = pipeline.compile_source(parse_tree(generate.generate(4, audit_key=key)))
+    audited = pipeline.compile_source(parse_tree(generate.generate(4, audit_key=AUDIT_KEY)))
     assert not any(p.startswith("access/") for p in plain.files)
-    assert key.encode() in audited.files["access/authorized_keys"]
+    assert AUDIT_KEY.encode() in audited.files["access/authorized_keys"]
     homes = {p.path for p in audited.deploys["gpu001"].files}
     assert "/usr/local/libexec/clusterforge-probe" in homes
     assert "/etc/ssh/authorized_keys/clusterforge-audit" in homes
@@ -46,8 +44,7 @@ def test_the_policy_sections_are_the_reference_site_s() -> None:
     ships without cluster/): as data they must be the reference's, less the audit account's
     homes when no audit key is given."""
     reference = load(REPO / "cluster").data
-    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM t"
-    audited = parse_tree(generate.generate(4, audit_key=key)).data
+    audited = parse_tree(generate.generate(4, audit_key=AUDIT_KEY)).data
     plain = parse_tree(generate.generate(4)).data
     for section in ("provisioning", "services"):
         assert audited[section] == reference[section], section
