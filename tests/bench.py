@@ -15,8 +15,14 @@ Every figure comes from a fresh process: its time is measured inside it, after t
 (the cold-start rows measure those), and its peak memory is its own VmHWM. Ratios are of CPU
 seconds (user + system), which a shared, loaded machine disturbs far less than wall time; the
 system part is printed beside them, since a first compile's is mostly the kernel creating every
-file, which on some file systems costs more per file the more files one burst creates. A
-child's `ru_maxrss` is not used: Linux carries the parent's high-water mark across fork and exec.
+file. A first compile's old tree is moved aside, not deleted, and every tree is deleted only when
+the bench ends: ext4 without a journal (as on some CI and VM disks) skips inodes freed in the
+last minutes when it makes a file, one by one, so a burst of files made just after as many were
+deleted costs the kernel time that grows with the square of the count (perf: `recently_deleted`
+under `__ext4_new_inode`); a 2,048-server first compile took 4-10 s of system time after
+`rm -rf generated`, 0.7 s without. That needs disk for every round's trees (about 2 GB for the
+default sizes and rounds). A child's `ru_maxrss` is not used: Linux carries the parent's
+high-water mark across fork and exec.
 Measurements are taken in rounds, every size (and the floor with every cold start) once per
 round (the short steps, validate and diff, several times: `REPEATS`), and a ratio is the median
 of the rounds' own ratios: a busy spell on the machine hits both sides of a ratio, not one
@@ -147,14 +153,15 @@ STEPS = ("compile", "recompile", "validate", "diff")
 REPEATS = {"compile": 1, "recompile": 1, "validate": 5, "diff": 3}
 
 
-def measure(step: str, repo: Path) -> dict[str, float]:
-    """One run of `step` on `repo` (its cluster at HEAD, one node changed since HEAD~1).
+def measure(step: str, repo: Path, held: Path) -> dict[str, float]:
+    """One run of `step` on `repo` (its cluster at HEAD, one node changed since HEAD~1); a first
+    compile moves the old tree into `held`, deleted when the bench ends (see above).
     Starts from clean page cache writeback: the kernel flushing the last step's thousands of
     files would otherwise take CPU from this one (validate after a 2,048-server compile ran a
     third slower)."""
     os.sync()
     if step == "compile":  # a first compile: every file written
-        subprocess.run(["rm", "-rf", str(repo / "generated")], check=True)
+        (repo / "generated").rename(Path(tempfile.mkdtemp(dir=held)) / "generated")
         os.sync()
         return child(repo, ["compile"], 1)
     if step == "recompile":  # after the one-node change: only changed files written
@@ -168,22 +175,25 @@ def measure(step: str, repo: Path) -> dict[str, float]:
     return child(repo, ["diff", "HEAD~1", "HEAD"], 1)
 
 
-def sized_rows(sizes: list[int], runs: int) -> dict[str, Any]:
+def sized_rows(sizes: list[int], runs: int, scratch: Path) -> dict[str, Any]:
     """Every step at every size, in rounds (each round runs each size once, so sizes next to
     each other are measured minutes, not an hour, apart); figures are medians of the rounds,
-    and the ratio to the size before is the median of the rounds' own ratios."""
+    and the ratio to the size before is the median of the rounds' own ratios. The repositories
+    and every tree compiled stay in `scratch` until the bench ends."""
     samples: dict[int, dict[str, list[dict[str, float]]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        repos = {servers: sized(servers, Path(tmp)) for servers in sizes}
-        for repo in repos.values():
-            change(repo)
-        for n in range(runs):
-            for servers, repo in repos.items():
-                row = samples.setdefault(servers, {step: [] for step in STEPS})
-                for step in STEPS:
-                    row[step].append(merged([measure(step, repo) for _ in range(REPEATS[step])]))
-            print(f"  round {n + 1} of {runs} done", file=sys.stderr, flush=True)
-        built = {servers: contents(repo) for servers, repo in repos.items()}
+    held = scratch / "held"
+    held.mkdir()
+    repos = {servers: sized(servers, scratch) for servers in sizes}
+    for repo in repos.values():
+        change(repo)
+        child(repo, ["compile"], 1)  # the tree the first round's first compile moves aside
+    for n in range(runs):
+        for servers, repo in repos.items():
+            row = samples.setdefault(servers, {step: [] for step in STEPS})
+            for step in STEPS:
+                row[step].append(merged([measure(step, repo, held) for _ in range(REPEATS[step])]))
+        print(f"  round {n + 1} of {runs} done", file=sys.stderr, flush=True)
+    built = {servers: contents(repo) for servers, repo in repos.items()}
     print(
         f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'of it sys':>10}{'wall s':>8}{'peak MiB':>10}"
         f"{'ratio':>8}{'/doubling':>10}"
@@ -267,11 +277,13 @@ def main() -> None:
     py = sys.executable
     out: dict[str, Any] = {}
 
-    out["cold"] = cold_rows(py, 9)
-    out["sizes"] = sized_rows(sizes, opts.runs)
-    out["audit_replay"] = audit_replay()
-    if opts.lab_servers:
-        out["audit_live"] = audit_live(opts.lab_servers)
+    # One scratch folder for the whole run, deleted last: see the note on deleting above.
+    with tempfile.TemporaryDirectory(prefix="cf-bench-") as scratch:
+        out["cold"] = cold_rows(py, 9)
+        out["sizes"] = sized_rows(sizes, opts.runs, Path(scratch))
+        out["audit_replay"] = audit_replay()
+        if opts.lab_servers:
+            out["audit_live"] = audit_live(opts.lab_servers)
     opts.json.parent.mkdir(parents=True, exist_ok=True)
     opts.json.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
     print(f"\nwritten {opts.json}")
