@@ -236,23 +236,39 @@ def test_manifest_lists_every_file_with_its_digest() -> None:
     assert manifest["source_sha256"] == BASE.digest()
 
 
+# Words YAML reads as booleans or null; text it reads as a number, a date or a merge key; text
+# that only looks like one (a version, a date without its zeros).
 _WORDISH = st.sampled_from(["yes", "No", "ON", "off", "Y", "n", "True", "NULL", "null", "~"])
-_SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.floats(allow_nan=False),
+_NUMBERISH = st.sampled_from(
+    ["2.6", "12", "0x1F", "0o17", "1_000", "1e3", "0.", "2026-11-30", "<<"]
+)
+_VERSIONS = st.sampled_from(["535.183.06", "4.18.0-513.el8_9.x86_64", "2026-1-3"])
+_KEYS = st.one_of(
     _WORDISH,
-    st.text(alphabet="aZ09_-.:/ #'\"{}", max_size=12),
+    _NUMBERISH,
+    _VERSIONS,
+    st.text(alphabet="aZ09_-.:/ #'\"{},[]&*!|>%@`?~=<é°\t\n\\", max_size=16),
     st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,70}", fullmatch=True),
+)
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), _KEYS)
+
+
+# Mappings and lists nested in each other, empty ones too: the shapes the generated files have
+# (lists of mappings in rules and routes) and the ones the writer leaves to ruamel.
+_TREES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=12,
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(_SCALARS.filter(lambda k: isinstance(k, str)), _SCALARS, min_size=1))
-def test_yaml_writer_writes_what_ruamel_writes(doc: dict[str, Any]) -> None:
-    """The block writer's shortcuts (plain names, numbers, booleans, null) give ruamel's text."""
+@given(st.dictionaries(_KEYS, _SCALARS, min_size=1), st.dictionaries(_KEYS, _TREES, min_size=1))
+def test_yaml_writer_writes_what_ruamel_writes(doc: dict[str, Any], tree: dict[str, Any]) -> None:
+    """The block writer's shortcuts (plain names, numbers, booleans, null) and its nesting of
+    mappings and lists give ruamel's text."""
     from compiler.targets.render import _ruamel_yaml, to_yaml
 
-    nested = {"outer": doc, "items": list(doc.values())}
+    nested = {"outer": doc, "items": list(doc.values()), "rules": [doc, {"x": doc}]}
     assert to_yaml(nested) == _ruamel_yaml(nested)
+    assert to_yaml(tree) == _ruamel_yaml(tree)

@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 import orjson
 from ruamel.yaml import YAML
+from ruamel.yaml.nodes import ScalarNode
 
 from compiler.errors import TargetError
 
@@ -77,8 +78,12 @@ class _Unusual(Exception):
 
 # Names like gpu0001, group_by or apiVersion are plain scalars in YAML 1.2 unless they spell
 # a boolean or null (in any case; the 1.1 words too, which ruamel may or may not quote).
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
 _WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}
+# Other text libyaml writes plain in block style (yaml_emitter_analyze_scalar): printable, on
+# one line, no space at either end, no indicator first, no ": " or " #" inside, no ":" last,
+# and short of the line width, past which it would fold a plain scalar at a space.
+_PROSE = re.compile(r"(?!\.\.\.)[^-?:,\[\]{}#&*!|>'\"%@` ](?:(?!: | #).)*(?<![ :])", re.DOTALL)
 
 
 def _scalar(value: str | int | bool | float | None) -> str:
@@ -95,9 +100,18 @@ def _scalar(value: str | int | bool | float | None) -> str:
 
 @cache
 def _text(value: str) -> str:
-    if _PLAIN.fullmatch(value) and value.lower() not in _WORDS:
-        return value
-    return _ruamel_scalar(value)
+    if _NAME.fullmatch(value):
+        plain = value.lower() not in _WORDS
+    else:  # a number, a date or a merge key (2.6, 0x1F, 2026-11-30, <<) is quoted: ask YAML
+        plain = len(value) <= 1024 and value.isprintable() and bool(_PROSE.fullmatch(value))
+        plain = plain and _reads_as_text(value)
+    return value if plain else _ruamel_scalar(value)
+
+
+def _reads_as_text(value: str) -> bool:
+    """Whether YAML reads `value`, written plain, as a string (what ruamel asks to choose)."""
+    tag = _dumper().resolver.resolve(ScalarNode, value, (True, False))
+    return bool(tag.suffix == "tag:yaml.org,2002:str")
 
 
 def _ruamel_scalar(value: str | float) -> str:
@@ -107,20 +121,20 @@ def _ruamel_scalar(value: str | float) -> str:
     return text[2:-1]
 
 
-def _block(data: Any, indent: str, out: list[str]) -> None:
+def _mapping(data: dict[Any, Any], indent: str, lead: str, out: list[str]) -> None:
+    """The entries of `data` at `indent`, the first after `lead` (`indent`, or "- " in a list)."""
     for key, value in data.items():
-        if not isinstance(key, str) or len(key) > 128:  # long keys take the "? " form
+        # Long keys and keys of more than one line take the "? " form: ruamel writes those.
+        if not isinstance(key, str) or len(key) > 128 or not key.isprintable():
             raise _Unusual
-        head = f"{indent}{_scalar(key)}:"
+        head = f"{lead}{_scalar(key)}:"
+        lead = indent
         if isinstance(value, dict) and value:
             out.append(head + "\n")
-            _block(value, indent + "  ", out)
+            _mapping(value, indent + "  ", indent + "  ", out)
         elif isinstance(value, (list, tuple)) and value:
             out.append(head + "\n")
-            for item in value:
-                if isinstance(item, (dict, list, tuple)):
-                    raise _Unusual
-                out.append(f"{indent}- {_scalar(item)}\n")
+            _sequence(value, indent, out)
         elif isinstance(value, (dict, list, tuple)):
             out.append(f"{head} {'{}' if isinstance(value, dict) else '[]'}\n")
         elif value is None or isinstance(value, (str, int, float)):
@@ -129,16 +143,28 @@ def _block(data: Any, indent: str, out: list[str]) -> None:
             raise _Unusual
 
 
+def _sequence(items: Sequence[Any], indent: str, out: list[str]) -> None:
+    """The items of a list under a key at `indent`: "- " at the key's own indent, as ruamel."""
+    for item in items:
+        if isinstance(item, dict) and item:
+            _mapping(item, indent + "  ", indent + "- ", out)
+        elif isinstance(item, (dict, list, tuple)):  # a list in a list, or an empty one
+            raise _Unusual
+        else:
+            out.append(f"{indent}- {_scalar(item)}\n")
+
+
 def to_yaml(data: Any) -> str:
     """Block-style YAML in the order `data` was built; strings that look like numbers quoted.
 
-    Mappings of mappings and of scalar lists (the generated manifests) are written here, each
-    distinct scalar rendered by ruamel once: the same text as ruamel writes, without its
-    per-node representer cost at thousands of nodes. Anything else goes to ruamel whole."""
+    Mappings of mappings, of scalars and of lists of either (manifests, Prometheus rules,
+    Alertmanager routes) are written here, each distinct scalar rendered by ruamel once: the
+    same text as ruamel writes, without its per-node representer cost (turning each node's tag
+    into text was a third of writing the alert rules). Anything else goes to ruamel whole."""
     if isinstance(data, dict) and data:
         out: list[str] = []
         try:
-            _block(data, "", out)
+            _mapping(data, "", "", out)
             return "".join(out)
         except _Unusual:
             pass
