@@ -21,9 +21,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-import netaddr
-
-from compiler.plan import Plan, masked
+from compiler.plan import Plan
 from compiler.plan import network as cidr_block
 from compiler.targets.hosts import names
 from compiler.targets.render import template
@@ -46,40 +44,38 @@ def serial(text: str, previous: str | None) -> int:
     return (last + 1) % 2**32
 
 
-def reverse_block(plan: Plan, network: str, address: str) -> netaddr.IPNetwork:
-    """The octet-aligned block whose reverse zone holds `address`: the network's prefix rounded
-    up to an octet, since rounding down would claim addresses that are not the cluster's."""
-    bits = min(24, -(-cidr_block(plan.cluster.networks[network].cidr).prefixlen // 8) * 8)
-    return cidr_block(masked(address, bits))
-
-
-def reverse_name(block: netaddr.IPNetwork) -> str:
-    """10.60.0.0/16 -> 60.10.in-addr.arpa"""
-    octets = str(block.network).split(".")[: block.prefixlen // 8]
-    return ".".join(reversed(octets)) + ".in-addr.arpa"
+def reverse_octets(plan: Plan, network: str) -> int:
+    """How many leading octets name the reverse zone of `network`'s addresses: its prefix
+    rounded up to an octet, since rounding down would claim addresses that are not the
+    cluster's (10.60.0.0/16: 2, the zone 60.10.in-addr.arpa)."""
+    prefix: int = cidr_block(plan.cluster.networks[network].cidr).prefixlen
+    return min(3, -(-prefix // 8))
 
 
 def _zone(plan: Plan, path: str, zone: str, sections: Sections) -> str:
-    context = {
-        "zone": zone,
-        "servers": [f"{s}.{plan.site.domain}." for s in plan.site.services.dns],
-        "contact": f"hostmaster.{plan.site.domain}.",
-        "sections": sorted(sections.items()),
-    }
-    text = template("zone.j2", serial=0, **context)
-    return template("zone.j2", serial=serial(text, plan.previous.get(path)), **context)
+    text = template(
+        "zone.j2",
+        serial=0,
+        zone=zone,
+        servers=[f"{s}.{plan.site.domain}." for s in plan.site.services.dns],
+        contact=f"hostmaster.{plan.site.domain}.",
+        sections=sorted(sections.items()),
+    )
+    number = serial(text, plan.previous.get(path))
+    return _SERIAL.sub(f"\t\t{number}\t; serial", text, count=1)
 
 
 def render(plan: Plan) -> dict[str, str]:
     domain = plan.site.domain
     forward: Sections = defaultdict(list)
     reverse: dict[str, Sections] = defaultdict(lambda: defaultdict(list))
+    cut = {network: reverse_octets(plan, network) for network in plan.cluster.networks}
     for address, short, network in names(plan):
         forward[network].append((short, "A", address))
-        block = reverse_block(plan, network, address)
-        octets = address.split(".")[block.prefixlen // 8 :]
-        reverse[reverse_name(block)][network].append(
-            (".".join(reversed(octets)), "PTR", f"{short}.{domain}.")
+        octets = address.split(".")
+        zone = ".".join(reversed(octets[: cut[network]])) + ".in-addr.arpa"
+        reverse[zone][network].append(
+            (".".join(reversed(octets[cut[network] :])), "PTR", f"{short}.{domain}.")
         )
     files = {f"dns/db.{domain}": _zone(plan, f"dns/db.{domain}", domain, forward)}
     files |= {
