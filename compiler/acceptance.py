@@ -27,11 +27,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, order=True)
-class Server:
+class Server(NamedTuple):
     """A compute node as the test sees it: its name, its leaf, its rank there, its cable."""
 
     leaf: str
@@ -40,15 +39,13 @@ class Server:
     cable: str  # the ID of its cable to the leaf
 
 
-@dataclass(frozen=True)
-class Pair:
+class Pair(NamedTuple):
     client: str
     server: str
     cables: tuple[str, ...]  # client cable, client leaf's uplink, server leaf's uplink, server's
 
 
-@dataclass(frozen=True)
-class FabricTest:
+class FabricTest(NamedTuple):
     rounds: tuple[tuple[Pair, ...], ...]
     idle: tuple[str, ...]  # uplinks no host-to-host route crosses (sorted IDs)
 

@@ -15,16 +15,15 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from compiler.errors import OutputError
 
 MANIFEST = "MANIFEST.json"  # written last: its presence says the tree is whole
 
 
-@dataclass(frozen=True)
-class Difference:
+class Difference(NamedTuple):
     missing: tuple[str, ...]  # compiled, not on disk
     extra: tuple[str, ...]  # on disk, not compiled (stale)
     changed: tuple[str, ...]

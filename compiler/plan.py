@@ -13,7 +13,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import netaddr
 
@@ -155,8 +155,7 @@ def fabric_mtu(cluster: Cluster) -> int | None:
     return max((m for m in mtus if m), default=None)
 
 
-@dataclass(frozen=True)
-class Room:
+class Room(NamedTuple):
     """How far the plan's rules reach: the highest rack id every network and the LID plan
     hold, the highest rack id a leaf may have (its spine ports, or the core's ports for pods),
     and how many rack ids below those are still free."""
@@ -216,8 +215,7 @@ def standard_length(metres: float) -> float:
 # --- the plan -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Interface:
+class Interface(NamedTuple):
     name: str
     network: str
     mac: str | None
@@ -236,8 +234,7 @@ class Interface:
         return masked(self.address, self.prefix)
 
 
-@dataclass(frozen=True)
-class IbPort:
+class IbPort(NamedTuple):
     device: str
     port: int
     guid: str
@@ -247,8 +244,7 @@ class IbPort:
     lid: int
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(NamedTuple):
     name: str
     role: Role
     rack: str
@@ -276,8 +272,7 @@ class Host:
         return next((i for i in self.interfaces if i.network == network), None)
 
 
-@dataclass(frozen=True)
-class SwitchPlan:
+class SwitchPlan(NamedTuple):
     name: str
     role: SwitchRole
     rack: str
@@ -304,8 +299,7 @@ class CableEnd:
     face: str = ""  # the port as the faceplate names it: P05, P3/1 (cage 3, half 1), mlx5_0/1
 
 
-@dataclass(frozen=True)
-class Cable:
+class Cable(NamedTuple):
     id: str
     network: str  # ipoib (InfiniBand), mgmt, bmc, storage
     a: CableEnd  # the switch end: the ID and the label's first line come from it
@@ -587,8 +581,7 @@ def _switch(
 # --- the cable plan -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Wire:
+class Wire(NamedTuple):
     """A cable as the rules give it, before overrides, lengths and IDs; used by the checks."""
 
     network: str
@@ -670,8 +663,7 @@ def _wires(cluster: Cluster) -> list[Wire]:
     return out
 
 
-@dataclass(frozen=True)
-class Tiers:
+class Tiers(NamedTuple):
     """The fat tree's upper tiers: spines by pod, cores by plane, each in name order. A
     two-tier fabric is one pod (0) holding every spine, and no cores."""
 

@@ -10,14 +10,12 @@ host holds, where, with which mode and owner, and which units and kernel modules
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 SCHEMA = 1
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
     """A route in the normalised form the audit compares: `ip -j route` minus what varies."""
 
     dst: str
@@ -51,8 +49,7 @@ def normal_routes(ip_json: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
     return [r.as_json() for r in sorted({Route.from_ip(e) for e in ip_json}, key=Route.order)]
 
 
-@dataclass(frozen=True)
-class Placed:
+class Placed(NamedTuple):
     """One generated file at its home on a host: `source` under generated/, `path` on the host.
 
     `sha256` is of the file as generated; None where the deployed bytes legitimately differ
@@ -89,8 +86,7 @@ class Placed:
         )
 
 
-@dataclass(frozen=True)
-class Deploy:
+class Deploy(NamedTuple):
     """`generated/deploy/<host>.json`: everything the host's bundle places and runs."""
 
     host: str

@@ -274,7 +274,7 @@ def test_planned_rates_and_gpu_counts_come_from_the_plan(compiled: Compiled) -> 
     plan = replace(
         compiled.plan,
         hosts=tuple(
-            replace(h, ib_ports=(replace(port, rate_gbps=400),)) if h.name == "gpu005" else h
+            h._replace(ib_ports=(port._replace(rate_gbps=400),)) if h.name == "gpu005" else h
             for h in compiled.plan.hosts
         ),
     )

@@ -17,8 +17,7 @@ MACs and addresses: the checks (identities, addresses) reject them before anythi
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import netaddr
 
@@ -32,16 +31,14 @@ from compiler.targets.render import template, to_json
 ARCH = {BootMode.UEFI: (7, 9), BootMode.BIOS: (0,)}  # UEFI x86-64 (7, and 9 by errata); BIOS
 
 
-@dataclass(frozen=True)
-class Reservation:
+class Reservation(NamedTuple):
     name: str
     mac: str
     address: str
     boot: BootMode | None  # PXE reservations: the host's boot mode; None: no boot file
 
 
-@dataclass(frozen=True)
-class Subnet:
+class Subnet(NamedTuple):
     network: str
     rack: str
     cidr: netaddr.IPNetwork
@@ -49,8 +46,7 @@ class Subnet:
     reservations: tuple[Reservation, ...]
 
 
-@dataclass(frozen=True)
-class Boot:
+class Boot(NamedTuple):
     server: str
     files: dict[BootMode, str]  # the boot modes some PXE host has -> its loader
 

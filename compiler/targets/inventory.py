@@ -22,13 +22,14 @@ def render(plan: Plan) -> dict[str, str]:
             "serial": h.serial,
             "ring": h.ring,
             "profile": h.profile,
-            # vars(): these plan records are flat, and asdict's deep copy was a third of this
-            # target.
-            "interfaces": {i.name: dict(vars(i)) for i in (*h.interfaces, h.bmc)},
-            "ib_ports": [dict(vars(p)) for p in h.ib_ports],
+            # _asdict(): these plan records are flat (asdict's deep copy of the dataclasses they
+            # were was a third of this target).
+            "interfaces": {i.name: i._asdict() for i in (*h.interfaces, h.bmc)},
+            "ib_ports": [p._asdict() for p in h.ib_ports],
         }
     switches = {
-        s.name: {**vars(s), "role": s.role.value, "medium": s.medium.value} for s in plan.switches
+        s.name: {**s._asdict(), "role": s.role.value, "medium": s.medium.value}
+        for s in plan.switches
     }
     for s in switches.values():
         del s["name"]

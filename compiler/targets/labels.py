@@ -19,7 +19,7 @@ The cable schedule itself (both ends, medium, length, lifecycle) is `fabric/cabl
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from compiler.plan import Cable, CableEnd, Plan
 from compiler.targets.render import to_csv
@@ -27,8 +27,7 @@ from compiler.targets.render import to_csv
 LABEL_COLUMNS = ("label_id", "end_a", "end_b", "text_a", "text_b", "barcode")
 
 
-@dataclass(frozen=True)
-class Label:
+class Label(NamedTuple):
     """The label that sits on one end of a cable."""
 
     cable: Cable

@@ -25,8 +25,7 @@ plan): a rack or a leaf going dark shows as one label value.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from compiler.deploy import services
 from compiler.model import Medium
@@ -40,8 +39,7 @@ TEXTFILE_DIR = "/var/lib/node_exporter/textfile"  # where the drift audit workfl
 RULE_FILES = ("recording.yml", "alerts.yml")
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(NamedTuple):
     """A job whose targets are asked through an exporter beside Prometheus."""
 
     service: str  # of services.yaml: runs the exporter on the monitoring host
