@@ -23,10 +23,10 @@ under `__ext4_new_inode`); a 2,048-server first compile took 4-10 s of system ti
 `rm -rf generated`, 0.7 s without. That needs disk for every round's trees (about 2 GB for the
 default sizes and rounds). A child's `ru_maxrss` is not used: Linux carries the parent's
 high-water mark across fork and exec.
-Measurements are taken in rounds, every size (and the floor with every cold start) once per
-round (all but the first compile several times: `REPEATS`), and a ratio is the median
-of the rounds' own ratios: a busy spell on the machine hits both sides of a ratio, not one
-size's every run.
+Measurements are taken in rounds, each step at every size in turn (and the floor with every
+cold start) once per round (all but the first compile several times: `REPEATS`), and a ratio
+is the median of the rounds' own ratios: a busy spell on the machine hits both sides of a
+ratio, not one size's every run.
 """
 
 from __future__ import annotations
@@ -178,22 +178,26 @@ def measure(step: str, repo: Path, held: Path) -> dict[str, float]:
 
 
 def sized_rows(sizes: list[int], runs: int, scratch: Path) -> dict[str, Any]:
-    """Every step at every size, in rounds (each round runs each size once, so sizes next to
-    each other are measured minutes, not an hour, apart); figures are medians of the rounds,
-    and the ratio to the size before is the median of the rounds' own ratios. The repositories
-    and every tree compiled stay in `scratch` until the bench ends."""
-    samples: dict[int, dict[str, list[dict[str, float]]]] = {}
+    """Every step at every size, in rounds (each round runs each step at each size once, so
+    sizes next to each other are measured seconds, not an hour, apart); figures are medians of
+    the rounds, and the ratio to the size before is the median of the rounds' own ratios. The
+    repositories and every tree compiled stay in `scratch` until the bench ends."""
     held = scratch / "held"
     held.mkdir()
     repos = {servers: sized(servers, scratch) for servers in sizes}
     for repo in repos.values():
         change(repo)
         child(repo, ["compile"], 1)  # the tree the first round's first compile moves aside
+    samples: dict[int, dict[str, list[dict[str, float]]]] = {
+        servers: {step: [] for step in STEPS} for servers in sizes
+    }
     for n in range(runs):
-        for servers, repo in repos.items():
-            row = samples.setdefault(servers, {step: [] for step in STEPS})
-            for step in STEPS:
-                row[step].append(merged([measure(step, repo, held) for _ in range(REPEATS[step])]))
+        # Step by step, every size in turn: the two sides of a ratio are taken seconds apart,
+        # not minutes (a neighbour's busy spell lasts minutes).
+        for step in STEPS:
+            for servers, repo in repos.items():
+                taken = [measure(step, repo, held) for _ in range(REPEATS[step])]
+                samples[servers][step].append(merged(taken))
         print(f"  round {n + 1} of {runs} done", file=sys.stderr, flush=True)
     built = {servers: contents(repo) for servers, repo in repos.items()}
     print(
