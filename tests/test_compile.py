@@ -248,7 +248,7 @@ _KEYS = st.one_of(
     _NUMBERISH,
     _VERSIONS,
     st.text(alphabet="aZ09_-.:/ #'\"{},[]&*!|>%@`?~=<é°\t\n\\", max_size=16),
-    st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,70}", fullmatch=True),
+    st.from_regex(r"[A-Za-z][A-Za-z0-9_.-]{0,70}", fullmatch=True),
 )
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), _KEYS)
 

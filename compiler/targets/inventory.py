@@ -22,8 +22,8 @@ def render(plan: Plan) -> dict[str, str]:
             "serial": h.serial,
             "ring": h.ring,
             "profile": h.profile,
-            # _asdict(): these plan records are flat (asdict's deep copy of the dataclasses they
-            # were was a third of this target).
+            # These plan records are flat named tuples: _asdict(), not a deep copy (one was a
+            # third of this target).
             "interfaces": {i.name: i._asdict() for i in (*h.interfaces, h.bmc)},
             "ib_ports": [p._asdict() for p in h.ib_ports],
         }
