@@ -150,8 +150,7 @@ def merged(runs: list[dict[str, float]]) -> dict[str, float]:
 STEPS = ("compile", "recompile", "validate", "diff")
 # Runs of a step within a round, its median kept: a second-long step is as long as a burst of
 # the neighbours' load, so all but the first compile (which needs a tree moved aside each time)
-# are taken several times. With a recompile taken once, one run gave 2.46x from 256 to 512
-# servers, where its instructions grow 2.0x.
+# are taken several times. Single ratios still differ by a tenth or more from run to run here.
 REPEATS = {"compile": 1, "recompile": 3, "validate": 7, "diff": 3}
 
 
