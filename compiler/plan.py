@@ -421,17 +421,17 @@ def versions(cluster: Cluster, model: str) -> dict[str, str]:
 # services. Held by identity, so a cluster is never mistaken for another; the values are
 # tuples, never changed in place.
 _DERIVED: list[tuple[Cluster, dict[Hashable, object]]] = []
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
-def derived(cluster: Cluster, key: Hashable, make: Callable[[], T]) -> T:
+def derived(cluster: Cluster, key: Hashable, make: Callable[[], _T]) -> _T:
     """`make()`, worked out once per `key` for `cluster` (see `_DERIVED`)."""
     if not (_DERIVED and _DERIVED[0][0] is cluster):
         _DERIVED[:] = [(cluster, {})]
     known = _DERIVED[0][1]
     if key not in known:
         known[key] = make()
-    return cast(T, known[key])
+    return cast(_T, known[key])
 
 
 Links = tuple[tuple[Interface, ...], tuple[Route, ...], Interface]  # interfaces, routes, BMC

@@ -224,6 +224,9 @@ def test_compare_finds_an_edit_that_keeps_the_size(tmp_path: Path) -> None:
     difference = compare(tmp_path, files)
     assert difference.changed == ("a", "b", "c")
     assert (difference.missing, difference.extra) == ((), ("x",))
+    # A Difference is a tuple of three, true as a tuple always is: it says false itself when
+    # nothing differs, which is how `write` knows to touch nothing.
+    assert difference and not compare(tmp_path, read_tree(tmp_path))
 
 
 def test_manifest_lists_every_file_with_its_digest() -> None:

@@ -158,9 +158,10 @@ def to_yaml(data: Any) -> str:
     """Block-style YAML in the order `data` was built; strings that look like numbers quoted.
 
     Mappings of mappings, of scalars and of lists of either (manifests, Prometheus rules,
-    Alertmanager routes) are written here, each distinct scalar rendered by ruamel once: the
-    same text as ruamel writes, without its per-node representer cost (turning each node's tag
-    into text was a third of writing the alert rules). Anything else goes to ruamel whole."""
+    Alertmanager routes) are written here, plain scalars as they are and each distinct other
+    one rendered by ruamel once: the same text as ruamel writes, without its per-node
+    representer cost (turning each node's tag into text was a third of writing the alert
+    rules). Anything else goes to ruamel whole."""
     if isinstance(data, dict) and data:
         out: list[str] = []
         try:
