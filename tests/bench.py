@@ -20,13 +20,18 @@ the bench ends: ext4 without a journal (as on some CI and VM disks) skips inodes
 last minutes when it makes a file, one by one, so a burst of files made just after as many were
 deleted costs the kernel time that grows with the square of the count (perf: `recently_deleted`
 under `__ext4_new_inode`); a 2,048-server first compile took 4-10 s of system time after
-`rm -rf generated`, 0.7 s without. That needs disk for every round's trees (about 2 GB for the
-default sizes and rounds). A child's `ru_maxrss` is not used: Linux carries the parent's
+`rm -rf generated`, 0.7 s without. That needs disk for every first compile's tree (about 6 GB
+for the default sizes and rounds). A child's `ru_maxrss` is not used: Linux carries the parent's
 high-water mark across fork and exec.
-Measurements are taken in rounds, each step at every size in turn (and the floor with every
-cold start) once per round (all but the first compile several times: `REPEATS`), and a ratio
-is the median of the rounds' own ratios: a busy spell on the machine hits both sides of a
-ratio, not one size's every run.
+Measurements are taken in turns: each run of a step goes through every size, smallest first
+(and each cold start follows a run of the floor), so the two sides of a ratio are taken back to
+back, and a ratio is the median of these pairs' own ratios. On a shared machine a run is slowed
+by a neighbour or not (of 15 runs of one validate here, 6 took 1.3 to 2 times the other 9's
+CPU): its times fall into two heaps. A median of a few runs jumps from one heap to the other
+with a run or two, and a ratio of two such medians with it; among pairs, one side slowed and
+the other not is as likely either way round, so their median stays on the ratio the program
+has (simulated with such heaps, 15 runs a size put a true 2.0x above 2.2x one time in twenty,
+the ratio of per-round medians of three one time in ten). Figures are medians of every run.
 """
 
 from __future__ import annotations
@@ -87,29 +92,40 @@ def cpu(argv: list[str]) -> float:
 
 
 def cold_rows(py: str, runs: int) -> dict[str, Any]:
-    """The import floor and the CLI's cold starts, taken in turns (a round runs each once, so
-    a busy spell on the shared machine hits all alike); each as the median of its rounds, its
-    multiple of the floor as the median of the rounds' own ratios."""
+    """The import floor and the CLI's cold starts, each run right after a run of the floor;
+    each as the median of its runs, its multiple of the floor as the median of the pairs'."""
     argvs = {
         "floor": [py, "-c", FLOOR],
         "help": [py, "-m", "clusterforge.cli", "--help"],
         "validate": [py, "-m", "clusterforge.cli", "validate"],
         "compile --check": [py, "-m", "clusterforge.cli", "compile", "--check"],
     }
-    for argv in argvs.values():
+    floor = argvs.pop("floor")
+    for argv in (floor, *argvs.values()):
         cpu(argv)  # leaves the bytecode caches in place
     seconds: dict[str, list[float]] = {name: [] for name in argvs}
+    floors: dict[str, list[float]] = {name: [] for name in argvs}
     for _ in range(runs):
         for name, argv in argvs.items():
+            floors[name].append(cpu(floor))
             seconds[name].append(cpu(argv))
-    floor = seconds.pop("floor")
-    out: dict[str, Any] = {"floor_s": statistics.median(floor)}
+    every = [f for runs_ in floors.values() for f in runs_]
+    out: dict[str, Any] = {"floor_s": statistics.median(every)}
     print(f"cold  import floor ({FLOOR[7:]})  {out['floor_s'] * 1000:6.0f} ms CPU")
     for name, times in seconds.items():
-        x = statistics.median(s / f for s, f in zip(times, floor, strict=True))
-        out[name] = {"seconds": statistics.median(times), "x_floor": x}
-        print(f"cold  {name:<41}{out[name]['seconds'] * 1000:6.0f} ms  {x:4.1f}x floor")
+        x = _ratio(times, floors[name])
+        out[name] = {"seconds": statistics.median(times), "x_floor": x["median"], "spread": x}
+        print(
+            f"cold  {name:<41}{out[name]['seconds'] * 1000:6.0f} ms  {x['median']:4.1f}x floor"
+            f"  (runs' middle half {x['q1']:.1f}-{x['q3']:.1f}x)"
+        )
     return out
+
+
+def _ratio(a: list[float], b: list[float]) -> dict[str, float]:
+    """Median and quartiles of the pairs' ratios a[k] / b[k] (each pair taken back to back)."""
+    q1, median, q3 = statistics.quantiles((x / y for x, y in zip(a, b, strict=True)), n=4)
+    return {"median": median, "q1": q1, "q3": q3}
 
 
 def child(repo: Path, argv: list[str], runs: int, ok: tuple[int, ...] = (0, 1)) -> dict[str, float]:
@@ -148,10 +164,8 @@ def merged(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 STEPS = ("compile", "recompile", "validate", "diff")
-# Runs of a step within a round, its median kept: a second-long step is as long as a burst of
-# the neighbours' load, so all but the first compile (which needs a tree moved aside each time)
-# are taken several times. Single ratios still differ by a tenth or more from run to run here.
-REPEATS = {"compile": 1, "recompile": 3, "validate": 7, "diff": 3}
+# Runs of a step through every size per round: validate, the quickest, gets the most pairs.
+REPEATS = {"compile": 3, "recompile": 3, "validate": 7, "diff": 3}
 
 
 def measure(step: str, repo: Path, held: Path) -> dict[str, float]:
@@ -187,40 +201,39 @@ def sized_rows(sizes: list[int], runs: int, scratch: Path) -> dict[str, Any]:
     for repo in repos.values():
         change(repo)
         child(repo, ["compile"], 1)  # the tree the first round's first compile moves aside
+    # samples[servers][step][k]: the k-th run, taken right after the k-th of the size before
     samples: dict[int, dict[str, list[dict[str, float]]]] = {
         servers: {step: [] for step in STEPS} for servers in sizes
     }
     for n in range(runs):
-        # Step by step, every size in turn: the two sides of a ratio are taken seconds apart,
-        # not minutes (a neighbour's busy spell lasts minutes).
         for step in STEPS:
-            for servers, repo in repos.items():
-                taken = [measure(step, repo, held) for _ in range(REPEATS[step])]
-                samples[servers][step].append(merged(taken))
+            for _ in range(REPEATS[step]):
+                for servers, repo in repos.items():
+                    samples[servers][step].append(measure(step, repo, held))
         print(f"  round {n + 1} of {runs} done", file=sys.stderr, flush=True)
     built = {servers: contents(repo) for servers, repo in repos.items()}
     print(
         f"\n{'servers':>7}  {'step':<10}{'CPU s':>8}{'of it sys':>10}{'wall s':>8}{'peak MiB':>10}"
-        f"{'ratio':>8}{'/doubling':>10}"
+        f"{'ratio':>8}{'/doubling':>10}  (pairs' middle half)"
     )
     out: dict[str, Any] = {}
     for i, servers in enumerate(sizes):
         out[str(servers)] = {"cluster": built[servers]}
         print(f"{servers:>7}  ({', '.join(f'{n:,} {what}' for what, n in built[servers].items())})")
         for step in STEPS:
-            figure = merged(samples[servers][step])
+            figure: dict[str, Any] = merged(samples[servers][step])
             text = f"{servers:>7}  {step:<10}{figure['seconds']:8.2f}{figure['sys']:10.2f}"
             text += f"{figure['wall']:8.2f}"
             text += f"{figure['peak_mib']:10.1f}"
             if i:
                 before = sizes[i - 1]
-                ratio = statistics.median(
-                    a["seconds"] / b["seconds"]
-                    for a, b in zip(samples[servers][step], samples[before][step], strict=True)
+                spread = _ratio(
+                    [run["seconds"] for run in samples[servers][step]],
+                    [run["seconds"] for run in samples[before][step]],
                 )
-                per = ratio ** (1 / math.log2(servers / before))
-                figure["ratio"], figure["per_doubling"] = ratio, per
-                text += f"{ratio:7.2f}x{per:9.2f}x"
+                ratio, per = spread["median"], spread["median"] ** (1 / math.log2(servers / before))
+                figure |= {"ratio": ratio, "per_doubling": per, "ratio_spread": spread}
+                text += f"{ratio:7.2f}x{per:9.2f}x  ({spread['q1']:.2f}-{spread['q3']:.2f}x)"
             out[str(servers)][step] = figure
             print(text, flush=True)
     return out
@@ -284,7 +297,7 @@ def main() -> None:
 
     # One scratch folder for the whole run, deleted last: see the note on deleting above.
     with tempfile.TemporaryDirectory(prefix="cf-bench-") as scratch:
-        out["cold"] = cold_rows(py, 15)
+        out["cold"] = cold_rows(py, 40)  # a second or two a run: many pairs are cheap
         out["sizes"] = sized_rows(sizes, opts.runs, Path(scratch))
         out["audit_replay"] = audit_replay()
         if opts.lab_servers:
