@@ -11,6 +11,8 @@ something planned was not tested; 4 no plan to judge by (generated/acceptance/ m
 fabric could not be collected (unreachable or error; wins over 1); 4 the audit could not run at
 all (no generated/expected/, a broken recording, an unusable SSH key, known_hosts or inventory),
 so a scheduled run fails loudly instead of reporting a fleet it never looked at.
+141 (any command): the reader of its output went away (`clusterforge ... | head`), the status a
+shell gives a program SIGPIPE killed; not a bug.
 
 Subcommands import what they need when they run, so `compile` does not pay for SSH or git.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import select
 import shlex
 import sys
 from collections.abc import Sequence
@@ -31,6 +34,7 @@ from compiler.errors import ClusterforgeError, SourceError
 from compiler.kinds import LabelStock
 
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
+EXIT_PIPE = 128 + 13  # SIGPIPE's: see the docstring
 
 
 class Progress:
@@ -859,6 +863,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"clusterforge: internal error: {exc}", file=sys.stderr)
         return EXIT_BUG
     except Exception as exc:  # a bug: exit 3 as documented, never 1 (drift)
+        if isinstance(exc, BrokenPipeError) and _reader_gone():
+            return EXIT_PIPE  # `| head` had what it wanted; a lab's pipe to ibsim is a bug
         print(f"clusterforge: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_BUG
     finally:
@@ -867,19 +873,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll says POLLERR)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError):  # no file behind stdout (a test capturing it)
+        return False
+
+
 def run() -> NoReturn:
     """The process's entry point (the `clusterforge` command, `python -m clusterforge.cli`).
     After a compiling command all that is left is freeing what it built, object by object,
     which the kernel does at once with the process: its output flushed, it exits without the
     interpreter's teardown (a tenth of a cold `compile --check`). Other commands, which may
-    have threads, children or log handlers to close, exit the ordinary way."""
+    have threads, children or log handlers to close, exit the ordinary way. Output a closed
+    pipe (`| head`) did not take goes to /dev/null, so no flush at exit complains of it (the
+    way the Python docs' note on SIGPIPE does it)."""
     code = main()
-    if _batch_run:
+    for stream in (sys.stdout, sys.stderr):
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except OSError:  # a closed pipe: let the ordinary exit report it
-            sys.exit(code)
+            stream.flush()
+        except BrokenPipeError:
+            code = EXIT_PIPE
+        if code == EXIT_PIPE:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    if _batch_run:
         os._exit(code)
     sys.exit(code)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterforge import cli
 from clusterforge.cli import Progress, main
 from compiler.output import read_tree
 from tests.conftest import REPO
@@ -92,6 +93,37 @@ def test_the_command_exits_with_its_code_and_all_its_output(tmp_path: Path) -> N
         [*command, "--check"], capture_output=True, text=True, env=env, check=False
     )
     assert (again.returncode, again.stdout) == (0, f"generated/ is up to date ({count} files)\n")
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_a_reader_that_closes_the_pipe_is_not_a_bug(tmp_path: Path, unbuffered: str) -> None:
+    """`clusterforge compile --check | head -0`: the print fails at once (unbuffered) or at the
+    last flush (buffered, as usual); either way exit 141 as a program SIGPIPE killed, quietly,
+    not 3 ("internal error")."""
+    env = os.environ | {"PYTHONUNBUFFERED": unbuffered}
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command prints
+    with os.fdopen(write, "w") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "clusterforge.cli", "-C", str(REPO), "compile", "--check"],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            check=False,
+        )
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_a_closed_pipe_is_told_from_one_still_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A BrokenPipeError is the reader's doing only when stdout's own pipe is closed: one from
+    a pipe to a child (the lab's to ibsim) stays a bug."""
+    read, write = os.pipe()
+    with os.fdopen(write, "w") as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        assert not cli._reader_gone()
+        os.close(read)
+        assert cli._reader_gone()
 
 
 def test_the_audit_report_defaults_to_build_which_git_ignores(
