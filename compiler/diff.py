@@ -57,7 +57,7 @@ from typing import Any
 from deepdiff import DeepDiff
 from deepdiff.helper import notpresent
 
-from compiler.errors import Diagnostic
+from compiler.errors import Diagnostic, Location
 from compiler.pipeline import MANIFEST, Compiled
 from compiler.plan import Cable, CableEnd, Plan, interface_prefix
 from contract import Route
@@ -742,12 +742,18 @@ def _shown(value: object) -> str:
 # --- JSON -----------------------------------------------------------------------------------
 
 
+def _object(fields: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A dataclass as `asdict` makes it, an error's location as an object too (a named tuple,
+    which `asdict` keeps and JSON would write as a list)."""
+    return {k: v._asdict() if isinstance(v, Location) else v for k, v in fields}
+
+
 def to_json(report: DiffReport) -> str:
     """The report as JSON (schema 1): sorted keys, two-space indent, final newline."""
     body = {
         "schema": SCHEMA,
         "compiles": report.compiles,
         "changed": report.changed,
-        **asdict(report),
+        **asdict(report, dict_factory=_object),
     }
     return json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
