@@ -6,7 +6,6 @@ may assume the model's per-field rules held, nothing more (a model name may be u
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -169,7 +168,9 @@ def references(c: Cluster, rep: Report) -> None:
         known = set(known)
         if name in known:
             return True
-        close = difflib.get_close_matches(name, sorted(known), n=1)
+        from difflib import get_close_matches  # for a typo only: not on every start
+
+        close = get_close_matches(name, sorted(known), n=1)
         hint = (
             f"did you mean {close[0]!r}?"
             if close

@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import difflib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -25,6 +23,7 @@ from compiler.output import read_tree
 from compiler.plan import Plan, build
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
+from compiler.targets.render import to_json
 from contract import Deploy
 
 MANIFEST = output.MANIFEST
@@ -78,8 +77,10 @@ def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic
 
 
 def _close(key: str, model: type[BaseModel] | None) -> str | None:
+    from difflib import get_close_matches  # for a typo only: not on every start
+
     known = list(model.model_fields) if model else []
-    return next(iter(difflib.get_close_matches(key, known, n=1, cutoff=0.6)), None)
+    return next(iter(get_close_matches(key, known, n=1, cutoff=0.6)), None)
 
 
 def _keys(model: type[BaseModel] | None, required: bool = False) -> str:
@@ -283,4 +284,4 @@ def manifest(
             for path, data in sorted(files.items())
         },
     }
-    return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
+    return to_json(body).encode()  # every path and digest is ASCII: json.dumps's bytes
