@@ -180,7 +180,7 @@ def references(c: Cluster, rep: Report) -> None:
         return False
 
     services = c.site.services
-    for key, value in services.model_dump().items():
+    for key, value in services:  # its fields: names and tuples of names
         for i, host in enumerate(value if isinstance(value, list | tuple) else [value]):
             at: Path_ = (
                 ("site", "services", key, i)
@@ -297,7 +297,7 @@ def baselines(c: Cluster, rep: Report) -> None:
                 f"baseline of {model!r} lacks {', '.join(missing)}",
             )
         # A key the model has no part for would make the audit expect a version it cannot read.
-        for key in baseline.model_dump(exclude_none=True, exclude={"mask"}):
+        for key in baseline.versions():
             if key not in keys:
                 rep.add(
                     ("firmware", "baselines", model, key),
@@ -976,7 +976,7 @@ def services(c: Cluster, rep: Report) -> None:
 
 def _version_keys(c: Cluster, model: str) -> set[str]:
     baseline = c.firmware.baselines.get(model)
-    keys = set(baseline.model_dump(exclude_none=True, exclude={"mask"})) if baseline else set()
+    keys = set(baseline.versions()) if baseline else set()
     return keys | set(c.firmware.software)
 
 

@@ -423,6 +423,11 @@ class Baseline(Strict_):
     # no more (ipmitool: a BMC's major.minor); every other key is compared in full.
     mask: dict[str, Annotated[int, Field(ge=1)]] = {}
 
+    def versions(self) -> dict[str, str]:
+        """The versions this baseline sets, by key (the mask is not one). Read off the fields:
+        `model_dump` would have pydantic build the model's serializer, on every cold start."""
+        return {key: value for key, value in self if key != "mask" and value is not None}
+
 
 class Ring(Strict_):
     name: Name

@@ -412,7 +412,7 @@ def _rings(cluster: Cluster) -> dict[str, str]:
 
 def versions(cluster: Cluster, model: str) -> dict[str, str]:
     """The baseline of `model`: the fleet's software plus the model's own firmware."""
-    baseline = cluster.firmware.baselines[model].model_dump(exclude_none=True, exclude={"mask"})
+    baseline = cluster.firmware.baselines[model].versions()
     return {**cluster.firmware.software, **baseline}
 
 
@@ -533,7 +533,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         versions=dict(sorted(expected.items())),
         pinned={key: pin.reason for key, pin in sorted(node.pins.items())},
         mask=dict(sorted(cluster.firmware.baselines[node.model].mask.items())),
-        gpus=model.gpus.model_dump() if model.gpus else None,
+        gpus=dict(model.gpus) if model.gpus else None,  # its fields: all plain values
         boot=model.boot,
         os_disks=node.os_disks or model.os_disks,
         scratch_disk=node.scratch_disk or model.scratch_disk,

@@ -29,7 +29,7 @@ def manifest(plan: Plan) -> dict[str, Any]:
                 sorted(
                     versions(plan.cluster, model).items()
                     if model in servers
-                    else baseline.model_dump(exclude_none=True, exclude={"mask"}).items()
+                    else baseline.versions().items()
                 )
             )
             for model, baseline in sorted(plan.cluster.firmware.baselines.items())
