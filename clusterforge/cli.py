@@ -891,7 +891,12 @@ def run() -> NoReturn:
     have threads, children or log handlers to close, exit the ordinary way. Output a closed
     pipe (`| head`) did not take goes to /dev/null, so no flush at exit complains of it (the
     way the Python docs' note on SIGPIPE does it)."""
-    code = main()
+    try:
+        code = main()
+    except SystemExit as done:  # argparse exits by itself: --help, --version, a usage error
+        if not isinstance(done.code, int | None):
+            raise
+        code = done.code or 0
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
