@@ -38,10 +38,15 @@ def _env() -> jinja2.Environment:
     return env
 
 
+@cache  # jinja's own lookup builds a ChainMap and a weak reference and walks an LRU list
+def _template(name: str) -> jinja2.Template:  # for each of a compile's hundreds of renders
+    return _env().get_template(name)
+
+
 def template(name: str, **context: Any) -> str:
     """Render `templates/<name>`; an error names the template and its line."""
     try:
-        return _env().get_template(name).render(**context)
+        return _template(name).render(**context)
     except jinja2.TemplateError as exc:
         line = getattr(exc, "lineno", None)
         raise TargetError(f"{name}:{line or '?'}: {exc}") from exc
