@@ -20,7 +20,7 @@ the bench ends: ext4 without a journal (as on some CI and VM disks) skips inodes
 last minutes when it makes a file, one by one, so a burst of files made just after as many were
 deleted costs the kernel time that grows with the square of the count (perf: `recently_deleted`
 under `__ext4_new_inode`); a 2,048-server first compile took 4-10 s of system time after
-`rm -rf generated`, 0.7 s without. That needs disk for every first compile's tree (about 6 GB
+`rm -rf generated`, 0.7 s without. That needs disk for every first compile's tree (about 10 GB
 for the default sizes and rounds). A child's `ru_maxrss` is not used: Linux carries the parent's
 high-water mark across fork and exec.
 Measurements are taken in turns: each run of a step goes through every size, smallest first
@@ -164,8 +164,9 @@ def merged(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 STEPS = ("compile", "recompile", "validate", "diff")
-# Runs of a step through every size per round: validate, the quickest, gets the most pairs.
-REPEATS = {"compile": 3, "recompile": 3, "validate": 7, "diff": 3}
+# Runs of a step through every size per round: validate, the quickest, gets the most pairs;
+# the first compile, whose kernel part (making every file) is the noisiest, more than the rest.
+REPEATS = {"compile": 5, "recompile": 3, "validate": 7, "diff": 3}
 
 
 def measure(step: str, repo: Path, held: Path) -> dict[str, float]:
