@@ -116,8 +116,8 @@ def cold_rows(py: str, runs: int) -> dict[str, Any]:
         x = _ratio(times, floors[name])
         out[name] = {"seconds": statistics.median(times), "x_floor": x["median"], "spread": x}
         print(
-            f"cold  {name:<41}{out[name]['seconds'] * 1000:6.0f} ms  {x['median']:4.1f}x floor"
-            f"  (runs' middle half {x['q1']:.1f}-{x['q3']:.1f}x)"
+            f"cold  {name:<41}{out[name]['seconds'] * 1000:6.0f} ms  {x['median']:5.2f}x floor"
+            f"  (runs' middle half {x['q1']:.2f}-{x['q3']:.2f}x)"
         )
     return out
 
