@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from compiler.errors import Diagnostic
+from compiler.errors import Diagnostic, closest
 from compiler.load import Path_, Source
 from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
@@ -168,11 +168,9 @@ def references(c: Cluster, rep: Report) -> None:
         known = set(known)
         if name in known:
             return True
-        from difflib import get_close_matches  # for a typo only: not on every start
-
-        close = get_close_matches(name, sorted(known), n=1)
+        close = closest(name, known)
         hint = (
-            f"did you mean {close[0]!r}?"
+            f"did you mean {close!r}?"
             if close
             else "known: " + ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
         )

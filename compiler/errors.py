@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name nearest `name`, for a typo's "did you mean" (difflib is imported only
+    when there is a typo: not on every start)."""
+    from difflib import get_close_matches
+
+    return next(iter(get_close_matches(name, sorted(known), n=1)), None)
 
 
 class Location(NamedTuple):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from compiler import checks, deploy, output, targets
-from compiler.errors import Diagnostic, SourceError
+from compiler.errors import Diagnostic, SourceError, closest
 from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
@@ -77,10 +77,7 @@ def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic
 
 
 def _close(key: str, model: type[BaseModel] | None) -> str | None:
-    from difflib import get_close_matches  # for a typo only: not on every start
-
-    known = list(model.model_fields) if model else []
-    return next(iter(get_close_matches(key, known, n=1, cutoff=0.6)), None)
+    return closest(key, model.model_fields if model else ())
 
 
 def _keys(model: type[BaseModel] | None, required: bool = False) -> str:
