@@ -5,6 +5,8 @@ Exit codes:
   1  a check failed: `compile --check` found generated/ stale
   2  bad input: problems in cluster/, each printed as path:line:col: rule: message
   3  internal error (a bug: please report it with the message)
+  4  the output could not be written (a full disk, a read-only folder); generated/ is left
+     as it was, or without its MANIFEST.json when a write of changed files was cut short
 `accept` has its own: 0 everything planned passed; 1 something failed; 2 nothing failed but
 something planned was not tested; 4 no plan to judge by (generated/acceptance/ missing).
 `audit` has its own: 0 every host and the fabric as expected; 1 drift; 2 some host or the
@@ -30,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from compiler.errors import ClusterforgeError, SourceError
+from compiler.errors import ClusterforgeError, OutputError, SourceError
 from compiler.kinds import LabelStock
 
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
@@ -859,6 +861,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INPUT
+    except OutputError as exc:  # a full disk, a read-only folder: the set-up's, not a bug
+        print(f"clusterforge: {exc}", file=sys.stderr)
+        return EXIT_SETUP
     except ClusterforgeError as exc:
         print(f"clusterforge: internal error: {exc}", file=sys.stderr)
         return EXIT_BUG

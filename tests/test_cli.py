@@ -69,6 +69,19 @@ def test_compile_counts_what_changed_and_notices_only_when_it_writes(
     assert "none changed" in out and err == ""
 
 
+def test_output_that_cannot_be_written_is_the_set_up_not_a_bug(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk or a read-only folder is exit 4 with the system's reason; 3 would send the
+    operator to report a bug. Here the output's folder sits below a regular file."""
+    repo = _copy(tmp_path, generated=False)
+    (tmp_path / "afile").write_text("x")
+    assert main(["-C", str(repo), "compile", "--out", str(tmp_path / "afile" / "out")]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith(f"clusterforge: cannot write {tmp_path}/afile/out: ")
+    assert "[Errno " in err and "internal error" not in err  # the system's reason, as it said it
+
+
 def test_the_command_exits_with_its_code_and_all_its_output(tmp_path: Path) -> None:
     """As a process (`run`, which skips the interpreter's teardown after a compile): the exit
     code is the command's, and output written to files and pipes, which Python buffers,
