@@ -64,7 +64,8 @@ def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic
         rule = _RULES.get(err["type"], "wrong-type")
         message = _message(source, err, path)
         if err["type"] == "extra_forbidden":
-            close = _close(str(path[-1]), model_at(path[:-1]))
+            model = model_at(path[:-1])
+            close = closest(str(path[-1]), model.model_fields if model else ())
             if close:
                 message = f"unknown key {path[-1]!r}; did you mean {close!r}?"
                 misspelt[(*path[:-1], close)] = path
@@ -74,10 +75,6 @@ def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic
             folded = out.pop(missing)
             out[typo] = replace(out[typo], consequences=(folded,))
     return list(out.values())
-
-
-def _close(key: str, model: type[BaseModel] | None) -> str | None:
-    return closest(key, model.model_fields if model else ())
 
 
 def _keys(model: type[BaseModel] | None, required: bool = False) -> str:
