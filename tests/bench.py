@@ -23,9 +23,9 @@ under `__ext4_new_inode`); a 2,048-server first compile took 4-10 s of system ti
 `rm -rf generated`, 0.7 s without. That needs disk for every first compile's tree (about 10 GB
 for the default sizes and rounds). Held trees are dropped from the page cache (`uncache`): kept,
 they filled this 24 GB machine's memory by the last rounds, and with the kernel reclaiming pages
-a 4,096-server first compile's system time went from 1.8 s to 2.1-4.0 s (page cache filled on
-purpose to 0.4 GB free; 2,048 servers 1.0 to 1.2-3.0 s). A child's `ru_maxrss` is not used:
-Linux carries the parent's high-water mark across fork and exec.
+a 4,096-server first compile's system time took a median of 3.1 s (page cache filled on purpose
+to 0.4-1.8 GB free), against 1.8 to 2.6 s with memory to spare (docs/scale.md). A child's
+`ru_maxrss` is not used: Linux carries the parent's high-water mark across fork and exec.
 Measurements are taken in turns: each run of a step goes through every size, smallest first
 (and each cold start follows a run of the floor), so the two sides of a ratio are taken back to
 back, and a ratio is the median of these pairs' own ratios. On a shared machine a run is slowed
@@ -199,7 +199,7 @@ def measure(step: str, repo: Path, held: Path) -> dict[str, float]:
 def uncache(tree: Path) -> None:
     """Drop a held tree's pages from the page cache (written back by the sync before): the
     trees a run holds, 9 GB by its end at the default sizes, would otherwise fill the memory,
-    and a compile that needs pages while the kernel reclaims them paid for it (below)."""
+    and a compile that needs pages while the kernel reclaims them paid for it (see the top)."""
     for folder, _, names in os.walk(tree):
         for name in names:
             fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_CLOEXEC)
