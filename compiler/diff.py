@@ -743,9 +743,9 @@ def _shown(value: object) -> str:
 
 
 def _object(fields: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A dataclass as `asdict` makes it, an error's location as an object too (a named tuple,
-    which `asdict` keeps and JSON would write as a list)."""
-    return {k: v._asdict() if isinstance(v, Location) else v for k, v in fields}
+    """A dataclass as `asdict` makes it, an error's location and a cable's end as objects too
+    (named tuples, which `asdict` keeps and JSON would write as lists)."""
+    return {k: v._asdict() if isinstance(v, (Location, CableEnd)) else v for k, v in fields}
 
 
 def to_json(report: DiffReport) -> str:

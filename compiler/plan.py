@@ -289,8 +289,7 @@ class SwitchPlan(NamedTuple):
     lid: int | None  # InfiniBand switches
 
 
-@dataclass(frozen=True, order=True)
-class CableEnd:
+class CableEnd(NamedTuple):  # two per cable: a frozen dataclass's __init__ was 1/10 of the plan
     device: str
     port: str  # "5" on a switch, "eno1"/"bmc"/"mlx5_0/1" on a host
     rack: str
@@ -714,6 +713,9 @@ def cables(cluster: Cluster) -> list[Cable]:
             speed[(sw.name, "")] = cluster.hardware.switches[sw.model].speed_gbps
             role[sw.name] = sw.role.value
             cages[sw.name] = cluster.hardware.switches[sw.model].cages
+    # device -> its ends' location up to the port (H1.A01-U42:), made once, not per end
+    where = {device: f"{site.room}.{grid(rack)}-U{u:02d}:" for device, (rack, u) in place.items()}
+    ib = {n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND}
     overrides = {(o.device, o.port): o for o in cluster.fabric.cables}
     ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
 
@@ -723,8 +725,7 @@ def cables(cluster: Cluster) -> list[Cable]:
         # "/" separates the two ends of a TIA-606 patch-cord label: mlx5_0/1 -> mlx5_0-1,
         # cage 3's first half P3/1 -> P3-1.
         label = face.replace("/", "-")
-        location = f"{site.room}.{grid(rack)}-U{u:02d}:{label}"
-        return CableEnd(device, port, rack.name, u, location, face)
+        return CableEnd(device, port, rack.name, u, where[device] + label, face)
 
     out = []
     for wire in wires(cluster):
@@ -743,7 +744,7 @@ def cables(cluster: Cluster) -> list[Cable]:
                 + SLACK_M
             )
         length = standard_length(run)
-        if cluster.networks[wire.network].medium == Medium.INFINIBAND:
+        if wire.network in ib:
             medium, rate = ("DAC" if length <= DAC_MAX_M else "AOC"), ib_rate
         else:
             gbps = min(speed[(a.device, "")], speed.get((b.device, b.port), 1))

@@ -517,6 +517,10 @@ def test_json_has_the_fixed_schema_and_is_deterministic(sides: dict[str, Side]) 
     assert failed["compiles"] is False
     assert failed["head"]["errors"][0]["rule"] == "yaml-syntax"
     assert failed["head"]["errors"][0]["location"]["file"] == "cluster/racks/r03.yaml"
+    # A cable's ends are objects, as the schema at the top of compiler/diff.py gives them.
+    moved = json.loads(diff.to_json(compare(sides, "move-spare")))["cables"]["changed"][0]
+    assert set(moved["new"]["b"]) == {"device", "port", "rack", "u", "location", "face"}
+    assert moved["new"]["b"]["u"] == moved["old"]["b"]["u"] + 8
 
 
 def test_markdown_starts_with_the_marker_and_summary_and_fits_a_comment(
