@@ -51,8 +51,11 @@ class Difference(NamedTuple):
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
-    """Every file below `root` by its relative path, sorted."""
-    return {rel: _get(path) for rel, path in sorted(_walk(root).items())}
+    """Every file below `root` by its relative path, sorted; raises OutputError."""
+    try:
+        return {rel: _get(path) for rel, path in sorted(_walk(root).items())}
+    except OSError as exc:
+        raise OutputError(f"cannot read {root}: {exc}") from exc
 
 
 def _walk(root: Path) -> dict[str, str]:
@@ -76,14 +79,17 @@ def _walk(root: Path) -> dict[str, str]:
 
 def compare(root: Path, files: dict[str, bytes]) -> Difference:
     """What differs between `files` and the tree at `root`: a file on both sides is read only
-    when its size matches, a stale one not at all."""
-    on_disk = _walk(root)
+    when its size matches, a stale one not at all. Raises OutputError: a file the operator may
+    not read is the set-up's, like one that cannot be written."""
+    try:
+        on_disk = _walk(root)
+        changed = [p for p in files if p in on_disk and not _holds(on_disk[p], files[p])]
+    except OSError as exc:
+        raise OutputError(f"cannot read {root}: {exc}") from exc
     return Difference(
         missing=tuple(sorted(set(files) - set(on_disk))),
         extra=tuple(sorted(set(on_disk) - set(files))),
-        changed=tuple(
-            sorted(p for p in files if p in on_disk and not _holds(on_disk[p], files[p]))
-        ),
+        changed=tuple(sorted(changed)),
     )
 
 

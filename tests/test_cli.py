@@ -3,6 +3,7 @@ progress, help; and the set-up script that installs the test tools."""
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import shutil
@@ -15,6 +16,8 @@ import pytest
 
 from clusterforge import cli
 from clusterforge.cli import Progress, main
+from compiler import output
+from compiler.errors import OutputError
 from compiler.output import read_tree
 from tests.conftest import REPO
 
@@ -80,6 +83,31 @@ def test_output_that_cannot_be_written_is_the_set_up_not_a_bug(
     err = capsys.readouterr().err
     assert err.startswith(f"clusterforge: cannot write {tmp_path}/afile/out: ")
     assert "[Errno " in err and "internal error" not in err  # the system's reason, as it said it
+
+
+def test_output_that_cannot_be_read_is_the_set_up_not_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A generated/ file the operator may not read (or a disk that fails) is exit 4 too, and
+    nothing is written. The tests run as root, whom no file mode stops, so the read fails as a
+    failing disk's would."""
+    repo = _copy(tmp_path)
+    before = read_tree(repo / "generated")
+
+    def failing(fd: int, size: int) -> bytes:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(output, "_read", failing)
+    for argv in (["compile"], ["compile", "--check"]):
+        assert main(["-C", str(repo), *argv]) == 4
+        err = capsys.readouterr().err
+        reason = f"[Errno {errno.EIO}] {os.strerror(errno.EIO)}"
+        assert err == f"clusterforge: cannot read {repo}/generated/dns: {reason}\n"
+    # Past the files a compile carries on from (dns/), the comparison fails the same way.
+    with pytest.raises(OutputError, match=r"cannot read .*: \[Errno 5\]"):
+        output.compare(repo / "generated", {"MANIFEST.json": before["MANIFEST.json"]})
+    monkeypatch.undo()
+    assert read_tree(repo / "generated") == before
 
 
 def test_the_command_exits_with_its_code_and_all_its_output(tmp_path: Path) -> None:
