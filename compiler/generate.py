@@ -283,6 +283,8 @@ services:
     ports: [80/tcp]
     files:
       - {source: "kickstart/*.ks", dest: "/var/www/html/ks/{name}", mode: "0640", owner: "root:apache", check: exists}
+      - {source: http/clusterforge.conf, dest: /etc/httpd/conf.d/clusterforge.conf, reload: httpd.service}
+      - {source: http/tmpfiles.conf, dest: /etc/tmpfiles.d/clusterforge-http.conf, reload: systemd-tmpfiles-setup.service}
   dns:
     description: authoritative DNS for the site's zones
     packages: [bind]

@@ -34,6 +34,10 @@ def provisioning_root(compiled: Compiled, tmp: Path) -> Path:
     name = compiled.plan.site.services.provisioning
     bundle.write(tmp / "bundle", bundle.bundles(compiled, [name]))
     root = tmp / "bundle" / name
+    # The users the root's other tmpfiles lines name (the served folders' group, apache), as
+    # systemd-tmpfiles --root resolves them: from the root's own files.
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (root / "etc/group").write_text("root:x:0:\napache:x:48:\n")
     for loader, path in LOADERS.items():
         (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         (root / path.lstrip("/")).write_text(f"stand-in for {loader} at {path}\n")
