@@ -676,6 +676,18 @@ R01_GPU002 = '    guid: "0x0c42a103003484e4"\n'
         ("provisioning.yaml", "pxe_network: mgmt ", "pxe_network: storage ", "invalid-value"),
         (
             "provisioning.yaml",
+            "  kernel: /rocky/8.9/",
+            "  kernel: rocky/8.9/",
+            "invalid-value",
+        ),
+        (
+            "provisioning.yaml",
+            "    monitoring: https://packagecloud.io/",
+            "    monitor: https://packagecloud.io/",
+            "unknown-reference",
+        ),
+        (
+            "provisioning.yaml",
             "dhcp_networks: [bmc, mgmt]",
             "dhcp_networks: [bmc, mgmt, ipoib]",
             "invalid-value",
