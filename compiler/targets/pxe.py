@@ -30,6 +30,9 @@ from compiler.plan import Plan
 from compiler.targets.kickstart import boot_nic, http_url, ks_url, server
 from compiler.targets.render import template
 
+# Rocky 8's signed grubx64.efi (grub2 2.02-148) has `http`, `tftp` and `efinet` built in, and
+# RHEL's `linuxefi`/`initrdefi`: the module list in Rocky's shim-review submission, "Which
+# modules are built into your signed grub image?". Signed GRUB loads no modules at run time.
 TFTP_ROOT = "/var/lib/tftpboot"  # tftp-server's root on Rocky 8 (tftp.service: in.tftpd -s)
 # Where Rocky 8's packages install each loader the TFTP root serves. shim-x64 and
 # grub2-efi-x64 install into the ESP's vendor folder, EFI/rocky. syslinux-tftpboot (x86_64,
