@@ -306,9 +306,10 @@ services:
       - {source: monitoring/alertmanager.yml, dest: /etc/prometheus/alertmanager.yml, mode: "0640", owner: "root:prometheus", reload: alertmanager.service, check: exists}
   ipmi-exporter:
     description: reads every BMC over IPMI for Prometheus (runs beside it)
-    packages: [ipmi_exporter]
+    packages: [ipmi_exporter, freeipmi]
     units: [ipmi_exporter.service]
     files:
+      - {source: monitoring/ipmi_exporter.default, dest: /etc/default/ipmi_exporter, reload: ipmi_exporter.service}
       - {source: monitoring/ipmi_exporter.yml, dest: /etc/prometheus/ipmi_remote.yml, mode: "0640", owner: "root:prometheus", reload: ipmi_exporter.service, check: exists}
   blackbox-exporter:
     description: pings every BMC and every host's management address for Prometheus (beside it)
@@ -347,15 +348,15 @@ services:
     kernel_modules: [nvidia-peermem]
     files:
       - {source: "gpudirect/{role}/nccl.conf", dest: /etc/nccl.conf}
-      - {source: "gpudirect/{role}/modprobe.conf", dest: /etc/modprobe.d/nvidia.conf}
+      - {source: "gpudirect/{role}/modprobe.conf", dest: /etc/modprobe.d/clusterforge-nvidia.conf}
   dcgm-exporter:
     description: GPU metrics (DCGM) for Prometheus
-    packages: [datacenter-gpu-manager, dcgm-exporter]
-    units: [nvidia-dcgm.service, dcgm-exporter.service]
+    packages: ["datacenter-gpu-manager-4-cuda{cuda_major}", datacenter-gpu-manager-exporter]
+    units: [nvidia-dcgm.service, nvidia-dcgm-exporter.service]
     ports: [9400/tcp]
     scrape: {job: dcgm, port: 9400}
     files:
-      - {source: monitoring/dcgm-counters.csv, dest: /etc/dcgm-exporter/default-counters.csv, reload: dcgm-exporter.service}
+      - {source: monitoring/dcgm-counters.csv, dest: /etc/dcgm-exporter/default-counters.csv, reload: nvidia-dcgm-exporter.service}
   nccl-bootstrap:
     description: NCCL/MPI bootstrap between GPU servers
     ports: [32768-60999/tcp]
