@@ -37,6 +37,8 @@ services:
   dns: [prov01]
   ntp: [prov01]
   monitoring: mon01
+ntp_upstream:
+  - {{host: ntp1.{name}.example.net}}
 """
 
 _NETWORKS = """\
@@ -431,6 +433,7 @@ audit:
   user: clusterforge-audit
   public_key: {key}
   probe_timeout_s: 300
+  metrics: {{host: mon01, user: clusterforge-metrics}}
 """
 _EXPECTED_HOME = (
     '      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}\n'
