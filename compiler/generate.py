@@ -244,6 +244,8 @@ services:
     scrape: {job: node, port: 9100}
     files:
       - {source: monitoring/node_exporter.conf, dest: /etc/default/node_exporter, reload: node_exporter.service}
+      - {source: "monitoring/textfile/{host}.sysusers", dest: /usr/lib/sysusers.d/clusterforge-metrics.conf, optional: true}
+      - {source: "monitoring/textfile/{host}.tmpfiles", dest: /usr/lib/tmpfiles.d/clusterforge-metrics.conf, optional: true}
   opensm:
     description: the InfiniBand subnet manager, master or standby by priority
     packages: [opensm]
@@ -446,6 +448,7 @@ _ACCESS_HOMES = """\
       - {source: access/sshd_config, dest: /etc/ssh/sshd_config.d/50-clusterforge-audit.conf, reload: sshd.service}
       - {source: access/sudoers, dest: /etc/sudoers.d/clusterforge-audit, mode: "0440"}
       - {source: access/sysusers.conf, dest: /usr/lib/sysusers.d/clusterforge-audit.conf}
+      - {source: access/tmpfiles.conf, dest: /usr/lib/tmpfiles.d/clusterforge-audit.conf}
 """
 assert _EXPECTED_HOME in _SERVICES, "the base service's expected-state home"
 

@@ -17,7 +17,8 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
             kernel modules match the kernel that boots:
             1. local mirrors only;
             2. the pinned kernel (and its headers), made the default;
-            3. MLNX_OFED, whose kernel modules are built for that kernel, proven by ofed_info;
+            3. MLNX_OFED where the model has an HCA, its kernel modules built for that kernel,
+               proven by ofed_info and by mlx5_core's file being OFED's, not the kernel's;
             4. the role's services: module streams, packages (the GPU driver after OFED, since
                nvidia-peermem links against OFED's ib_core), DKMS modules built for the pinned
                kernel rather than the installer's, then every module the services load,
@@ -25,7 +26,8 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
             5. the host's bundle (BUNDLE_PATH on the provisioning host): every file of
                generated/deploy/<host>.json, checked against its sha256, installed with its
                mode and owner; the installer's own ifcfg files removed, so the keyfiles are
-               the network's one configuration;
+               the network's one configuration; sshd_config made to read its drop-ins, the
+               bundle's accounts (sysusers.d) and their folders (tmpfiles.d) made;
             6. the services' units enabled.
 """
 
@@ -95,6 +97,7 @@ def render(plan: Plan) -> dict[str, str]:
         files[f"kickstart/{host.name}.ks"] = template(
             "kickstart.ks.j2",
             host=host,
+            hca=bool(host.ib_ports),
             site=plan.site,
             prov=prov,
             install=http_url(plan, prov.install_path),
