@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import replace
@@ -539,6 +540,103 @@ def test_ipmi_exporter_as_the_packaged_unit_runs_it_loads_the_generated_config(
     # The generated module's three collectors, each tried (no BMC on loopback: up 0).
     for collector in ("bmc", "ipmi", "chassis"):
         assert f'ipmi_up{{collector="{collector}"}} 0' in text
+
+
+@pytest.mark.realtool
+def test_node_exporter_reads_the_audit_s_metrics_where_the_workflow_publishes_them(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    """The host site.yaml names to receive the audit's metrics, as its kickstart leaves it
+    (its bundle, the %post accounts block: the publishing account and its textfile folder);
+    the drift-audit workflow's publishing step run as that account (bash, as a runner does)
+    with a real audit's textfile; then the real node_exporter as prometheus (the packaged
+    unit's user), with the flags of its generated /etc/default/node_exporter, on loopback,
+    reads it. The host's /var/lib/node_exporter is in place in a private mount namespace."""
+    exporter = require_tool("prometheus-node-exporter")
+    for tool in ("unshare", "setpriv", "mount", "systemd-sysusers", "systemd-tmpfiles"):
+        require_tool(tool)
+    from clusterforge.cli import main
+    from clusterforge.lab.fleet import Fleet, compile_reference
+    from tests.test_kickstart import host_root, run_accounts_block
+    from tests.test_workflows import _step
+
+    access = compiled.plan.site.audit
+    assert access is not None
+    host, user = access.metrics.host, access.metrics.user
+    root = host_root(compiled, host, tmp_path / "bundle")
+    run_accounts_block(compiled.files[f"kickstart/{host}.ks"].decode(), root)
+    passwd = {
+        ln.split(":")[0]: ln.split(":") for ln in (root / "etc/passwd").read_text().splitlines()
+    }
+    uid, gid = passwd[user][2], passwd[user][3]
+    # A real audit's textfile, where the workflow's merge step leaves it ($RUNNER_TEMP: a
+    # folder the runner's account can read).
+    runner = Path(tempfile.mkdtemp(prefix="clusterforge-runner-"))
+    try:
+        runner.chmod(0o755)
+        reference = compile_reference(REPO, tmp_path / "reference")
+        recording = Fleet.load(reference / "generated").record(tmp_path / "recording")
+        merged = runner / "drift/merged"
+        code = main(
+            ["-C", str(reference), "audit", "--replay", str(recording), "--out",
+             str(tmp_path / "report"), "--textfile", str(merged / "clusterforge.prom")]
+        )  # fmt: skip
+        assert code == 0
+        for folder in (runner / "drift", merged):
+            folder.chmod(0o755)
+        step = _step(
+            "drift-audit.yml", "merge", "Publish metrics to the node_exporter textfile directory"
+        )
+        textfile = re.search(r"'(/[^']+)'", step["env"]["TEXTFILE_DIR"])
+        assert textfile is not None and textfile[1] == monitoring.TEXTFILE_DIR
+        (runner / "step.sh").write_text(step["run"])
+        (runner / "step.sh").chmod(0o755)
+        Path("/var/lib/node_exporter").mkdir(parents=True, exist_ok=True)  # a mount point only
+        bind = 'mount --bind "$1/var/lib/node_exporter" /var/lib/node_exporter && shift && '
+        publish = subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c",
+             bind + 'exec setpriv --reuid="$1" --regid="$2" --clear-groups -- bash -e "$3"',
+             "sh", str(root), uid, gid, str(runner / "step.sh")],
+            env={"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(runner), "TEXTFILE_DIR": textfile[1]},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )  # fmt: skip
+        assert publish.returncode == 0, publish.stderr
+    finally:
+        shutil.rmtree(runner)
+    published = root / "var/lib/node_exporter/textfile/clusterforge_drift.prom"
+    assert published.stat().st_uid == int(uid)
+    options = _env_file((root / "etc/default/node_exporter").read_text())
+    flags = options["NODE_EXPORTER_OPTS"].split()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         bind + 'exec setpriv --reuid=prometheus --regid=prometheus --init-groups "$@"',
+         "sh", str(root), exporter, *flags, f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        until = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, "node_exporter stopped"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as r:
+                    text = r.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < until, "node_exporter did not answer"
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "node_textfile_scrape_error 0" in text
+    for metric in ("clusterforge_audit_last_success_timestamp_seconds", "clusterforge_hosts{"):
+        assert metric in text, metric
 
 
 _PROBE = """
