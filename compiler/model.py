@@ -226,7 +226,7 @@ class Site(Strict_):
     domain: Annotated[str, _pattern(r"[a-z0-9-]+(\.[a-z0-9-]+)+", "a DNS domain")]
     timezone: str
     services: Services
-    ntp_upstream: tuple[TimeSource, ...] = ()  # what the ntp hosts follow; needed when any
+    ntp_upstream: tuple[TimeSource, ...] = ()  # what the ntp hosts follow (they need one)
     rack_pitch_m: float = Field(0.6, gt=0)
     row_pitch_m: float = Field(2.4, gt=0)
     labels: Labels = Labels()  # label stock for the cable label sheets
