@@ -107,12 +107,7 @@ def test_post_makes_the_bundle_s_accounts_and_their_homes(
     assert textfile.stat().st_mode & 0o777 == 0o755
 
 
-@contextmanager
-def sshd_on(root: Path, user: str, log: Path) -> Iterator[int]:
-    """The real sshd with `root`'s /etc/ssh (its sshd_config as is), account files, forced
-    command and `user`'s home in place of this machine's, in a private mount namespace, on a
-    loopback port; only the port, the address and the pid file are given on its command line."""
-    sshd = require_tool("sshd")
+def _binds(root: Path, user: str) -> list[str]:
     home = next(
         ln.split(":")[5]
         for ln in (root / "etc/passwd").read_text().splitlines()
@@ -122,16 +117,42 @@ def sshd_on(root: Path, user: str, log: Path) -> Iterator[int]:
     for where in binds:
         if (root / where).is_dir():
             Path("/", where).mkdir(parents=True, exist_ok=True)  # a mount point only
+    return binds
+
+
+def _in_root(root: Path, binds: list[str]) -> list[str]:
+    """The command line that runs "$@" with `root`'s `binds` over this machine's."""
+    mounts = " && ".join(f'mount --bind "$1/{w}" "/{w}"' for w in binds)
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            f'{mounts} && shift && exec "$@"', "sh", str(root)]  # fmt: skip
+
+
+def effective(root: Path, audit_user: str, user: str) -> dict[str, str]:
+    """`sshd -T` for a connection of `user`: what sshd makes of root's config."""
+    done = subprocess.run(
+        [*_in_root(root, _binds(root, audit_user)), require_tool("sshd"), "-T",
+         "-C", f"user={user},host=h,addr=127.0.0.1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+
+
+@contextmanager
+def sshd_on(root: Path, user: str, log: Path) -> Iterator[int]:
+    """The real sshd with `root`'s /etc/ssh (its sshd_config as is), account files, forced
+    command and `user`'s home in place of this machine's, in a private mount namespace, on a
+    loopback port; only the port, the address and the pid file are given on its command line."""
+    sshd = require_tool("sshd")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mounts = " && ".join(f'mount --bind "$1/{w}" "/{w}"' for w in binds)
-    script = f'{mounts} && shift && exec "$@"'
     argv = [sshd, "-D", "-E", str(log), "-o", f"ListenAddress=127.0.0.1:{port}",
             "-o", "PidFile=none"]  # fmt: skip
-    proc = subprocess.Popen(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(root), *argv]
-    )
+    proc = subprocess.Popen([*_in_root(root, _binds(root, user)), *argv])
     try:
         until = time.monotonic() + 20
         while True:
@@ -193,6 +214,17 @@ def test_the_audit_key_logs_in_on_a_stock_rocky8_host(tmp_path: Path, with_post:
         assert done.returncode == 0, done.stderr + log
         assert done.stdout.strip() == os.uname().release  # the forced command ran uname -r
         refused = None
+        # The drop-in's Match block ends with its file: everyone else keeps the stock file's
+        # settings that follow the Include.
+        audit, other = (
+            effective(root, access.user, access.user),
+            effective(root, access.user, "root"),
+        )
+        assert audit["authorizedkeysfile"] == "/etc/ssh/authorized_keys/%u"
+        assert audit["permittty"] == "no"
+        assert other["authorizedkeysfile"] == ".ssh/authorized_keys"
+        assert (other["permittty"], other["x11forwarding"]) == ("yes", "yes")
+        assert other["permitrootlogin"] == "yes"  # sshd's own default: prohibit-password
     else:
         refused = done
         assert done.returncode == 255 and "Permission denied (publickey" in done.stderr, log
