@@ -30,10 +30,13 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from compiler.errors import ClusterforgeError, OutputError, SourceError
 from compiler.kinds import LabelStock
+
+if TYPE_CHECKING:
+    from compiler.pipeline import Compiled
 
 EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
 EXIT_PIPE = 128 + 13  # SIGPIPE's: see the docstring
@@ -85,6 +88,8 @@ def _compile(args: argparse.Namespace) -> int:
     compiled = pipeline.compile_repo(args.repo, os.environ if args.out else None)
     generated = args.out or generated
     name = args.out or "generated/"
+    if args.out and not args.check and _placeholders(compiled, args.allow_placeholders):
+        return EXIT_INPUT
     if args.check:
         # A check answers one question; notices about how to build belong to a build.
         difference = output.compare(generated, compiled.files)
@@ -107,10 +112,28 @@ def _compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _placeholders(compiled: Compiled, allowed: bool) -> bool:
+    """True (and why, on stderr) when installable output would carry a placeholder secret:
+    a host installed from it would have no root login, no alert webhooks, no BMC readings."""
+    if not compiled.placeholders or allowed:
+        return False
+    print("clusterforge: refusing installable output with placeholder secrets:", file=sys.stderr)
+    for line in compiled.placeholders:
+        print(f"  {line}", file=sys.stderr)
+    print(
+        "clusterforge: provide each (a variable or a file outside the repository), or pass "
+        "--allow-placeholders for output that will not be installed",
+        file=sys.stderr,
+    )
+    return True
+
+
 def _bundle(args: argparse.Namespace) -> int:
     from compiler import bundle, pipeline
 
     compiled = pipeline.compile_repo(args.repo, os.environ)
+    if _placeholders(compiled, args.allow_placeholders):
+        return EXIT_INPUT
     for notice in compiled.notices:
         print(f"clusterforge: {notice}", file=sys.stderr)
     try:
@@ -575,6 +598,12 @@ def _repo_option(p: argparse.ArgumentParser, default: object) -> None:
     )
 
 
+_ALLOW_HELP = (
+    "write it even with a secret (root hash, webhook, BMC password) left as its placeholder: "
+    "for review, never for installing"
+)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="clusterforge",
@@ -647,6 +676,7 @@ def parser() -> argparse.ArgumentParser:
         help="build into DIR instead, with the root password hash from the environment or "
         "the file provisioning.yaml names (for the provisioning server; never commit it)",
     )
+    c.add_argument("--allow-placeholders", action="store_true", help=_ALLOW_HELP)
     c.set_defaults(run=_compile)
     b = sub.add_parser(
         "bundle",
@@ -656,6 +686,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--out", type=Path, required=True, metavar="DIR")
     b.add_argument("--host", action="append", default=[], metavar="H", help="only host H")
     b.add_argument("--role", action="append", default=[], metavar="R", help="only role R")
+    b.add_argument("--allow-placeholders", action="store_true", help=_ALLOW_HELP)
     b.set_defaults(run=_bundle)
     v = sub.add_parser(
         "validate", parents=[common], help="check cluster/ for mistakes; write nothing"

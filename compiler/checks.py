@@ -186,6 +186,8 @@ def references(c: Cluster, rep: Report) -> None:
                 else ("site", "services", key)
             )
             need(hosts, host, "host", at)
+    if c.site.audit is not None:
+        need(hosts, c.site.audit.metrics.host, "host", ("site", "audit", "metrics", "host"))
     for model_name, model in c.hardware.servers.items():
         need(c.networks, model.bmc, "network", ("hardware", "servers", model_name, "bmc"))
         for i, nic in enumerate(model.nics):
@@ -992,6 +994,44 @@ def services(c: Cluster, rep: Report) -> None:
                             )
 
 
+def site_hosts(c: Cluster, rep: Report) -> None:
+    """The site's time servers have an upstream to follow; the host that receives the drift
+    audit's metrics runs node_exporter, which serves them; the InfiniBand user space (the
+    `rdma` service, MLNX_OFED) runs only on hosts whose model has an HCA."""
+    if c.site.services.ntp and not c.site.ntp_upstream:
+        rep.add(
+            ("site", "services", "ntp"),
+            "ntp-without-upstream",
+            f"{', '.join(c.site.services.ntp)} serve the site's time but site.yaml names no "
+            "ntp_upstream to follow (e.g. ntp_upstream: [{host: ntp1.example.net}])",
+        )
+    roles = c.services.roles
+    models = c.hardware.servers
+    for path, r, n in _nodes(c):
+        node = c.racks[r].nodes[n]
+        runs = roles.get(node.role, ())
+        audit = c.site.audit
+        if audit is not None and node.name == audit.metrics.host and "node-exporter" not in runs:
+            rep.add(
+                ("site", "audit", "metrics", "host"),
+                "metrics-host-without-node-exporter",
+                f"{node.name!r} receives the audit's metrics, but its role "
+                f"{node.role.value!r} runs no node-exporter to serve them",
+            )
+        model = models.get(node.model)
+        if (
+            model is not None
+            and "rdma" in runs
+            and not any(_is_ib(c, node.model, nic.name) for nic in model.nics)
+        ):
+            rep.add(
+                (*path, "role"),
+                "rdma-without-hca",
+                f"role {node.role.value!r} runs rdma (MLNX_OFED) on {node.name!r}, whose model "
+                f"{node.model!r} has no InfiniBand HCA",
+            )
+
+
 def _version_keys(c: Cluster, model: str) -> set[str]:
     baseline = c.firmware.baselines.get(model)
     keys = set(baseline.versions()) if baseline else set()
@@ -1014,6 +1054,7 @@ RULES: tuple[Rule, ...] = (
     tiers,
     fabric,
     services,
+    site_hosts,
     gpudirect,
     thresholds,
 )

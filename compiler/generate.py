@@ -37,6 +37,8 @@ services:
   dns: [prov01]
   ntp: [prov01]
   monitoring: mon01
+ntp_upstream:
+  - {{host: ntp1.{name}.example.net}}
 """
 
 _NETWORKS = """\
@@ -249,6 +251,8 @@ services:
     scrape: {job: node, port: 9100}
     files:
       - {source: monitoring/node_exporter.conf, dest: /etc/default/node_exporter, reload: node_exporter.service}
+      - {source: "monitoring/textfile/{host}.sysusers", dest: /usr/lib/sysusers.d/clusterforge-metrics.conf, optional: true}
+      - {source: "monitoring/textfile/{host}.tmpfiles", dest: /usr/lib/tmpfiles.d/clusterforge-metrics.conf, optional: true}
   opensm:
     description: the InfiniBand subnet manager, master or standby by priority
     packages: [opensm]
@@ -316,9 +320,10 @@ services:
       - {source: monitoring/alertmanager.yml, dest: /etc/prometheus/alertmanager.yml, mode: "0640", owner: "root:prometheus", reload: alertmanager.service, check: exists}
   ipmi-exporter:
     description: reads every BMC over IPMI for Prometheus (runs beside it)
-    packages: [ipmi_exporter]
+    packages: [ipmi_exporter, freeipmi]
     units: [ipmi_exporter.service]
     files:
+      - {source: monitoring/ipmi_exporter.default, dest: /etc/default/ipmi_exporter, reload: ipmi_exporter.service}
       - {source: monitoring/ipmi_exporter.yml, dest: /etc/prometheus/ipmi_remote.yml, mode: "0640", owner: "root:prometheus", reload: ipmi_exporter.service, check: exists}
   blackbox-exporter:
     description: pings every BMC and every host's management address for Prometheus (beside it)
@@ -357,15 +362,15 @@ services:
     kernel_modules: [nvidia-peermem]
     files:
       - {source: "gpudirect/{role}/nccl.conf", dest: /etc/nccl.conf}
-      - {source: "gpudirect/{role}/modprobe.conf", dest: /etc/modprobe.d/nvidia.conf}
+      - {source: "gpudirect/{role}/modprobe.conf", dest: /etc/modprobe.d/clusterforge-nvidia.conf}
   dcgm-exporter:
     description: GPU metrics (DCGM) for Prometheus
-    packages: [datacenter-gpu-manager, dcgm-exporter]
-    units: [nvidia-dcgm.service, dcgm-exporter.service]
+    packages: ["datacenter-gpu-manager-4-cuda{cuda_major}", datacenter-gpu-manager-exporter]
+    units: [nvidia-dcgm.service, nvidia-dcgm-exporter.service]
     ports: [9400/tcp]
     scrape: {job: dcgm, port: 9400}
     files:
-      - {source: monitoring/dcgm-counters.csv, dest: /etc/dcgm-exporter/default-counters.csv, reload: dcgm-exporter.service}
+      - {source: monitoring/dcgm-counters.csv, dest: /etc/dcgm-exporter/default-counters.csv, reload: nvidia-dcgm-exporter.service}
   nccl-bootstrap:
     description: NCCL/MPI bootstrap between GPU servers
     ports: [32768-60999/tcp]
@@ -440,6 +445,7 @@ audit:
   user: clusterforge-audit
   public_key: {key}
   probe_timeout_s: 300
+  metrics: {{host: mon01, user: clusterforge-metrics}}
 """
 _EXPECTED_HOME = (
     '      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}\n'
@@ -452,6 +458,7 @@ _ACCESS_HOMES = """\
       - {source: access/sshd_config, dest: /etc/ssh/sshd_config.d/50-clusterforge-audit.conf, reload: sshd.service}
       - {source: access/sudoers, dest: /etc/sudoers.d/clusterforge-audit, mode: "0440"}
       - {source: access/sysusers.conf, dest: /usr/lib/sysusers.d/clusterforge-audit.conf}
+      - {source: access/tmpfiles.conf, dest: /usr/lib/tmpfiles.d/clusterforge-audit.conf}
 """
 assert _EXPECTED_HOME in _SERVICES, "the base service's expected-state home"
 

@@ -182,11 +182,23 @@ class Labels(Strict_):
     stock: Annotated[LabelStock, Lax] = LabelStock.WRAP_LETTER
 
 
+UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name (a-z, 0-9, '_', '-')")]
+
+
+class AuditMetrics(Strict_):
+    """Where the drift audit's metrics land: the host whose node_exporter serves them (its
+    textfile folder, made on that host and written by `user`, the account the drift-audit
+    workflow's publishing job runs as there)."""
+
+    host: Name
+    user: UserName
+
+
 class AuditAccess(Strict_):
     """The drift audit's account on every host (generated/access/): who it logs in as, with
-    which public key, and the longest a probe may run there."""
+    which public key, the longest a probe may run there, and where its metrics land."""
 
-    user: Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name (a-z, 0-9, '_', '-')")]
+    user: UserName
     public_key: Annotated[
         str,
         _pattern(
@@ -195,6 +207,17 @@ class AuditAccess(Strict_):
         ),
     ]
     probe_timeout_s: int = Field(300, ge=1, le=3600)  # a probe's hard limit on the host
+    metrics: AuditMetrics
+
+
+class TimeSource(Strict_):
+    """An upstream NTP source the site's time servers follow: one server, or a pool."""
+
+    host: Annotated[
+        str,
+        _pattern(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", "a host name or IPv4 address"),
+    ]
+    pool: bool = False  # chrony's `pool`: the name resolves to several servers, all used
 
 
 class Site(Strict_):
@@ -203,6 +226,7 @@ class Site(Strict_):
     domain: Annotated[str, _pattern(r"[a-z0-9-]+(\.[a-z0-9-]+)+", "a DNS domain")]
     timezone: str
     services: Services
+    ntp_upstream: tuple[TimeSource, ...] = ()  # what the ntp hosts follow (they need one)
     rack_pitch_m: float = Field(0.6, gt=0)
     row_pitch_m: float = Field(2.4, gt=0)
     labels: Labels = Labels()  # label stock for the cable label sheets

@@ -51,6 +51,9 @@ class Compiled:
     files: dict[str, bytes]  # path under generated/ -> content, MANIFEST.json included
     deploys: dict[str, Deploy]  # host -> its generated/deploy/<host>.json
     notices: list[str] = field(default_factory=list)  # for the operator: the CLI prints them
+    # Each secret left as its placeholder, and how to provide it: installable output refuses
+    # them (`compile --out`, `bundle`) unless told otherwise.
+    placeholders: list[str] = field(default_factory=list)
 
 
 def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic]:
@@ -153,7 +156,7 @@ def compile_source(
     when `environ` is given (the CLI passes os.environ), else the targets use placeholders.
     `previous` is the generated/ this compile replaces: DNS serials continue from its zones."""
     cluster = check(source)
-    secrets, notices = read_secrets(source, cluster, environ)
+    secrets, notices, placeholders = read_secrets(source, cluster, environ)
     carried = {
         path: data.decode() for path, data in (previous or {}).items() if path.startswith(CARRIED)
     }
@@ -164,7 +167,7 @@ def compile_source(
     files |= {path: text.encode() for path, text in deploy.deploy_files(deploys).items()}
     files = dict(sorted(files.items()))
     files[MANIFEST] = manifest(files, source.digest(), digests)
-    return Compiled(source, cluster, plan, files, deploys, notices)
+    return Compiled(source, cluster, plan, files, deploys, notices, placeholders)
 
 
 def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:
@@ -188,10 +191,12 @@ _LINE = re.compile(r"[^\r\n]+")
 
 def read_secrets(
     source: Source, cluster: Cluster, environ: Mapping[str, str] | None
-) -> tuple[dict[str, str], list[str]]:
+) -> tuple[dict[str, str], list[str], list[str]]:
     """The secrets cluster/ names, each from its environment variable, else its file: the root
-    password hash and every Alertmanager receiver's webhook URL. Raises SourceError when what
-    is there has the wrong shape; a secret not found leaves the target's placeholder."""
+    password hash, every Alertmanager receiver's webhook URL, the BMC password. Returns them,
+    the notices, and one line per secret left as its placeholder saying how to provide it.
+    Raises SourceError when what is there has the wrong shape; a secret not found leaves the
+    target's placeholder."""
     # (key in plan.secrets, where to read it, its place in cluster/, shape, shape named, advice)
     wanted: list[tuple[str, SecretSource, tuple[str, ...], re.Pattern[str], str, str]] = [
         (
@@ -227,12 +232,18 @@ def read_secrets(
         )
     secrets: dict[str, str] = {}
     placeholders: list[str] = []
+    missing: list[str] = []
     notices: list[str] = []
     for key, spec, at, shape, what, keep in wanted:
         found = _read_secret(source, spec, at, environ)
         if found is None:
             tried = " or ".join(x for x in (spec.env and f"${spec.env}", spec.file) if x)
             placeholders.append(f"{key} ({tried or 'no source named'})")
+            how = " or write ".join(
+                x for x in (spec.env and f"set ${spec.env}", spec.file and spec.file) if x
+            )
+            place = f"{source.where(at)}: {'.'.join(at[1:])}"
+            missing.append(f"{key}: {how or 'name an env or file for it'} ({what}; {place})")
             continue
         value, origin, where = found
         if not shape.fullmatch(value):
@@ -246,7 +257,7 @@ def read_secrets(
             f"placeholder used for {', '.join(placeholders)}: the tree in git never holds "
             "them; for installable files set one and compile --out DIR",
         )
-    return secrets, notices
+    return secrets, notices, missing
 
 
 def _read_secret(

@@ -514,6 +514,9 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
             )
     expected = versions(cluster, node.model)
     expected.update({key: pin.version for key, pin in node.pins.items()})
+    if not ib_ports:
+        # MLNX_OFED is the HCA's driver: a host without one installs none, and has no version.
+        expected.pop("ofed", None)
     return Host(
         name=node.name,
         role=node.role,

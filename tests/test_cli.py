@@ -79,10 +79,51 @@ def test_output_that_cannot_be_written_is_the_set_up_not_a_bug(
     operator to report a bug. Here the output's folder sits below a regular file."""
     repo = _copy(tmp_path, generated=False)
     (tmp_path / "afile").write_text("x")
-    assert main(["-C", str(repo), "compile", "--out", str(tmp_path / "afile" / "out")]) == 4
+    out = str(tmp_path / "afile" / "out")
+    assert main(["-C", str(repo), "compile", "--out", out, "--allow-placeholders"]) == 4
     err = capsys.readouterr().err
     assert err.startswith(f"clusterforge: cannot write {tmp_path}/afile/out: ")
     assert "[Errno " in err and "internal error" not in err  # the system's reason, as it said it
+
+
+SECRETS = {
+    "CLUSTERFORGE_ROOT_HASH": "$6$salt$" + "h" * 86,
+    "CLUSTERFORGE_WEBHOOK_OPS": "https://chat.example.org/hooks/ops",
+    "CLUSTERFORGE_WEBHOOK_ONCALL": "https://chat.example.org/hooks/oncall",
+    "CLUSTERFORGE_WEBHOOK_GPU": "https://chat.example.org/hooks/gpu",
+    "CLUSTERFORGE_IPMI_PASSWORD": "bmc secret",
+}
+
+
+@pytest.mark.parametrize("command", ["compile", "bundle"])
+def test_installable_output_refuses_every_placeholder_secret(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """A bundle or a `compile --out` tree is what hosts are installed from: with a placeholder
+    root hash, webhook or BMC password in it, exit 2 naming each and how to provide it, and
+    nothing written; `--allow-placeholders` writes it anyway (for review)."""
+    repo = _copy(tmp_path, generated=False)
+    out = tmp_path / "out"
+    for name in SECRETS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLUSTERFORGE_WEBHOOK_OPS", SECRETS["CLUSTERFORGE_WEBHOOK_OPS"])
+    assert main(["-C", str(repo), command, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert not out.exists()
+    for name in set(SECRETS) - {"CLUSTERFORGE_WEBHOOK_OPS"}:
+        assert f"set ${name} or write /etc/clusterforge/" in err, name
+    assert "CLUSTERFORGE_WEBHOOK_OPS" not in err  # it was given
+    assert "cluster/provisioning.yaml:" in err and "--allow-placeholders" in err
+    assert main(["-C", str(repo), command, "--out", str(out), "--allow-placeholders"]) == 0
+    assert out.is_dir()
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    assert main(["-C", str(repo), command, "--out", str(tmp_path / "real")]) == 0
+    # The repository's generated/ keeps its placeholders, as it always has.
+    assert main(["-C", str(repo), "compile"]) == 0
 
 
 def test_output_that_cannot_be_read_is_the_set_up_not_a_bug(

@@ -96,6 +96,9 @@ def lay_out(compiled: Compiled, tmp: Path) -> Path:
             os.chown(root / entry["path"].lstrip("/"), ids[user], ids[group])
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
     (root / "etc/group").write_text(f"root:x:0:\napache:x:{WWW_DATA}:\n")
+    # The bundle's accounts first, as at boot (systemd-sysusers before systemd-tmpfiles-setup).
+    sysusers = [require_tool("systemd-sysusers"), f"--root={root}"]
+    subprocess.run(sysusers, capture_output=True, text=True, timeout=60, check=True)
     command = [require_tool("systemd-tmpfiles"), "--create", f"--root={root}"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

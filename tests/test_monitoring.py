@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import replace
@@ -29,7 +32,7 @@ from compiler import bundle
 from compiler.errors import SourceError
 from compiler.load import load
 from compiler.pipeline import Compiled, compile_repo, compile_source
-from compiler.targets import alerts
+from compiler.targets import alerts, monitoring
 from compiler.targets.alerts import seconds
 from compiler.targets.render import to_yaml
 from tests import monitoring_fleet as fleet
@@ -310,6 +313,63 @@ def test_dcgm_exports_every_field_a_rule_or_the_dashboard_reads(compiled: Compil
     assert "DCGM_FI_DEV_POWER_USAGE" in exported and "DCGM_EXP_GPU_HEALTH_STATUS" in exported
 
 
+GO_READER = REPO / "tests/tools/dcgm-counters/main.go"
+
+
+def read_counters(path: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """`path` read by tests/tools/dcgm-counters (Go's encoding/csv, configured and checked as
+    dcgm-exporter's ReadCSVFile and ExtractCounters do; its comment cites them). No network:
+    the standard library only, the build cache in tmp."""
+    go = require_tool("go")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp),
+        "GOCACHE": str(tmp / "gocache"),
+        "GOPATH": str(tmp / "gopath"),
+        "GOPROXY": "off",
+        "GOTOOLCHAIN": "local",
+        "GOFLAGS": "",
+    }
+    return subprocess.run(
+        [go, "run", str(GO_READER), str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.realtool
+def test_dcgm_exporter_s_own_reader_accepts_the_counters_file(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    counters = tmp_path / "default-counters.csv"
+    counters.write_bytes(compiled.files["monitoring/dcgm-counters.csv"])
+    done = read_counters(counters, tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = [line.split("\t") for line in done.stdout.splitlines()]
+    assert [r[0] for r in records] == [row[0] for row in monitoring.DCGM_COUNTERS]
+    assert all(len(r) == 3 and r[2] for r in records)
+    # The same reader refuses a help text with a comma (the file it was given before).
+    text = counters.read_text().replace("Power draw (in W).", "Power draw, in W.")
+    counters.write_text(text)
+    refused = read_counters(counters, tmp_path)
+    assert refused.returncode != 0 and "wrong number of fields" in refused.stderr
+
+
+def test_one_dcgm_family_throughout(compiled: Compiled) -> None:
+    """DCGM_EXP_GPU_HEALTH_STATUS is a dcgm-exporter 4 field: the GPU hosts install DCGM 4 and
+    its exporter by the names of NVIDIA's RHEL 8 repository, and enable their units."""
+    ks = compiled.files["kickstart/gpu001.ks"].decode()
+    cuda = compiled.plan.host("gpu001").versions["cuda"].split(".")[0]
+    assert f'"datacenter-gpu-manager-4-cuda{cuda}"' in ks
+    assert '"datacenter-gpu-manager-exporter"' in ks
+    assert '"datacenter-gpu-manager"' not in ks and '"dcgm-exporter"' not in ks
+    assert "nvidia-dcgm.service nvidia-dcgm-exporter.service" in ks
+    assert "DCGM_EXP_GPU_HEALTH_STATUS, " in compiled.files["monitoring/dcgm-counters.csv"].decode()
+
+
 # --- where it lives -------------------------------------------------------------------------
 
 
@@ -410,6 +470,173 @@ def test_ipmi_exporter_reads_its_config_and_reports_a_silent_bmc(
         check=False,
     )
     assert done.returncode != 0 and "bogus" in done.stderr
+
+
+def _env_file(text: str) -> dict[str, str]:
+    """A systemd EnvironmentFile of KEY="VALUE" lines (the only form the generated one has)."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            out[key] = shlex.split(value)[0]
+    return out
+
+
+@pytest.mark.realtool
+def test_ipmi_exporter_as_the_packaged_unit_runs_it_loads_the_generated_config(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    """The packaged unit (prometheus-rpm: EnvironmentFile=-/etc/default/ipmi_exporter,
+    User=prometheus, ExecStart=/usr/bin/ipmi_exporter $IPMI_EXPORTER_OPTS, the variable split
+    at whitespace as systemd does for an unbraced $VAR) started from the monitoring host's
+    bundle: Debian's ipmi_exporter stands in for the RPM's binary, run as prometheus with the
+    bundle's /etc/prometheus in place (a private mount namespace), files owned as the deploy
+    map says. It serves the generated module on the address Prometheus's ipmi job asks."""
+    exporter = require_tool("prometheus-ipmi-exporter")
+    for tool in ("unshare", "setpriv", "mount", "ipmimonitoring"):
+        require_tool(tool)
+    host = compiled.plan.site.services.monitoring
+    overlay = monitoring_overlay(compiled, tmp_path / "bundle")
+    for placed in compiled.deploys[host].files:
+        if not placed.path.startswith("/etc/prometheus/"):
+            continue
+        user, group = placed.owner.split(":")
+        shutil.chown(overlay / placed.path.lstrip("/"), user, group)
+    overlay.chmod(0o755)
+    for parent in overlay.relative_to(tmp_path).parents:
+        (tmp_path / parent).chmod(0o755)
+    options = _env_file((overlay / "etc/default/ipmi_exporter").read_text())
+    argv = options["IPMI_EXPORTER_OPTS"].split()
+    address = next(a.split("=", 1)[1] for a in argv if a.startswith("--web.listen-address="))
+    assert address == monitoring.PROBES["ipmi"].exporter
+    assert "freeipmi" in compiled.files[f"kickstart/{host}.ks"].decode().split("dnf -y install")[-1]
+    Path("/etc/prometheus").mkdir(exist_ok=True)
+    script = (
+        'mount --bind "$1/etc/prometheus" /etc/prometheus && shift && '
+        'exec setpriv --reuid=prometheus --regid=prometheus --init-groups "$@"'
+    )
+    proc = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(overlay),
+         exporter, *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    url = f"http://{address}/ipmi?target=127.0.0.1&module={monitoring.PROBES['ipmi'].module}"
+    try:
+        until = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                with urllib.request.urlopen(url, timeout=20) as response:
+                    text = response.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < until, "ipmi_exporter did not answer"
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    # The generated module's three collectors, each tried (no BMC on loopback: up 0).
+    for collector in ("bmc", "ipmi", "chassis"):
+        assert f'ipmi_up{{collector="{collector}"}} 0' in text
+
+
+@pytest.mark.realtool
+def test_node_exporter_reads_the_audit_s_metrics_where_the_workflow_publishes_them(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    """The host site.yaml names to receive the audit's metrics, as its kickstart leaves it
+    (its bundle, the %post accounts block: the publishing account and its textfile folder);
+    the drift-audit workflow's publishing step run as that account (bash, as a runner does)
+    with a real audit's textfile; then the real node_exporter as prometheus (the packaged
+    unit's user), with the flags of its generated /etc/default/node_exporter, on loopback,
+    reads it. The host's /var/lib/node_exporter is in place in a private mount namespace."""
+    exporter = require_tool("prometheus-node-exporter")
+    for tool in ("unshare", "setpriv", "mount", "systemd-sysusers", "systemd-tmpfiles"):
+        require_tool(tool)
+    from clusterforge.cli import main
+    from clusterforge.lab.fleet import Fleet, compile_reference
+    from tests.test_kickstart import host_root, run_accounts_block
+    from tests.test_workflows import _step
+
+    access = compiled.plan.site.audit
+    assert access is not None
+    host, user = access.metrics.host, access.metrics.user
+    root = host_root(compiled, host, tmp_path / "bundle")
+    run_accounts_block(compiled.files[f"kickstart/{host}.ks"].decode(), root)
+    passwd = {
+        ln.split(":")[0]: ln.split(":") for ln in (root / "etc/passwd").read_text().splitlines()
+    }
+    uid, gid = passwd[user][2], passwd[user][3]
+    # A real audit's textfile, where the workflow's merge step leaves it ($RUNNER_TEMP: a
+    # folder the runner's account can read).
+    runner = Path(tempfile.mkdtemp(prefix="clusterforge-runner-"))
+    try:
+        runner.chmod(0o755)
+        reference = compile_reference(REPO, tmp_path / "reference")
+        recording = Fleet.load(reference / "generated").record(tmp_path / "recording")
+        merged = runner / "drift/merged"
+        code = main(
+            ["-C", str(reference), "audit", "--replay", str(recording), "--out",
+             str(tmp_path / "report"), "--textfile", str(merged / "clusterforge.prom")]
+        )  # fmt: skip
+        assert code == 0
+        for folder in (runner / "drift", merged):
+            folder.chmod(0o755)
+        step = _step(
+            "drift-audit.yml", "merge", "Publish metrics to the node_exporter textfile directory"
+        )
+        textfile = re.search(r"'(/[^']+)'", step["env"]["TEXTFILE_DIR"])
+        assert textfile is not None and textfile[1] == monitoring.TEXTFILE_DIR
+        (runner / "step.sh").write_text(step["run"])
+        (runner / "step.sh").chmod(0o755)
+        Path("/var/lib/node_exporter").mkdir(parents=True, exist_ok=True)  # a mount point only
+        bind = 'mount --bind "$1/var/lib/node_exporter" /var/lib/node_exporter && shift && '
+        publish = subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c",
+             bind + 'exec setpriv --reuid="$1" --regid="$2" --clear-groups -- bash -e "$3"',
+             "sh", str(root), uid, gid, str(runner / "step.sh")],
+            env={"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(runner), "TEXTFILE_DIR": textfile[1]},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )  # fmt: skip
+        assert publish.returncode == 0, publish.stderr
+    finally:
+        shutil.rmtree(runner)
+    published = root / "var/lib/node_exporter/textfile/clusterforge_drift.prom"
+    assert published.stat().st_uid == int(uid)
+    options = _env_file((root / "etc/default/node_exporter").read_text())
+    flags = options["NODE_EXPORTER_OPTS"].split()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         bind + 'exec setpriv --reuid=prometheus --regid=prometheus --init-groups "$@"',
+         "sh", str(root), exporter, *flags, f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        until = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, "node_exporter stopped"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as r:
+                    text = r.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < until, "node_exporter did not answer"
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "node_textfile_scrape_error 0" in text
+    for metric in ("clusterforge_audit_last_success_timestamp_seconds", "clusterforge_hosts{"):
+        assert metric in text, metric
 
 
 _PROBE = """

@@ -600,7 +600,10 @@ def test_the_cli_compiles_with_the_hash_and_says_so(
     repo = copy_repo(tmp_path)
     build = tmp_path / "provisioning-build"
     monkeypatch.setenv("CLUSTERFORGE_ROOT_HASH", TEST_HASH)
-    assert main(["-C", str(repo), "compile", "--out", str(build)]) == 0
+    # The webhooks and the BMC password are not set here: refused unless allowed.
+    assert main(["-C", str(repo), "compile", "--out", str(build)]) == 2
+    assert "webhook/ops: set $CLUSTERFORGE_WEBHOOK_OPS" in capsys.readouterr().err
+    assert main(["-C", str(repo), "compile", "--out", str(build), "--allow-placeholders"]) == 0
     assert "read from $CLUSTERFORGE_ROOT_HASH" in capsys.readouterr().err
     assert TEST_HASH in (build / "kickstart" / "gpu001.ks").read_text()
     assert main(["-C", str(repo), "compile", "--out", str(build), "--check"]) == 0

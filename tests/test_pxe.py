@@ -38,6 +38,10 @@ def provisioning_root(compiled: Compiled, tmp: Path) -> Path:
     # systemd-tmpfiles --root resolves them: from the root's own files.
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
     (root / "etc/group").write_text("root:x:0:\napache:x:48:\n")
+    # The accounts the bundle declares, made first, as systemd-sysusers.service runs before
+    # systemd-tmpfiles-setup.service at boot: the accounts' tmpfiles lines name them.
+    sysusers = [require_tool("systemd-sysusers"), f"--root={root}"]
+    subprocess.run(sysusers, capture_output=True, text=True, timeout=60, check=True)
     for loader, path in LOADERS.items():
         (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         (root / path.lstrip("/")).write_text(f"stand-in for {loader} at {path}\n")

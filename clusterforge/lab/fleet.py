@@ -178,13 +178,14 @@ class Fleet:
         s = h.state
         v = s["versions"]
         out = {
-            "ofed_info": f"MLNX_OFED_LINUX-{v['ofed']}:\n",
             "uname_r": f"{v['kernel']}\n",
             "dmidecode_bios": f"{v['bios']}\n",
             "ipmitool_mc_info": _ipmitool(leading(v["bmc"], 2)),
             "ip_addr": _ip_addr(s),
             "ip_route": _ip_route(s),
         }
+        if "ofed" in v:  # a host with an HCA, which runs MLNX_OFED
+            out["ofed_info"] = f"MLNX_OFED_LINUX-{v['ofed']}:\n"
         for iface in s["interfaces"]:
             if iface["mac"] is None and "nic_firmware" in v:
                 out[f"ethtool_i@{iface['name']}"] = _ethtool(v, host)

@@ -6,7 +6,8 @@ role, installed through the host's bundle (services.yaml, service `gpudirect`).
                  default route: the bootstrap's TCP must never take IPoIB or storage), then the
                  settings of acceptance.yaml. An HCA missing or down makes NCCL fall back to
                  sockets over that interface: slow, and silent without NCCL_DEBUG=WARN.
-  modprobe.conf  /etc/modprobe.d/nvidia.conf: the NVIDIA module options of acceptance.yaml.
+  modprobe.conf  /etc/modprobe.d/clusterforge-nvidia.conf: the NVIDIA module options of
+                 acceptance.yaml (a name of its own: the driver's nvidia.conf stays read).
 
 The expected GPU<->HCA affinity of each model travels in the host's contract (`gpudirect` in
 expected/hosts/<host>.json), which the bundle installs too.
@@ -61,7 +62,7 @@ def render(plan: Plan) -> dict[str, str]:
         lines = [f"# /etc/nccl.conf on {role} hosts. {HEADER}"]
         lines += [f"{k}={v}" for k, v in nccl_settings(plan, hosts).items()]
         files[f"gpudirect/{role}/nccl.conf"] = "\n".join(lines) + "\n"
-        lines = [f"# /etc/modprobe.d/nvidia.conf on {role} hosts. {HEADER}"]
+        lines = [f"# /etc/modprobe.d/clusterforge-nvidia.conf on {role} hosts. {HEADER}"]
         for module, values in sorted(options.items()):
             pairs = " ".join(f"{k}={v}" for k, v in sorted(values.items()))
             lines.append(f"options {module} {pairs}")

@@ -5,9 +5,9 @@ services its role runs (services.yaml), installed through the host's bundle.
                                  network: exactly the ports of the role's services; trusted
                                  networks use firewalld's own `trusted` zone (the keyfiles
                                  say which zone an interface is in);
-  chrony/<host>.conf             the NTP servers of site.yaml answer the site and follow their
-                                 own clock when nothing upstream is reachable; every other
-                                 host follows them;
+  chrony/<host>.conf             the NTP servers of site.yaml follow its ntp_upstream, answer
+                                 the site, and keep it on their own clock (orphan) when
+                                 nothing upstream is reachable; every other host follows them;
   modules/<role>.conf            modules-load.d: the kernel modules the role's services load
                                  at boot (nvidia-peermem for GPUDirect RDMA).
 """
@@ -43,7 +43,10 @@ def chrony(plan: Plan, host: str) -> str:
     lines = [f"# /etc/chrony.conf on {host}. {HEADER}"]
     lines += [f"server {plan.address(h, pxe)} iburst" for h in ntp if h != host]
     if host in ntp:
-        # The cluster has no way out: an NTP server keeps the site on one clock, its own.
+        lines += [
+            f"{'pool' if s.pool else 'server'} {s.host} iburst" for s in plan.site.ntp_upstream
+        ]
+        # Upstream out of reach: the NTP servers keep the site on one clock, their own.
         lines += [
             f"allow {cidr}" for cidr in sorted({n.cidr for n in plan.cluster.networks.values()})
         ]

@@ -21,7 +21,8 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
             kernel modules match the kernel that boots:
             1. local mirrors only (the provisioning host: bootstrap's upstream repos);
             2. the pinned kernel (and its headers), made the default;
-            3. MLNX_OFED, whose kernel modules are built for that kernel, proven by ofed_info;
+            3. MLNX_OFED where the model has an HCA, its kernel modules built for that kernel,
+               proven by ofed_info and by mlx5_core's file being OFED's, not the kernel's;
             4. the role's services: module streams, packages (the GPU driver after OFED, since
                nvidia-peermem links against OFED's ib_core), DKMS modules built for the pinned
                kernel rather than the installer's, then every module the services load,
@@ -31,6 +32,8 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
                mode and owner; the installer's own ifcfg files removed, so the keyfiles are
                the network's one configuration (the provisioning host: the installer is
                left in /root for the bundle applied after, its network kept till then);
+               sshd_config made to read its drop-ins, the bundle's accounts (sysusers.d)
+               and their folders (tmpfiles.d) made;
             6. the services' units enabled.
 """
 
@@ -127,6 +130,7 @@ def render(plan: Plan) -> dict[str, str]:
         files[f"kickstart/{host.name}.ks"] = template(
             "kickstart.ks.j2",
             host=host,
+            hca=bool(host.ib_ports),
             site=plan.site,
             prov=prov,
             install=install,
