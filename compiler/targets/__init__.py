@@ -31,6 +31,7 @@ from compiler.targets import (
     opensm,
     pxe,
     routes,
+    slurm,
 )
 
 Target = Callable[[Plan], dict[str, str]]
@@ -78,6 +79,7 @@ TARGETS.add("access", access.render)
 TARGETS.add("hostconf", hostconf.render)
 TARGETS.add("gpudirect", gpudirect.render)
 TARGETS.add("acceptance", acceptance.render)
+TARGETS.add("slurm", slurm.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:

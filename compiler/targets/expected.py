@@ -22,7 +22,8 @@ Per host (`expected/hosts/<host>.json`), schema 1:
           still accepts for that key up to and including `until` (by the audit's clock);
           pinned keys are held off the baseline and take no rollout.
 Fabric (`expected/fabric.json`): every planned InfiniBand cable with its ID, both ends as
-node name, node GUID and port, rate, width and lifecycle ("installed" or "planned"); every
+node name, node GUID and port, rate, width and lifecycle ("installed", "planned", or "spare":
+cabled, its port down by design); every
 InfiniBand switch with its node GUID, model and baseline firmware ("switches").
 """
 
@@ -110,7 +111,7 @@ def fabric_contract(plan: Plan) -> dict[str, Any]:
                 "a": end(c.a.device, c.a.port),
                 "b": end(c.b.device, c.b.port),
                 "rate": c.rate,
-                "lifecycle": "installed" if c.installed else "planned",
+                "lifecycle": c.lifecycle,
             }
             for c in plan.cables
             if c.network in ib
