@@ -915,6 +915,9 @@ def slurm(c: Cluster, rep: Report) -> None:
         at = ("slurm", "partitions", pname)
         if part.default:
             defaults.append(at)
+        if pname == "spare":
+            rep.add(at, "slurm-spare", "partition 'spare' is the spares' own (generated, "
+                    "inactive): name production partitions otherwise")  # fmt: skip
         if Role.SPARE in part.roles:
             rep.add((*at, "roles"), "slurm-spare", f"partition {pname!r}: spares stay out of "
                     "production partitions (they are drained with the reason 'spare')")  # fmt: skip

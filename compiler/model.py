@@ -674,7 +674,8 @@ class SlurmPartition(Strict_):
 class Slurm(Strict_):
     """slurm.yaml: what the generated Slurm files (generated/slurm/) say beyond the hardware:
     the partitions, the memory Slurm leaves to the OS, and the nodes' scheduling weights.
-    Spares (role `spare`) are configured but drained with the reason `spare`, in no partition."""
+    Spares (role `spare`) are configured but drained with the reason `spare`, in no production
+    partition (in an inactive one of their own, `spare`)."""
 
     # Installed memory less this is RealMemory: the kernel reserves some, the OS and the
     # daemons need some; a node that shows less than RealMemory is drained by Slurm.

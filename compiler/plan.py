@@ -572,6 +572,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
 
 
 SLURMD = "slurm"  # the services.yaml service of a Slurm compute node
+SLURMCTLD = "slurm-controller"  # and of its controller
 _SLURM_GPU_KEYS = ("gres_type", "gres_detect", "cpu_affinity")
 
 

@@ -17,6 +17,10 @@ Per host (`expected/hosts/<host>.json`), schema 1:
   gpudirect (hosts with GPUs and an HCA): {nccl: {variable: value} as /etc/nccl.conf sets
           them, affinity: [{gpu, hca, path}]: each GPU's nearest HCA and the farthest PCIe
           path type (`nvidia-smi topo -m`) the model allows between them};
+  slurm (hosts that run slurmd): {cpus, sockets, cores_per_socket, threads_per_core,
+          memory_mib (installed), real_memory_mib (slurm.conf's RealMemory), spare};
+  slurm_controller (hosts that run slurmctld): {spare_reason, nodes: {node: {rack, u,
+          spare}}}: the nodes it schedules, where they are, and the spares among them;
   accept (only on hosts a rollout of cluster/firmware.yaml covers): {version key:
           {previous, until: "YYYY-MM-DD"}}: the version the rollout replaces, which the audit
           still accepts for that key up to and including `until` (by the audit's clock);
@@ -32,15 +36,19 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.model import Rollout
-from compiler.plan import Host, Plan
+from compiler.plan import SLURMCTLD, Host, Plan
 from compiler.targets import gpudirect
 from compiler.targets.render import to_json
+from compiler.targets.slurm import SPARE_REASON
 
 SCHEMA = 1
 
 
 def host_contract(
-    h: Host, rollouts: tuple[Rollout, ...] = (), direct: dict[str, Any] | None = None
+    h: Host,
+    rollouts: tuple[Rollout, ...] = (),
+    direct: dict[str, Any] | None = None,
+    controls: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     contract = {
         "schema": SCHEMA,
@@ -74,6 +82,19 @@ def host_contract(
     }
     if direct is not None:
         contract["gpudirect"] = direct
+    if h.slurm is not None:
+        s = h.slurm
+        contract["slurm"] = {
+            "cpus": s.cpus,
+            "sockets": s.sockets,
+            "cores_per_socket": s.cores_per_socket,
+            "threads_per_core": s.threads_per_core,
+            "memory_mib": s.memory_mib,
+            "real_memory_mib": s.real_memory_mib,
+            "spare": s.spare,
+        }
+    if controls is not None:
+        contract["slurm_controller"] = controls
     accept = {
         key: {"previous": previous, "until": r.until}
         for r in rollouts
@@ -141,11 +162,29 @@ def gpudirect_contracts(plan: Plan) -> dict[str, dict[str, Any]]:
     return out
 
 
+def slurm_controller(plan: Plan) -> dict[str, Any]:
+    """What a Slurm controller's audit needs of the nodes it schedules: where each is, and
+    which are spares (drained with the reason "spare" by design)."""
+    return {
+        "spare_reason": SPARE_REASON,
+        "nodes": {
+            h.name: {"rack": h.rack, "u": h.u, "spare": h.slurm.spare}
+            for h in plan.hosts
+            if h.slurm is not None
+        },
+    }
+
+
 def render(plan: Plan) -> dict[str, str]:
     rollouts = plan.cluster.firmware.rollouts
     direct = gpudirect_contracts(plan)
+    controls = slurm_controller(plan)
     files = {
-        f"expected/hosts/{h.name}.json": to_json(host_contract(h, rollouts, direct.get(h.name)))
+        f"expected/hosts/{h.name}.json": to_json(
+            host_contract(
+                h, rollouts, direct.get(h.name), controls if SLURMCTLD in h.services else None
+            )
+        )
         for h in plan.hosts
     }
     files["expected/fabric.json"] = to_json(fabric_contract(plan))
