@@ -170,8 +170,8 @@ class Fleet:
         self.hosts[host].paths[gpu] = path
 
     def lose_memory(self, host: str, gib: int) -> None:
-        """`gib` GiB of the host's memory gone (DIMMs failed or pulled), as slurmd sees it."""
-        self.hosts[host].memory_mib = _seen_memory(self.hosts[host].state["slurm"]) - gib * 1024
+        """slurmd sees `gib` GiB less than the model installs (DIMMs failed or pulled)."""
+        self.hosts[host].memory_mib = self.hosts[host].state["slurm"]["memory_mib"] - gib * 1024
 
     def drain(self, host: str, reason: str, user: str = "slurm", state: str = "drained") -> None:
         """Slurm holds `host` out of work with `reason` (sinfo on the controller says so)."""

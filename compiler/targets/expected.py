@@ -19,8 +19,8 @@ Per host (`expected/hosts/<host>.json`), schema 1:
           path type (`nvidia-smi topo -m`) the model allows between them};
   slurm (hosts that run slurmd): {cpus, sockets, cores_per_socket, threads_per_core,
           memory_mib (installed), real_memory_mib (slurm.conf's RealMemory), spare};
-  slurm_controller (hosts that run slurmctld): {spare_reason, nodes: {node: {rack, u,
-          spare}}}: the nodes it schedules, where they are, and the spares among them;
+  slurm_controller (the first host by name that runs slurmctld): {spare_reason, nodes:
+          {node: {rack, u, spare}}}: the nodes it schedules, where they are, the spares;
   accept (only on hosts a rollout of cluster/firmware.yaml covers): {version key:
           {previous, until: "YYYY-MM-DD"}}: the version the rollout replaces, which the audit
           still accepts for that key up to and including `until` (by the audit's clock);
@@ -178,12 +178,13 @@ def slurm_controller(plan: Plan) -> dict[str, Any]:
 def render(plan: Plan) -> dict[str, str]:
     rollouts = plan.cluster.firmware.rollouts
     direct = gpudirect_contracts(plan)
+    # sinfo answers the same on every controller host (a backup asks the primary): the
+    # first by name reports the nodes held out, once.
+    asks = next((h.name for h in plan.hosts if SLURMCTLD in h.services), None)
     controls = slurm_controller(plan)
     files = {
         f"expected/hosts/{h.name}.json": to_json(
-            host_contract(
-                h, rollouts, direct.get(h.name), controls if SLURMCTLD in h.services else None
-            )
+            host_contract(h, rollouts, direct.get(h.name), controls if h.name == asks else None)
         )
         for h in plan.hosts
     }
