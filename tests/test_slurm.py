@@ -11,9 +11,11 @@ is this machine (its `slurmd -C`, read by the audit's parser): nothing is overri
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -313,3 +315,105 @@ def test_cores_the_node_does_not_have_are_refused_by_slurmd(
         node = site.node(NODE)
     assert "Invalid GRES data for gpu, Cores=4096-4099" in (site.folder / "slurmd.log").read_text()
     assert node["Gres"] == f"gpu:a100:{GPUS}"  # no (S:0): the jobs' GPUs lost their cores
+
+
+# -- the spare how-to -----------------------------------------------------------------------
+
+HOWTO = "## Take a failed node out and bring a spare in"
+FAILED, SPARE = "gpu017", "gpu125"
+GIT_ENV = {
+    "PATH": os.environ["PATH"],
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "test",
+    "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "test",
+    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+}
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
+
+
+def _entry(text: str, name: str, old: str, new: str) -> str:
+    """`text` with `old` replaced by `new` once, in the rack-file entry of node `name`."""
+    start = text.index(f"  - name: {name}\n")
+    end = text.find("\n  - name: ", start + 1)
+    end = len(text) if end < 0 else end
+    entry = text[start:end]
+    assert old in entry, (name, old)
+    return text[:start] + entry.replace(old, new, 1) + text[end:]
+
+
+def test_the_spare_howto_is_one_change_whose_diff_is_exactly_the_swap(
+    repo: Path, tmp_path: Path
+) -> None:
+    """docs/howto.md's steps, its YAML as written there, on a scratch repository."""
+    section = (repo / "docs" / "howto.md").read_text(encoding="utf-8").split(HOWTO, 1)[1]
+    section = section.split("\n## ", 1)[0]
+    cables, links = (textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.S))
+    root = tmp_path / "site"
+    shutil.copytree(repo / "cluster", root / "cluster")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "cluster")
+    _git(root, "commit", "-q", "-m", "base")
+    cluster = root / "cluster"
+    r04, s01, fabric = (cluster / p for p in ("racks/r04.yaml", "racks/s01.yaml", "fabric.yaml"))
+    r04.write_text(_entry(r04.read_text(), FAILED, "role: gpu", "role: spare"))
+    text = _entry(s01.read_text(), SPARE, "role: spare", "role: gpu")
+    guid = 'guid: "0x0c42a10300fdac4e"'
+    s01.write_text(_entry(text, SPARE, guid, f"{guid}\n    {links.strip()}"))
+    assert fabric.read_text().count("cables: []\n") == 1
+    fabric.write_text(fabric.read_text().replace("cables: []\n", cables))
+    _git(root, "commit", "-q", "-am", "gpu017 out, spare gpu125 in")
+    out = tmp_path / "diff.json"
+    assert main(["-C", str(root), "diff", "main~1", "main", "--json", str(out)]) == 0
+    diff = json.loads(out.read_text(encoding="utf-8"))
+    assert diff["compiles"] and diff["risks"] == []
+    assert diff["nodes"] == {"added": [], "removed": [], "moved": []}
+    assert diff["addresses"] == [] and diff["renumbered_nothing"]
+    (added,) = diff["cables"]["added"]
+    assert (added["id"], added["a"]["device"], added["a"]["port"], added["b"]["device"]) == (
+        "R04-IB20", "leaf04", "20", SPARE
+    )  # fmt: skip
+    (changed,) = diff["cables"]["changed"]
+    assert changed["id"] == "R04-IB02" and not changed["repatched"]
+    assert sorted((c["key"], c["old"], c["new"]) for c in changed["changes"]) == [
+        ("note", "", "gpu017 failed, RMA 4711"),
+        ("spare", False, True),
+    ]
+    assert diff["cables"]["removed"] == []
+    assert "clusterforge labels --only R04-IB20" in " ".join(diff["label_commands"])
+    files = {f["path"] for a in diff["artifacts"] for f in a["files"]}
+    # Every Slurm host holds nodes.conf and partitions.conf; the subnet managers the OpenSM
+    # files (the compute nodes' GUIDs, the storage partition's members), the monitoring host
+    # the scrape targets (their role labels): their deploy maps carry the new digests.
+    deployed = {p for p in files if p.startswith("deploy/")}
+    slurm_hosts = {f"deploy/gpu{i:03d}.json" for i in range(1, 127)} | {
+        "deploy/login01.json", "deploy/login02.json"
+    }  # fmt: skip
+    assert deployed == slurm_hosts | {"deploy/sm01.json", "deploy/sm02.json", "deploy/mon01.json"}
+    assert files - deployed - {p for p in files if p.startswith("acceptance/")} == {
+        *(f"expected/hosts/{h}.json" for h in (FAILED, SPARE, CONTROLLER)),
+        *(f"kickstart/{h}.ks" for h in (FAILED, SPARE)),
+        "slurm/nodes.conf",
+        "slurm/partitions.conf",
+        "fabric/slurm-topology.conf",
+        "fabric/topology.net",
+        "fabric/cables.csv",
+        "fabric/bom.csv",
+        "labels/labels.csv",
+        "expected/fabric.json",
+        "inventory.json",
+        "opensm/cn_guids",
+        "opensm/partitions.conf",
+        *(f"monitoring/targets/{t}.json" for t in ("dcgm", "icmp", "ipmi", "node")),
+    }
+    head = pipeline.compile_repo(root).files
+    nodes, parts = (head[f"slurm/{n}.conf"].decode() for n in ("nodes", "partitions"))
+    assert "DownNodes=gpu[017,126] State=DRAIN Reason=spare\n" in nodes
+    assert "PartitionName=gpu Nodes=gpu[001-016,018-125] Default=YES" in parts
+    assert "PartitionName=spare Nodes=gpu[017,126] State=INACTIVE\n" in parts
+    topology = head["fabric/slurm-topology.conf"].decode()
+    assert "SwitchName=leaf04 Nodes=gpu[016,018-020,125]\n" in topology

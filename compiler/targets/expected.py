@@ -49,6 +49,7 @@ def host_contract(
     rollouts: tuple[Rollout, ...] = (),
     direct: dict[str, Any] | None = None,
     controls: dict[str, Any] | None = None,
+    ib_down: bool = False,
 ) -> dict[str, Any]:
     contract = {
         "schema": SCHEMA,
@@ -74,7 +75,8 @@ def host_contract(
                 "port_guid": p.guid,
                 "rate": p.rate_gbps,
                 "width": p.width,
-                "state": "Active",
+                # A spare cable's switch port is disabled: the host's end is down by design.
+                "state": "Down" if ib_down else "Active",
             }
             for p in h.ib_ports
         ],
@@ -182,9 +184,16 @@ def render(plan: Plan) -> dict[str, str]:
     # first by name reports the nodes held out, once.
     asks = next((h.name for h in plan.hosts if SLURMCTLD in h.services), None)
     controls = slurm_controller(plan)
+    on_spare = {c.b.device for c in plan.cables if c.lifecycle == "spare"}
     files = {
         f"expected/hosts/{h.name}.json": to_json(
-            host_contract(h, rollouts, direct.get(h.name), controls if h.name == asks else None)
+            host_contract(
+                h,
+                rollouts,
+                direct.get(h.name),
+                controls if h.name == asks else None,
+                h.name in on_spare,
+            )
         )
         for h in plan.hosts
     }
