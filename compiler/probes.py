@@ -158,7 +158,7 @@ PROBES: dict[str, Probe] = build_probes(
         Probe("slurmd_c", ("slurmd", "-C"), "host", "/usr/sbin/slurmd"),
         Probe(
             "sinfo_r",
-            ("sinfo", "--list-reasons", "--Node", "--noheader", "--format=%N|%T|%u|%H|%E"),
+            ("sinfo", "--list-reasons", "--Node", "--noheader", "--format=%N,%T,%u,%H,%E"),
             "host",
             "/usr/bin/sinfo",
         ),

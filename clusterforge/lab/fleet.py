@@ -227,7 +227,7 @@ class Fleet:
             if node["spare"]
         } | self.held
         return "".join(
-            f"{name}|{state}|{user}|{_SLURM_SINCE}|{reason}\n"
+            f"{name},{state},{user},{_SLURM_SINCE},{reason}\n"
             for name, (state, user, reason) in sorted(held.items())
         )
 
