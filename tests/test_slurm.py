@@ -417,3 +417,33 @@ def test_the_spare_howto_is_one_change_whose_diff_is_exactly_the_swap(
     assert "PartitionName=spare Nodes=gpu[017,126] State=INACTIVE\n" in parts
     topology = head["fabric/slurm-topology.conf"].decode()
     assert "SwitchName=leaf04 Nodes=gpu[016,018-020,125]\n" in topology
+
+
+@pytest.mark.realtool
+def test_the_lab_stages_lost_memory_and_a_drain_and_the_audit_names_them(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lab twin answers slurmd -C and sinfo over SSH like the replay: the same findings."""
+    from clusterforge.lab import lab
+    from tests.test_lab import _leftovers, _state, _tools, _up
+
+    _tools()
+    faults = tmp_path / "faults.yaml"
+    faults.write_text(
+        f"- fault: memory-lost\n  hosts: {SHORT}\n  gib: {LOST_GIB}\n"
+        f"- fault: slurm-drained\n  hosts: {DRAINED}\n  reason: {GRES_REASON}\n",
+        encoding="utf-8",
+    )
+    state = _state()
+    spec = f"{SHORT},{DRAINED},{CONTROLLER}"
+    argv = _up(repo, state, capsys, "--hosts", spec, "--faults", str(faults))
+    try:
+        assert main([*argv, "--out", str(tmp_path / "report")]) == 1
+    finally:
+        lab.down(state)
+    assert _leftovers(state, None) == []
+    report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
+    assert {(f["host"], f["path"]) for f in report["findings"]} == {
+        (SHORT, "slurm.real_memory_mib"),
+        (DRAINED, f"slurm.state[{DRAINED}]"),
+    }, report["findings"]
