@@ -417,6 +417,18 @@ def test_the_spare_howto_is_one_change_whose_diff_is_exactly_the_swap(
     assert "PartitionName=spare Nodes=gpu[017,126] State=INACTIVE\n" in parts
     topology = head["fabric/slurm-topology.conf"].decode()
     assert "SwitchName=leaf04 Nodes=gpu[016,018-020,125]\n" in topology
+    # After the swap a fleet as planned audits clean: the failed node's dark port, its cable
+    # a spare now, is no finding; the spare brought in is audited as any GPU server.
+    compiled = compile_reference(root, tmp_path / "head")
+    fleet = Fleet.load(compiled / "generated")
+    assert FAILED in fleet.hosts and "R04-IB02" not in fleet.cables
+    run = audit(compiled, fleet.record(tmp_path / "recording"), tmp_path / "report")
+    assert run.code == 0, run.json()["findings"]
+    contract = json.loads(
+        (compiled / "generated" / "expected" / "hosts" / f"{FAILED}.json").read_text()
+    )
+    assert [p["state"] for p in contract["ib_ports"]] == ["Down"]
+    assert "R04-IB02" not in run.json()["fabric"]["checked"]
 
 
 @pytest.mark.realtool
