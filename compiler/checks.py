@@ -907,6 +907,12 @@ def slurm(c: Cluster, rep: Report) -> None:
                     why = "listed twice" if gpu in seen else f"{name!r} has {model.gpus.count} GPUs"
                     rep.add((*where, "gpus"), "slurm-gres", f"GPU {gpu}: {why}")
                 seen.add(gpu)
+        left = sorted(set(range(model.gpus.count)) - seen)
+        if model.gpus.cpu_affinity and left:
+            # gres.conf would list fewer GPUs than Gres= counts, and slurmctld drains every
+            # node of the model: "gres/gpu count reported lower than configured".
+            rep.add((*at, "gpus", "cpu_affinity"), "slurm-gres", f"GPUs {left} of {name!r} "
+                    "have no socket: gres.conf would list fewer than the model has")  # fmt: skip
     nodes = {
         node.name: node.role for rack in c.racks for node in rack.nodes if node.role in slurm_roles
     }
