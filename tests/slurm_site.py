@@ -203,7 +203,6 @@ def site(bundles: Path, controller: str, node: str, names: Sequence[str]) -> Ite
         ctld = ["slurmctld", "-D", "-i", "-f", str(s.conf)]
         procs.append(_daemon(s._in(controller, 'exec "$@"', *ctld), folder / "slurmctld.out"))
         s.wait("slurmctld answering", lambda: s.run("scontrol", "ping").returncode == 0, procs)
-        s.procs = procs  # type: ignore[attr-defined]
         yield s
     finally:
         for p in reversed(procs):

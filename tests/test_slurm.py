@@ -17,16 +17,18 @@ import shutil
 import subprocess
 import textwrap
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from audits.parsers import slurmd_c
+from audits.parsers import sinfo_r, slurmd_c
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet, compile_reference
 from compiler import pipeline
 from compiler.plan import Host
+from compiler.probes import PROBES
 from tests import slurm_site
 from tests.conftest import require_tool
 from tests.test_audit import audit
@@ -207,9 +209,6 @@ def test_slurmctld_reads_the_generated_files_as_planned(
 
 def slurm_site_reasons(site: slurm_site.Site) -> list[Any]:
     """The audit's probe, as the audit runs it, on the controller, read by its parser."""
-    from audits.parsers import sinfo_r
-    from compiler.probes import PROBES
-
     out = site.run(*PROBES["sinfo_r"].argv)
     assert out.returncode == 0, out.stderr
     return list(sinfo_r.parse(out.stdout))
@@ -276,7 +275,10 @@ def test_slurmd_with_its_planned_gpus_registers_and_is_not_drained(
     assert "Invalid GRES" not in (site.folder / "slurmd.log").read_text()
 
 
-def slurmd_for(site: slurm_site.Site, bundles: Path, gres: str | None = None) -> Any:
+def slurmd_for(
+    site: slurm_site.Site, bundles: Path, gres: str | None = None
+) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """slurmd for the node under test, with every GPU of the model as a stand-in device."""
     return slurm_site.slurmd(site, bundles, NODE, GPUS, gres)
 
 
