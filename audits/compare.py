@@ -27,6 +27,11 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 | gpudirect    | gpudirect| nccl_conf, ibstat, lsmod,     | gpudirect (audits/gpudirect.py): NCCL |
 |              |          | nvidia_smi_topo               | settings, its HCAs Active, modules    |
 |              |          |                               | loaded, GPU<->HCA PCIe paths          |
+| slurmd       | slurm    | slurmd_c                      | slurm: CPU topology, RealMemory       |
+|              |          |                               | (audits/slurm.py)                     |
+| slurm_drains | slurm    | sinfo_r (on the controller)   | slurm_controller: every node held out |
+|              |          |                               | of work, named by that node; spares   |
+|              |          |                               | drained as "spare" are as planned     |
 
 Versions compare semantically (`audits.versions`) and in full, unless the contract's `mask`
 (the baseline's, in cluster/firmware.yaml) says to compare a key's first N parts only, as
@@ -58,7 +63,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from audits import admission, gpudirect
+from audits import admission, gpudirect, slurm
 from audits.collect import Collected, probe_key
 from audits.model import (
     Accepted,
@@ -321,6 +326,14 @@ CHECKS = build_checks(
             lambda c: "gpudirect" in c,
             _fixed("nccl_conf", "ibstat", "lsmod", "nvidia_smi_topo"),
             gpudirect.check,
+        ),
+        Check("slurmd", Kind.SLURM, lambda c: "slurm" in c, _fixed("slurmd_c"), slurm.node),
+        Check(
+            "slurm_drains",
+            Kind.SLURM,
+            lambda c: "slurm_controller" in c,
+            _fixed("sinfo_r"),
+            slurm.drains,
         ),
     )
 )

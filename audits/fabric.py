@@ -16,7 +16,8 @@ in full (`audits.versions`); a switch not listed there is drift too (not reachab
 
 A link seen that no cable plans, and that no miswired cable explains, is unexpected; it has no
 cable ID, so it is named by its ends. Cables with lifecycle `planned` (not installed yet) are
-never drift: not missing when absent, not unexpected when already there.
+never drift: not missing when absent, not unexpected when already there; nor are `spare`
+cables (cabled, their switch port disabled by design until a link moves onto them).
 """
 
 from __future__ import annotations

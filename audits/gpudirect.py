@@ -7,7 +7,8 @@ modules (nvidia-peermem). Drift (kind `gpudirect`):
 - a setting of /etc/nccl.conf other than planned or missing: critical for NCCL_IB_HCA and
   NCCL_SOCKET_IFNAME (the wrong HCA, or a bootstrap over IPoIB or storage), else warning;
 - an HCA port named in /etc/nccl.conf (as the host has it) absent from `ibstat` or not
-  Active: NCCL would fall back to TCP sockets, the runbook's most expensive silent failure;
+  Active: NCCL would fall back to TCP sockets, the runbook's most expensive silent failure
+  (unless the contract plans that port down: a spare's, whose cable is a spare);
 - a planned kernel module not loaded (`lsmod`; `-` and `_` are one to modprobe): without
   nvidia-peermem, NCCL stages every transfer through host memory;
 - a GPU whose path to its HCA in `nvidia-smi topo -m` is farther than the model allows, or
@@ -51,7 +52,11 @@ def check(c: Contract, facts: Facts, sink: Sink) -> None:
             sink.drift(f"nccl[{key}]", want, have, severity, text)
     states = {(ca["name"], p["port"]): p["state"] for ca in facts["ibstat"] for p in ca["ports"]}
     named = seen.get("NCCL_IB_HCA", plan["nccl"].get("NCCL_IB_HCA", ""))
+    # A port the contract plans down (its cable a spare) carries no NCCL traffic by design.
+    down = {(p["device"], p["port"]) for p in c["ib_ports"] if p["state"] != "Active"}
     for device, port in hca_ports(named):
+        if any(d == device and port in (None, p) for d, p in down):
+            continue
         found = [s for (d, p), s in states.items() if d == device and port in (None, p)]
         where = f"nccl.hca[{device}{'' if port is None else f':{port}'}]"
         if not found:

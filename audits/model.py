@@ -47,6 +47,7 @@ class Kind(StrEnum):
     FILE = "file"
     SERVICE = "service"
     GPUDIRECT = "gpudirect"
+    SLURM = "slurm"
 
 
 class Severity(StrEnum):

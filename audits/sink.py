@@ -50,6 +50,14 @@ class Sink:
             )
         )
 
+    def drift_on(
+        self, host: str, path: str, expected: Any, observed: Any, severity: Severity, message: str
+    ) -> None:
+        """A finding this check saw about another host (the controller sees each node's
+        state in Slurm): named by that host, so the report places it at its rack and U."""
+        self.drift(path, expected, observed, severity, message)
+        self.findings[-1]["host"] = host
+
     def version(self, c: Contract, key: str, observed: str | None) -> None:
         """Compare version `key` in full, or at the precision the contract's `mask` gives
         it, honouring a rollout's `accept` window."""

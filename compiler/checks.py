@@ -18,6 +18,7 @@ from compiler.plan import (
     HOST_LID_SLOTS,
     MAX_CORES,
     MAX_SPINES,
+    SLURMD,
     Tiers,
     egress,
     ib_mtu,
@@ -598,8 +599,9 @@ def fabric(c: Cluster, rep: Report) -> None:
                     f"{node.name!r} has an HCA but no leaf in rack {rack.name!r} "
                     "and no links: entry",
                 )
-    # A cable planned but not installed is no path: a switch's ECMP set is what is cabled.
-    missing = {(o.device, o.port) for o in c.fabric.cables if not o.installed}
+    # A cable planned but not installed, or a spare, is no path: a switch's ECMP set is what
+    # is cabled and up.
+    missing = {(o.device, o.port) for o in c.fabric.cables if not o.installed or o.spare}
     tiers = Tiers.of(c)
     role = {sw.name: sw.role for rack in c.racks for sw in rack.switches}
     up: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # switch -> upper -> n
@@ -899,6 +901,70 @@ def gpudirect(c: Cluster, rep: Report) -> None:
                 )
 
 
+def slurm(c: Cluster, rep: Report) -> None:
+    """Slurm's view of the hardware holds together (each GPU bound to one socket the model
+    has, a GRES type for every GPU model Slurm schedules, memory left after the headroom), and
+    slurm.yaml's partitions name Slurm nodes, never a spare, with at most one default."""
+    slurm_roles = {role for role, names in c.services.roles.items() if SLURMD in names}
+    scheduled = {node.model for rack in c.racks for node in rack.nodes if node.role in slurm_roles}
+    for name, model in c.hardware.servers.items():
+        at = ("hardware", "servers", name)
+        if name in scheduled and model.memory_gib <= c.slurm.memory_headroom_gib:
+            headroom = c.slurm.memory_headroom_gib
+            rep.add((*at, "memory_gib"), "slurm-memory", f"{name!r} has {model.memory_gib} GiB, "
+                    f"no more than slurm.yaml's headroom of {headroom} GiB")  # fmt: skip
+        if model.gpus is None:
+            continue
+        if name in scheduled and model.gpus.gres_type is None:
+            rep.add((*at, "gpus"), "slurm-gres", f"{name!r} has GPUs Slurm schedules: give "
+                    "them a gres_type (gpu:<type>:<count>), e.g. a100")  # fmt: skip
+        seen: set[int] = set()
+        for i, entry in enumerate(model.gpus.cpu_affinity):
+            where = (*at, "gpus", "cpu_affinity", i)
+            if entry.socket >= model.cpu_sockets:
+                rep.add((*where, "socket"), "slurm-gres", f"socket {entry.socket}: {name!r} "
+                        f"has {model.cpu_sockets} sockets (counted from 0)")  # fmt: skip
+            for gpu in entry.gpus:
+                if gpu >= model.gpus.count or gpu in seen:
+                    why = "listed twice" if gpu in seen else f"{name!r} has {model.gpus.count} GPUs"
+                    rep.add((*where, "gpus"), "slurm-gres", f"GPU {gpu}: {why}")
+                seen.add(gpu)
+        left = sorted(set(range(model.gpus.count)) - seen)
+        if model.gpus.cpu_affinity and left:
+            # gres.conf would list fewer GPUs than Gres= counts, and slurmctld drains every
+            # node of the model: "gres/gpu count reported lower than configured".
+            rep.add((*at, "gpus", "cpu_affinity"), "slurm-gres", f"GPUs {left} of {name!r} "
+                    "have no socket: gres.conf would list fewer than the model has")  # fmt: skip
+    nodes = {
+        node.name: node.role for rack in c.racks for node in rack.nodes if node.role in slurm_roles
+    }
+    defaults = []
+    for pname, part in c.slurm.partitions.items():
+        at = ("slurm", "partitions", pname)
+        if part.default:
+            defaults.append(at)
+        if pname == "spare":
+            rep.add(at, "slurm-spare", "partition 'spare' is the spares' own (generated, "
+                    "inactive): name production partitions otherwise")  # fmt: skip
+        if Role.SPARE in part.roles:
+            rep.add((*at, "roles"), "slurm-spare", f"partition {pname!r}: spares stay out of "
+                    "production partitions (they are drained with the reason 'spare')")  # fmt: skip
+        for i, host in enumerate(part.hosts):
+            if host not in nodes:
+                near = closest(host, nodes)
+                hint = f"; did you mean {near!r}?" if near else ""
+                rep.add((*at, "hosts", i), "slurm-partition", f"{host!r} is no Slurm node (a "
+                        f"host whose role runs services.yaml's {SLURMD!r}){hint}")  # fmt: skip
+            elif nodes[host] == Role.SPARE:
+                rep.add((*at, "hosts", i), "slurm-spare", f"{host!r} is a spare: spares stay "
+                        "out of production partitions")  # fmt: skip
+        if not any(role in part.roles for role in nodes.values()) and not part.hosts:
+            rep.add(at, "slurm-partition", f"partition {pname!r} holds no Slurm node")
+    for at in defaults[1:]:
+        rep.add((*at, "default"), "slurm-partition", f"a second default partition: "
+                f"{defaults[0][-1]!r} is the default already")  # fmt: skip
+
+
 def thresholds(c: Cluster, rep: Report) -> None:
     """A pass mark the physical plan can reach: a pair's below one link's rate, an NCCL
     step's below the NICs of its slowest node (bus bandwidth leaves a node through them)."""
@@ -1056,6 +1122,7 @@ RULES: tuple[Rule, ...] = (
     services,
     site_hosts,
     gpudirect,
+    slurm,
     thresholds,
 )
 

@@ -23,7 +23,7 @@ JSON, schema 1 (lists sorted; a value that does not exist on one side is null):
            changes: [{key, old, new}], old: cable, new: cable}]}
            cable: {id, network, a, b}, an end: {device, port, rack, u, location};
            change keys: network, {a,b}.{device,port,location}, medium, length_m, rate,
-           installed, note
+           installed, spare, note
   labels_to_reprint: [cable id]  existing cables whose label shows something new
   firmware: {software: [{key, old, new}], baselines: [{model, key, old, new}],
              rings: [{ring, hosts, changes: [{key, old, new, hosts: [name]}]}],
@@ -402,6 +402,7 @@ def _cable_facts(c: Cable) -> dict[str, Value]:
         "length_m": c.length_m,
         "rate": c.rate,
         "installed": c.installed,
+        "spare": c.spare,
         "note": c.note,
     }
 

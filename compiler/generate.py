@@ -99,8 +99,12 @@ servers:
     vendor: Supermicro SYS-420GP-TNAR
     height_u: 2
     cpu_sockets: 2
+    cores_per_socket: 64
+    threads_per_core: 2
     memory_gib: 1024
-    gpus: {count: 8, model: NVIDIA A100-SXM4-80GB, nvlinks_per_gpu: 12, max_corrected_ecc: 100}
+    gpus:
+      {count: 8, model: NVIDIA A100-SXM4-80GB, nvlinks_per_gpu: 12, max_corrected_ecc: 100, gres_type: a100,
+       cpu_affinity: [{socket: 0, gpus: [0, 1, 2, 3]}, {socket: 1, gpus: [4, 5, 6, 7]}]}
     boot: uefi
     os_disks: ["/dev/disk/by-path/pci-0000:c1:00.0-nvme-1", "/dev/disk/by-path/pci-0000:c2:00.0-nvme-1"]
     scratch_disk: /dev/disk/by-path/pci-0000:c3:00.0-nvme-1
@@ -374,10 +378,32 @@ services:
   nccl-bootstrap:
     description: NCCL/MPI bootstrap between GPU servers
     ports: [32768-60999/tcp]
+  slurm:
+    # EPEL's Slurm (its config in /etc/slurm) with MUNGE for authentication; the site's own
+    # slurm.conf includes the generated files, and munge.key is the site's, never generated.
+    description: slurmd, which runs the jobs Slurm gives the node
+    packages: [munge, slurm, slurm-slurmd]
+    units: [munge.service, slurmd.service]
+    ports: [6818/tcp]
+    files:
+      - {source: slurm/nodes.conf, dest: /etc/slurm/nodes.conf, reload: slurmd.service}
+      - {source: slurm/partitions.conf, dest: /etc/slurm/partitions.conf, reload: slurmd.service}
+      - {source: slurm/gres.conf, dest: /etc/slurm/gres.conf, reload: slurmd.service}
+      - {source: fabric/slurm-topology.conf, dest: /etc/slurm/topology.conf, reload: slurmd.service}
+  slurm-controller:
+    description: slurmctld, Slurm's controller, and the commands that ask it (sinfo, squeue)
+    packages: [munge, slurm, slurm-slurmctld]
+    units: [munge.service, slurmctld.service]
+    ports: [6817/tcp]
+    files:
+      - {source: slurm/nodes.conf, dest: /etc/slurm/nodes.conf, reload: slurmctld.service}
+      - {source: slurm/partitions.conf, dest: /etc/slurm/partitions.conf, reload: slurmctld.service}
+      - {source: slurm/gres.conf, dest: /etc/slurm/gres.conf, reload: slurmctld.service}
+      - {source: fabric/slurm-topology.conf, dest: /etc/slurm/topology.conf, reload: slurmctld.service}
 roles:
-  gpu: [base, rdma, node-exporter, nvidia-driver, nvidia-persistenced, fabric-manager, gpudirect, dcgm-exporter, nccl-bootstrap]
-  spare: [base, rdma, node-exporter, nvidia-driver, nvidia-persistenced, fabric-manager, gpudirect, dcgm-exporter, nccl-bootstrap]
-  login: [base, rdma, node-exporter]
+  gpu: [base, rdma, node-exporter, nvidia-driver, nvidia-persistenced, fabric-manager, gpudirect, dcgm-exporter, nccl-bootstrap, slurm]
+  spare: [base, rdma, node-exporter, nvidia-driver, nvidia-persistenced, fabric-manager, gpudirect, dcgm-exporter, nccl-bootstrap, slurm]
+  login: [base, rdma, node-exporter, slurm-controller]
   subnet-manager: [base, rdma, node-exporter, opensm]
   provisioning: [base, node-exporter, dhcpd, tftp, http, dns, ntp]
   monitoring: [base, node-exporter, prometheus, alertmanager, ipmi-exporter, blackbox-exporter, grafana]
@@ -385,7 +411,7 @@ review_only:
   - inventory.json              # every host and switch with its derived facts
   - expected/fabric.json
   - "deploy/*"                  # this map itself, read by `clusterforge bundle` and the audit
-  - "fabric/*"                  # ibsim topology, cable schedule, BOM, Slurm topology (no slurmctld yet)
+  - "fabric/*"                  # ibsim topology, cable schedule, BOM (Slurm's topology: slurm services)
   - "firmware/*"                # the firmware manifest, applied by the vendor tools
   - "labels/*"                  # for the label printer
   - dhcp/kea-dhcp4.json         # for sites that choose Kea over dhcpd

@@ -271,11 +271,26 @@ class Nic(Strict_):
     port: int | None = Field(None, ge=1)
 
 
+class GpuSocket(Strict_):
+    """GPUs whose PCIe root sits on CPU socket `socket` (counted from 0): Slurm binds their
+    jobs to that socket's cores (gres.conf `Cores=`)."""
+
+    socket: int = Field(ge=0)
+    gpus: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
+
+
 class Gpus(Strict_):
     count: int = Field(ge=1)
     model: str
     nvlinks_per_gpu: int = Field(ge=0)
     max_corrected_ecc: int = Field(0, ge=0)  # per GPU, since boot, before it is flagged
+    # Slurm's GRES type (Gres=gpu:<type>:<count>, srun --gres=gpu:a100:8).
+    gres_type: Name | None = None
+    # How slurmd learns the GPUs: `files`, gres.conf lists /dev/nvidiaN and the cores of each
+    # (from cpu_affinity); `nvml`, slurmd asks the driver (AutoDetect=nvml, a slurmd built
+    # with NVML). Never both: an autodetected GPU that disagrees with a listed one is dropped.
+    gres_detect: Literal["files", "nvml"] = "files"
+    cpu_affinity: tuple[GpuSocket, ...] = ()
 
 
 class Affinity(Strict_):
@@ -290,7 +305,10 @@ class ServerModel(Strict_):
     vendor: str
     height_u: int = Field(ge=1, le=12)
     cpu_sockets: int = Field(ge=1)
-    memory_gib: int = Field(ge=1)
+    cpu_model: str | None = None
+    cores_per_socket: int = Field(1, ge=1)  # physical cores, as `slurmd -C` counts them
+    threads_per_core: int = Field(1, ge=1, le=8)  # 2 with SMT on
+    memory_gib: int = Field(ge=1)  # installed; Slurm's RealMemory leaves slurm.yaml's headroom
     gpus: Gpus | None = None
     boot: Annotated[BootMode, Lax]
     os_disks: tuple[DiskId, ...] = Field(min_length=1)  # mirrored (RAID1)
@@ -389,12 +407,14 @@ class Rack(Strict_):
 
 
 class CableOverride(Strict_):
-    """One cable that departs from the rule: a port skipped as bad, or not yet installed."""
+    """One cable that departs from the rule: a port skipped as bad, not yet installed, or a
+    spare: cabled and labelled, its switch port disabled until a link is moved onto it."""
 
     device: Name
     port: int = Field(ge=1)
     use_port: int | None = Field(None, ge=1)  # the far-end port used instead of the rule's
     installed: bool = True
+    spare: bool = False
     note: str = ""
 
 
@@ -678,6 +698,41 @@ class Acceptance(Strict_):
     burn_in: BurnIn = BurnIn()
 
 
+# --- slurm.yaml -----------------------------------------------------------------------------
+
+SlurmName = Annotated[str, _pattern(r"[A-Za-z][A-Za-z0-9_-]{0,31}", "a Slurm name")]
+SlurmTime = Annotated[
+    str,
+    _pattern(r"INFINITE|UNLIMITED|([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}", "a time like 7-00:00:00"),
+]
+
+
+class SlurmPartition(Strict_):
+    """A partition of production nodes: every node of `roles`, and `hosts` by name."""
+
+    roles: tuple[Annotated[Role, Lax], ...] = ()
+    hosts: tuple[Name, ...] = ()
+    default: bool = False
+    max_time: SlurmTime = "INFINITE"
+
+
+class Slurm(Strict_):
+    """slurm.yaml: what the generated Slurm files (generated/slurm/) say beyond the hardware:
+    the partitions, the memory Slurm leaves to the OS, and the nodes' scheduling weights.
+    Spares (role `spare`) are configured but drained with the reason `spare`, in no production
+    partition (in an inactive one of their own, `spare`)."""
+
+    # Installed memory less this is RealMemory: the kernel reserves some, the OS and the
+    # daemons need some; a node that shows less than RealMemory is drained by Slurm.
+    memory_headroom_gib: int = Field(32, ge=0)
+    weight: int = Field(1, ge=1)  # production nodes; lower weights are scheduled first
+    spare_weight: int = Field(1000, ge=1)  # a spare put back to work is used last
+    # Without slurm.yaml: one default partition of every gpu node.
+    partitions: dict[SlurmName, SlurmPartition] = {
+        "gpu": SlurmPartition(roles=(Role.GPU,), default=True)
+    }
+
+
 # --- the whole ------------------------------------------------------------------------------
 
 
@@ -691,6 +746,7 @@ class Cluster(Strict_):
     services: ServiceCatalog
     racks: tuple[Rack, ...]
     acceptance: Acceptance = Acceptance()
+    slurm: Slurm = Slurm()
 
 
 def validate(data: dict[str, Any]) -> Cluster:

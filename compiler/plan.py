@@ -244,6 +244,27 @@ class IbPort(NamedTuple):
     lid: int
 
 
+class SlurmNode(NamedTuple):
+    """A host as Slurm knows it (generated/slurm/): what `slurmd -C` must show at least,
+    what its GPUs are and which cores each is bound to."""
+
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    memory_mib: int  # installed
+    real_memory_mib: int  # RealMemory: installed less slurm.yaml's headroom
+    gres_type: str | None  # None: no GPUs
+    gpus: int
+    gres_detect: str  # files | nvml
+    gpu_cores: tuple[tuple[tuple[int, ...], str], ...]  # (GPU indices, "0-63") per socket
+    weight: int
+    spare: bool  # drained with the reason "spare", in no partition
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+
 class Host(NamedTuple):
     name: str
     role: Role
@@ -268,6 +289,7 @@ class Host(NamedTuple):
     os_disks: tuple[str, ...]  # stable names (/dev/disk/by-path/...), mirrored
     scratch_disk: str | None
     reinstall: bool  # its PXE menu installs by default; otherwise it boots the local disk
+    slurm: SlurmNode | None = None  # hosts that run services.yaml's `slurm` (slurmd)
 
     def interface(self, network: str) -> Interface | None:
         return next((i for i in self.interfaces if i.network == network), None)
@@ -312,6 +334,13 @@ class Cable(NamedTuple):
     # A split cable (one OSFP to two QSFP56) is one assembly with one leg per link: the legs
     # share this name, the switch and cage of the split end (SPINE01-P03); "" for others.
     assembly: str = ""
+    # Cabled and labelled, its switch port disabled by design until a link is moved onto it.
+    spare: bool = False
+
+    @property
+    def lifecycle(self) -> str:
+        """planned (not installed yet), spare (installed, port down by design) or installed."""
+        return "planned" if not self.installed else "spare" if self.spare else "installed"
 
 
 @dataclass(frozen=True)
@@ -498,6 +527,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
     planned = links(cluster, rack, node)
     assert planned is not None, "checks guarantee every address"
     ifaces, routes, bmc = planned
+    services = cluster.services.roles.get(node.role, ())
     for nic in model.nics:
         if nic.device and node.guid:
             fabric = cluster.fabric
@@ -528,7 +558,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         serial=node.serial,
         ring=ring_of[node.name],
         profile=cluster.provisioning.role_profiles[node.role.value],
-        services=cluster.services.roles.get(node.role, ()),
+        services=services,
         interfaces=tuple(ifaces),
         bmc=bmc,
         routes=tuple(sorted(routes, key=Route.order)),
@@ -536,11 +566,46 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         versions=dict(sorted(expected.items())),
         pinned={key: pin.reason for key, pin in sorted(node.pins.items())},
         mask=dict(sorted(cluster.firmware.baselines[node.model].mask.items())),
-        gpus=dict(model.gpus) if model.gpus else None,  # its fields: all plain values
+        # The audit's GPU facts; Slurm's (type, detection, affinity) are in `slurm`.
+        gpus={k: v for k, v in model.gpus if k not in _SLURM_GPU_KEYS} if model.gpus else None,
         boot=model.boot,
         os_disks=node.os_disks or model.os_disks,
         scratch_disk=node.scratch_disk or model.scratch_disk,
         reinstall=node.reinstall,
+        slurm=slurm_node(cluster, node) if SLURMD in services else None,
+    )
+
+
+SLURMD = "slurm"  # the services.yaml service of a Slurm compute node
+SLURMCTLD = "slurm-controller"  # and of its controller
+_SLURM_GPU_KEYS = ("gres_type", "gres_detect", "cpu_affinity")
+
+
+def slurm_node(cluster: Cluster, node: Node) -> SlurmNode:
+    """What Slurm is told of `node`: CPU topology and memory from its model, GPUs and the
+    cores of each socket's GPUs from the model's cpu_affinity."""
+    model = cluster.hardware.servers[node.model]
+    gpus = model.gpus
+    per = model.cores_per_socket
+    memory = model.memory_gib * 1024
+    return SlurmNode(
+        sockets=model.cpu_sockets,
+        cores_per_socket=per,
+        threads_per_core=model.threads_per_core,
+        memory_mib=memory,
+        real_memory_mib=max(memory - cluster.slurm.memory_headroom_gib * 1024, 1),
+        gres_type=(gpus.gres_type or "gpu") if gpus else None,
+        gpus=gpus.count if gpus else 0,
+        gres_detect=gpus.gres_detect if gpus else "files",
+        # Slurm numbers cores socket by socket (abstract IDs, not the kernel's CPU numbers).
+        gpu_cores=tuple(
+            (tuple(sorted(a.gpus)), f"{a.socket * per}-{(a.socket + 1) * per - 1}")
+            for a in sorted(gpus.cpu_affinity, key=lambda a: min(a.gpus))
+        )
+        if gpus
+        else (),
+        weight=cluster.slurm.spare_weight if node.role == Role.SPARE else cluster.slurm.weight,
+        spare=node.role == Role.SPARE,
     )
 
 
@@ -773,6 +838,7 @@ def cables(cluster: Cluster) -> list[Cable]:
                 installed=override.installed if override else True,
                 note=override.note if override else "",
                 assembly=_assembly(cages, a) or _assembly(cages, b),
+                spare=override.spare if override else False,
             )
         )
     return out

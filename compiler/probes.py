@@ -153,6 +153,15 @@ PROBES: dict[str, Probe] = build_probes(
         Probe("nvidia_smi_topo", ("nvidia-smi", "topo", "-m"), "host", "/usr/bin/nvidia-smi"),
         Probe("lsmod", ("lsmod",), "host", "/usr/sbin/lsmod"),
         Probe("nccl_conf", ("cat", "--", "/etc/nccl.conf"), "host", "/usr/bin/cat"),
+        # Slurm: the CPUs and memory slurmd sees on the node; on the controller, every node
+        # held out of work with its reason, in a fixed format (audits/parsers/sinfo_r.py).
+        Probe("slurmd_c", ("slurmd", "-C"), "host", "/usr/sbin/slurmd"),
+        Probe(
+            "sinfo_r",
+            ("sinfo", "--list-reasons", "--Node", "--noheader", "--format=%N,%T,%u,%H,%E"),
+            "host",
+            "/usr/bin/sinfo",
+        ),
         # The fabric scans open the umad devices, which only root may.
         Probe("ibnetdiscover", ("ibnetdiscover",), "fabric", "/usr/sbin/ibnetdiscover", True),
         Probe("iblinkinfo", ("iblinkinfo", "-l"), "fabric", "/usr/sbin/iblinkinfo", True),

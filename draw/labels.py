@@ -454,7 +454,7 @@ def pull_pdf(
                 c.medium,
                 length_text(c),
                 c.rate,
-                "installed" if c.installed else "PLANNED",
+                "PLANNED" if not c.installed else "SPARE" if c.spare else "installed",
                 "",
                 "",
             )

@@ -165,7 +165,9 @@ def scene(plan: Plan) -> Scene:
             c.network in ib,
             End(c.a.device, c.a.port),
             End(c.b.device, c.b.port),
-            f"{c.medium} {c.length_m:g} m, {c.rate}" + ("" if c.installed else ", not installed"),
+            f"{c.medium} {c.length_m:g} m, {c.rate}"
+            + ("" if c.installed else ", not installed")
+            + (", spare: its port down by design" if c.spare else ""),
             c.installed,
         )
         for c in plan.cables

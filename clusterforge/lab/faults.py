@@ -26,6 +26,12 @@
       hosts: prov01
       unit: dhcpd.service
       active: inactive
+    - fault: memory-lost        # slurmd -C shows this much less memory than the model has
+      hosts: gpu017
+      gib: 512
+    - fault: slurm-drained      # the Slurm controller holds the node out of work
+      hosts: gpu042
+      reason: gres/gpu count reported lower than configured (7 < 8)
     - fault: cable-swapped      # the far (b) ends of two cables exchanged
       cables: [R03-IB02, R03-IB03]
     - fault: cable-unplugged
@@ -68,6 +74,8 @@ class Kind(StrEnum):
     CABLE_SWAPPED = "cable-swapped"
     CABLE_UNPLUGGED = "cable-unplugged"
     CABLE_DEGRADED = "cable-degraded"
+    MEMORY_LOST = "memory-lost"
+    SLURM_DRAINED = "slurm-drained"
 
 
 class _Fault(BaseModel):
@@ -118,6 +126,24 @@ class UnitState(_Fault):
     enabled: str = "enabled"
 
 
+class MemoryLost(_Fault):
+    """DIMMs gone: slurmd on a Slurm node sees `gib` GiB less than its model installs."""
+
+    fault: Literal[Kind.MEMORY_LOST]
+    hosts: str
+    gib: int = Field(gt=0)
+
+
+class SlurmDrained(_Fault):
+    """Slurm nodes held out of work with `reason`, by `user` (slurm: slurmctld itself)."""
+
+    fault: Literal[Kind.SLURM_DRAINED]
+    hosts: str
+    reason: str = Field(min_length=1, pattern=r"^[^\n]*$")
+    user: str = "slurm"
+    state: str = "drained"
+
+
 class CableSwapped(_Fault):
     fault: Literal[Kind.CABLE_SWAPPED]
     cables: tuple[str, str]
@@ -141,6 +167,8 @@ Fault = Annotated[
     | RouteMissing
     | FileFault
     | UnitState
+    | MemoryLost
+    | SlurmDrained
     | CableSwapped
     | CableUnplugged
     | CableDegraded,
@@ -171,7 +199,10 @@ class Staged:
 
 
 NONE = Staged(())
-_ON_HOSTS = HostFault | ProbeFault | VersionDrift | RouteMissing | FileFault | UnitState
+_ON_HOSTS = (
+    HostFault | ProbeFault | VersionDrift | RouteMissing | FileFault | UnitState | MemoryLost
+    | SlurmDrained
+)  # fmt: skip
 
 
 def _hosts(f: Fault) -> list[str]:
@@ -256,6 +287,12 @@ def _problems(
                 break
             if isinstance(fault, UnitState) and fault.unit not in deploy.get("units", ()):
                 found.append(("unit", f"{host} has no unit {fault.unit!r} in its deploy map"))
+                break
+            if isinstance(fault, MemoryLost | SlurmDrained) and "slurm" not in c:
+                found.append(("hosts", f"{host} is no Slurm node (its role runs no slurmd)"))
+                break
+            if isinstance(fault, MemoryLost) and fault.gib * 1024 >= c["slurm"]["memory_mib"]:
+                found.append(("gib", f"{host} has {c['slurm']['memory_mib'] // 1024} GiB"))
                 break
     ids = (
         list(fault.cables)

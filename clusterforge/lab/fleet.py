@@ -49,6 +49,7 @@ class HostState:
     units: dict[str, tuple[str, str]] = field(default_factory=dict)  # unit -> (active, enabled)
     unloaded: set[str] = field(default_factory=set)  # kernel modules of the deploy map not loaded
     paths: dict[int, str] = field(default_factory=dict)  # GPU -> its path to the HCA now
+    memory_mib: int | None = None  # what slurmd -C sees, when not what the model installs
 
     @classmethod
     def of(cls, contract: dict[str, Any]) -> HostState:
@@ -69,6 +70,8 @@ class Fleet:
     cables: dict[str, dict[str, Any]]  # installed cable ID -> {a, b, rate} as cabled now
     collected_at: str = COLLECTED_AT
     switches: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {guid, firmware}
+    # Slurm nodes held out of work beyond the drained spares: node -> (state, user, reason)
+    held: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, generated: Path) -> Fleet:
@@ -166,6 +169,14 @@ class Fleet:
         """GPU `gpu` reaches its HCA over `path` (a card moved to another slot)."""
         self.hosts[host].paths[gpu] = path
 
+    def lose_memory(self, host: str, gib: int) -> None:
+        """slurmd sees `gib` GiB less than the model installs (DIMMs failed or pulled)."""
+        self.hosts[host].memory_mib = self.hosts[host].state["slurm"]["memory_mib"] - gib * 1024
+
+    def drain(self, host: str, reason: str, user: str = "slurm", state: str = "drained") -> None:
+        """Slurm holds `host` out of work with `reason` (sinfo on the controller says so)."""
+        self.held[host] = (state, user, reason)
+
     def arguments(self, host: str) -> dict[str, tuple[str, ...]]:
         """What the audit passes to the probes that take arguments on `host`."""
         return probe_arguments(self.hosts[host].state)
@@ -197,12 +208,29 @@ class Fleet:
             out |= _gpudirect(h)
         if "sha256sum" in self.arguments(host):
             out["sha256sum"] = "".join(f"{sha}  {path}\n" for path, sha in h.files.items())
+        if "slurm" in s:
+            out["slurmd_c"] = _slurmd_c(host, s["slurm"], h.memory_mib)
+        if "slurm_controller" in s:
+            out["sinfo_r"] = self._sinfo_r(s["slurm_controller"])
         if h.units:
             out["systemctl_show"] = "\n".join(
                 f"Id={unit}\nLoadState=loaded\nActiveState={active}\nUnitFileState={enabled}\n"
                 for unit, (active, enabled) in h.units.items()
             )
         return out | h.overrides
+
+    def _sinfo_r(self, controller: dict[str, Any]) -> str:
+        """The controller's nodes held out of work: the spares, drained as planned, and
+        whatever `drain` added, in the probe's fixed format."""
+        held = {
+            name: ("drained", "slurm", controller["spare_reason"])
+            for name, node in controller["nodes"].items()
+            if node["spare"]
+        } | self.held
+        return "".join(
+            f"{name},{state},{user},{_SLURM_SINCE},{reason}\n"
+            for name, (state, user, reason) in sorted(held.items())
+        )
 
     def ibnetdiscover(self) -> str:
         """The fabric as `ibnetdiscover` prints it, cabled as `cables` says now."""
@@ -247,6 +275,25 @@ class Fleet:
                 if key not in h.failed:
                     (where / f"{key}.txt").write_text(text, encoding="utf-8")
         return folder
+
+
+_SLURM_SINCE = "2026-05-04T05:00:00"
+
+
+def _seen_memory(slurm: dict[str, Any]) -> int:
+    """What slurmd -C shows of the installed memory: less the kernel's share (a 64th here,
+    about what a 1 TiB server shows), never below slurm.conf's RealMemory."""
+    installed: int = slurm["memory_mib"]
+    return max(int(slurm["real_memory_mib"]), installed - installed // 64)
+
+
+def _slurmd_c(host: str, slurm: dict[str, Any], memory_mib: int | None) -> str:
+    memory = _seen_memory(slurm) if memory_mib is None else memory_mib
+    return (
+        f"NodeName={host} CPUs={slurm['cpus']} Boards=1 SocketsPerBoard={slurm['sockets']} "
+        f"CoresPerSocket={slurm['cores_per_socket']} ThreadsPerCore={slurm['threads_per_core']} "
+        f"RealMemory={memory}\nUpTime=12-04:31:10\n"
+    )
 
 
 def _digest(*parts: object) -> str:

@@ -259,6 +259,12 @@ def _start(
         elif isinstance(f, fault.UnitState):
             for host in expand(f.hosts):
                 fleet.set_unit(host, f.unit, f.active, f.enabled)
+        elif isinstance(f, fault.MemoryLost):
+            for host in expand(f.hosts):
+                fleet.lose_memory(host, f.gib)
+        elif isinstance(f, fault.SlurmDrained):
+            for host in expand(f.hosts):
+                fleet.drain(host, f.reason, f.user, f.state)
         elif isinstance(f, fault.CableDegraded):
             fleet.degrade(f.cable, f.rate)
         elif isinstance(f, fault.CableUnplugged):

@@ -32,6 +32,7 @@ from compiler.targets import (
     opensm,
     pxe,
     routes,
+    slurm,
 )
 
 Target = Callable[[Plan], dict[str, str]]
@@ -80,6 +81,7 @@ TARGETS.add("access", access.render)
 TARGETS.add("hostconf", hostconf.render)
 TARGETS.add("gpudirect", gpudirect.render)
 TARGETS.add("acceptance", acceptance.render)
+TARGETS.add("slurm", slurm.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:

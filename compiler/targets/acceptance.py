@@ -58,7 +58,7 @@ def servers(plan: Plan) -> tuple[list[Server], list[str], int, dict[tuple[str, s
     by_leaf: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     groups: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
     for c in plan.cables:
-        if not c.installed or role.get(c.a.device) != SwitchRole.LEAF:
+        if c.lifecycle != "installed" or role.get(c.a.device) != SwitchRole.LEAF:
             continue
         if c.b.device in gpu:
             by_leaf[c.a.device].append((int(c.a.port), c.b.device, c.id))
@@ -184,7 +184,7 @@ def render(plan: Plan) -> dict[str, str]:
            "leaf's server count" for c in test.idle}  # fmt: skip
     three_tier = any(s.role == SwitchRole.CORE for s in plan.switches)
     for c in plan.cables:
-        if not c.installed or c.network not in ib or c.id in crossed or c.id in why:
+        if c.lifecycle != "installed" or c.network not in ib or c.id in crossed or c.id in why:
             continue
         if role_of.get(c.b.device, Role.GPU) != Role.GPU:
             why[c.id] = f"{c.b.device} is no compute node: pairs run between GPU servers"

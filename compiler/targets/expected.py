@@ -17,12 +17,17 @@ Per host (`expected/hosts/<host>.json`), schema 1:
   gpudirect (hosts with GPUs and an HCA): {nccl: {variable: value} as /etc/nccl.conf sets
           them, affinity: [{gpu, hca, path}]: each GPU's nearest HCA and the farthest PCIe
           path type (`nvidia-smi topo -m`) the model allows between them};
+  slurm (hosts that run slurmd): {cpus, sockets, cores_per_socket, threads_per_core,
+          memory_mib (installed), real_memory_mib (slurm.conf's RealMemory), spare};
+  slurm_controller (the first host by name that runs slurmctld): {spare_reason, nodes:
+          {node: {rack, u, spare}}}: the nodes it schedules, where they are, the spares;
   accept (only on hosts a rollout of cluster/firmware.yaml covers): {version key:
           {previous, until: "YYYY-MM-DD"}}: the version the rollout replaces, which the audit
           still accepts for that key up to and including `until` (by the audit's clock);
           pinned keys are held off the baseline and take no rollout.
 Fabric (`expected/fabric.json`): every planned InfiniBand cable with its ID, both ends as
-node name, node GUID and port, rate, width and lifecycle ("installed" or "planned"); every
+node name, node GUID and port, rate, width and lifecycle ("installed", "planned", or "spare":
+cabled, its port down by design); every
 InfiniBand switch with its node GUID, model and baseline firmware ("switches").
 """
 
@@ -31,15 +36,20 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.model import Rollout
-from compiler.plan import Host, Plan
+from compiler.plan import SLURMCTLD, Host, Plan
 from compiler.targets import gpudirect
 from compiler.targets.render import to_json
+from compiler.targets.slurm import SPARE_REASON
 
 SCHEMA = 1
 
 
 def host_contract(
-    h: Host, rollouts: tuple[Rollout, ...] = (), direct: dict[str, Any] | None = None
+    h: Host,
+    rollouts: tuple[Rollout, ...] = (),
+    direct: dict[str, Any] | None = None,
+    controls: dict[str, Any] | None = None,
+    ib_down: bool = False,
 ) -> dict[str, Any]:
     contract = {
         "schema": SCHEMA,
@@ -65,7 +75,8 @@ def host_contract(
                 "port_guid": p.guid,
                 "rate": p.rate_gbps,
                 "width": p.width,
-                "state": "Active",
+                # A spare cable's switch port is disabled: the host's end is down by design.
+                "state": "Down" if ib_down else "Active",
             }
             for p in h.ib_ports
         ],
@@ -73,6 +84,19 @@ def host_contract(
     }
     if direct is not None:
         contract["gpudirect"] = direct
+    if h.slurm is not None:
+        s = h.slurm
+        contract["slurm"] = {
+            "cpus": s.cpus,
+            "sockets": s.sockets,
+            "cores_per_socket": s.cores_per_socket,
+            "threads_per_core": s.threads_per_core,
+            "memory_mib": s.memory_mib,
+            "real_memory_mib": s.real_memory_mib,
+            "spare": s.spare,
+        }
+    if controls is not None:
+        contract["slurm_controller"] = controls
     accept = {
         key: {"previous": previous, "until": r.until}
         for r in rollouts
@@ -110,7 +134,7 @@ def fabric_contract(plan: Plan) -> dict[str, Any]:
                 "a": end(c.a.device, c.a.port),
                 "b": end(c.b.device, c.b.port),
                 "rate": c.rate,
-                "lifecycle": "installed" if c.installed else "planned",
+                "lifecycle": c.lifecycle,
             }
             for c in plan.cables
             if c.network in ib
@@ -140,11 +164,37 @@ def gpudirect_contracts(plan: Plan) -> dict[str, dict[str, Any]]:
     return out
 
 
+def slurm_controller(plan: Plan) -> dict[str, Any]:
+    """What a Slurm controller's audit needs of the nodes it schedules: where each is, and
+    which are spares (drained with the reason "spare" by design)."""
+    return {
+        "spare_reason": SPARE_REASON,
+        "nodes": {
+            h.name: {"rack": h.rack, "u": h.u, "spare": h.slurm.spare}
+            for h in plan.hosts
+            if h.slurm is not None
+        },
+    }
+
+
 def render(plan: Plan) -> dict[str, str]:
     rollouts = plan.cluster.firmware.rollouts
     direct = gpudirect_contracts(plan)
+    # sinfo answers the same on every controller host (a backup asks the primary): the
+    # first by name reports the nodes held out, once.
+    asks = next((h.name for h in plan.hosts if SLURMCTLD in h.services), None)
+    controls = slurm_controller(plan)
+    on_spare = {c.b.device for c in plan.cables if c.lifecycle == "spare"}
     files = {
-        f"expected/hosts/{h.name}.json": to_json(host_contract(h, rollouts, direct.get(h.name)))
+        f"expected/hosts/{h.name}.json": to_json(
+            host_contract(
+                h,
+                rollouts,
+                direct.get(h.name),
+                controls if h.name == asks else None,
+                h.name in on_spare,
+            )
+        )
         for h in plan.hosts
     }
     files["expected/fabric.json"] = to_json(fabric_contract(plan))

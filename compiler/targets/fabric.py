@@ -1,7 +1,8 @@
 """`generated/fabric/`: the planned InfiniBand fabric and the hall's cable schedule.
 
 - `topology.net`: the planned fabric in the ibnetdiscover text format that `ibsim` reads, so
-  the real OpenSM can be run against it (tests/lab). Only installed cables are in it.
+  the real OpenSM can be run against it (tests/lab). Only installed cables are in it (a
+  spare's port is down by design).
 - `cables.csv`: every cable of the plan (all networks), ID first.
 - `bom.csv`: cables to buy, counted by medium, rate and length; the legs of a split cable
   (one OSFP cage to two QSFP56 ports) are one product, e.g. `AOC OSFP-2xQSFP56`, `2x4xHDR`,
@@ -31,7 +32,7 @@ def ib_cables(plan: Plan) -> list[tuple[str, str, str, str]]:
     return [
         (c.a.device, c.a.port, c.b.device, c.b.port.rsplit("/", 1)[-1])
         for c in plan.cables
-        if c.network in ib and c.installed
+        if c.network in ib and c.lifecycle == "installed"
     ]
 
 
@@ -79,7 +80,7 @@ def cable_schedule(plan: Plan) -> str:
         [
             [c.id, c.network, c.a.device, c.a.port, c.a.location, c.b.device, c.b.port,
              c.b.location, c.medium, f"{c.length_m:g}", c.rate,
-             "installed" if c.installed else "planned", c.note]
+             c.lifecycle, c.note]
             for c in plan.cables
         ],
     )  # fmt: skip

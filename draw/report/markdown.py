@@ -227,6 +227,11 @@ REMEDIES = {
     "unit the deploy map names; a file edited by hand on the host is lost at the next deploy",
     Kind.SERVICE: "start and enable the unit (systemctl enable --now UNIT), and read its "
     "journal for why it stopped; a service that should not run there belongs off its role",
+    Kind.SLURM: "read the reason: a node slurmd sees with fewer CPUs or less memory than planned "
+    "has lost a DIMM or a CPU, or runs with SMT off (fix the hardware or the model, then "
+    "scontrol update nodename=N state=resume); a node drained for a GRES mismatch needs its "
+    "GPUs (nvidia-smi) and /etc/slurm/gres.conf checked; a drain by a person is repair work in "
+    "progress; a failed node waits for a spare (docs/howto.md)",
     Kind.GPUDIRECT: "redeploy the bundle (/etc/nccl.conf), bring the HCA it names Active, "
     "modprobe nvidia-peermem; a GPU farther from its HCA sits in the wrong slot or riser: "
     "until fixed, NCCL runs over TCP or through host memory, slowly",
