@@ -278,7 +278,8 @@ def _diff(args: argparse.Namespace) -> int:
 
     try:
         share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
-        base, head = (gitsource.compile_revision(args.repo, r) for r in (args.base, args.head))
+        base_rev = args.base or gitsource.default_branch(args.repo)
+        base, head = (gitsource.compile_revision(args.repo, r) for r in (base_rev, args.head))
     except gitsource.RevisionError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -533,7 +534,7 @@ start:
 
 daily work:
   clusterforge compile                 after editing cluster/; commit generated/ with it
-  clusterforge diff main HEAD          what your branch changes: hosts, cables, addresses
+  clusterforge diff                    what your branch changes against the default branch
   clusterforge labels --rack r07       label sheets for the technicians (build/labels/)
   clusterforge bundle --out DIR        each host's files, for the provisioning server
   clusterforge audit --ssh-key K --known-hosts F
@@ -695,10 +696,15 @@ def parser() -> argparse.ArgumentParser:
         parents=[common],
         help="what a change does: hosts, cables, addresses, labels to print (review)",
     )
-    d.add_argument("base", help="the revision to compare from (commit, branch or tag)")
-    d.add_argument("head", help="the revision to compare to")
+    d.add_argument(
+        "base",
+        nargs="?",
+        help="the revision to compare from (commit, branch or tag; default: the default "
+        "branch, as git knows it: origin/HEAD, else init.defaultBranch, main or master)",
+    )
+    d.add_argument("head", nargs="?", default="HEAD", help="the revision to compare to")
     d.add_argument("--markdown", type=Path, metavar="FILE", help="default: print to stdout")
-    d.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON (schema 1)")
+    d.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON (schema 2)")
     d.add_argument(
         "--html",
         type=Path,

@@ -27,6 +27,8 @@ from compiler.plan import (
     network,
     nic_networks,
     node_address,
+    overrides_of,
+    patched,
     rack_subnet,
     route_network,
     wires,
@@ -526,11 +528,14 @@ def positions(c: Cluster, rep: Report) -> None:
 def ports(c: Cluster, rep: Report) -> None:
     switch = {sw.name: sw for rack in c.racks for sw in rack.switches}
     all_wires = [w for w in wires(c) if w.switch in switch]
-    overrides = {(o.device, o.port): o for o in c.fabric.cables}
+    overrides = overrides_of(c)
     used: list[tuple[object, Path_]] = []
+    named: set[tuple[str, int]] = set()  # the ends the overrides may name: a rule's ports
     for w in all_wires:
-        o = overrides.get((w.switch, w.switch_port))
-        port = o.use_port if o and o.use_port else w.switch_port
+        named.add((w.switch, w.switch_port))
+        if w.device in switch:
+            named.add((w.device, int(w.device_port)))
+        port, far, _ = patched(w, overrides)
         model = c.hardware.switches.get(switch[w.switch].model)
         if model and not 1 <= port <= model.ports:
             rep.add(
@@ -548,23 +553,36 @@ def ports(c: Cluster, rep: Report) -> None:
                 f"{w.device!r} is cabled to spine {w.switch!r}; hosts connect to a leaf",
             )
         if w.device in switch:  # a link up a tier: the upper end is a port too
-            used.append(((w.device, int(w.device_port)), w.path))
+            used.append(((w.device, int(far)), w.path))
             spine = c.hardware.switches.get(switch[w.device].model)
-            if spine and not 1 <= int(w.device_port) <= spine.ports:
+            if spine and not 1 <= int(far) <= spine.ports:
                 rep.add(
                     w.path,
                     "port-out-of-range",
-                    f"{w.switch!r} needs port {w.device_port} of {w.device!r}, "
-                    f"which has {spine.ports} ports",
+                    f"{w.switch!r} needs port {far} of {w.device!r}, which has {spine.ports} ports",
                 )
     rep.unique("port-reused", "switch port", used)
     for i, o in enumerate(c.fabric.cables):
-        if not any((w.switch, w.switch_port) == (o.device, o.port) for w in all_wires):
+        if (o.device, o.port) not in named:
+            in_use = sorted(p for d, p in named if d == o.device)
             rep.add(
                 ("fabric", "cables", i),
                 "unknown-reference",
-                f"no planned cable uses port {o.port} of {o.device!r}",
+                f"no planned cable uses port {o.port} of {o.device!r}; an override names a "
+                "cable by the port the rules give it, on either end"
+                + (f" ({o.device!r} has cables on ports {_ranges(in_use)})" if in_use else ""),
             )
+
+
+def _ranges(numbers: Iterable[int]) -> str:
+    """ "1-20, 33" for 1, ..., 20, 33."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def fabric(c: Cluster, rep: Report) -> None:
@@ -597,14 +615,15 @@ def fabric(c: Cluster, rep: Report) -> None:
                     "and no links: entry",
                 )
     # A cable planned but not installed is no path: a switch's ECMP set is what is cabled.
-    missing = {(o.device, o.port) for o in c.fabric.cables if not o.installed}
+    overrides = overrides_of(c)
     tiers = Tiers.of(c)
     role = {sw.name: sw.role for rack in c.racks for sw in rack.switches}
     up: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # switch -> upper -> n
     down: dict[str, float] = defaultdict(float)  # switch -> Gb/s to the tier below
     rate = link_gbps(c.fabric)
     for w in all_wires:
-        if (w.switch, w.switch_port) in missing:
+        _, _, o = patched(w, overrides)
+        if o is not None and not o.installed:
             continue
         if role.get(w.device) in (SwitchRole.SPINE, SwitchRole.CORE):
             up[w.switch][w.device] += 1

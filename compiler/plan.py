@@ -20,6 +20,7 @@ import netaddr
 from compiler.model import (
     MAX_RACK_ID,
     BootMode,
+    CableOverride,
     Cages,
     Cluster,
     Fabric,
@@ -662,6 +663,32 @@ def _wires(cluster: Cluster) -> list[Wire]:
     return out
 
 
+Overrides = Mapping[tuple[str, int], CableOverride]
+
+
+def overrides_of(cluster: Cluster) -> dict[tuple[str, int], CableOverride]:
+    """fabric.yaml's cable overrides by the (switch, port) the rule gives the end they name."""
+    return {(o.device, o.port): o for o in cluster.fabric.cables}
+
+
+def patched(wire: Wire, overrides: Overrides) -> tuple[int, str, CableOverride | None]:
+    """(switch port, far-end port, override) of a wire once the overrides apply.
+
+    An override names an end by the port the rules give it: the lower switch's end, or the
+    upper one of a link up a tier (a spine's port of a leaf's uplink); `use_port` moves that
+    end. The cable keeps the ID the rules give it, so a move is a re-patch of one cable, not
+    one cable removed and another added, and no other cable's label changes."""
+    found = overrides.get((wire.switch, wire.switch_port))
+    if found is not None:
+        return found.use_port or wire.switch_port, wire.device_port, found
+    if wire.device_port.isdigit():  # the far end is a switch port: a link up a tier
+        found = overrides.get((wire.device, int(wire.device_port)))
+        if found is not None:
+            far = str(found.use_port) if found.use_port else wire.device_port
+            return wire.switch_port, far, found
+    return wire.switch_port, wire.device_port, None
+
+
 class Tiers(NamedTuple):
     """The fat tree's upper tiers: spines by pod, cores by plane, each in name order. A
     two-tier fabric is one pod (0) holding every spine, and no cores."""
@@ -716,7 +743,7 @@ def cables(cluster: Cluster) -> list[Cable]:
     # device -> its ends' location up to the port (H1.A01-U42:), made once, not per end
     where = {device: f"{site.room}.{grid(rack)}-U{u:02d}:" for device, (rack, u) in place.items()}
     ib = {n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND}
-    overrides = {(o.device, o.port): o for o in cluster.fabric.cables}
+    overrides = overrides_of(cluster)
     ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
 
     def end(device: str, port: str) -> CableEnd:
@@ -729,9 +756,8 @@ def cables(cluster: Cluster) -> list[Cable]:
 
     out = []
     for wire in wires(cluster):
-        override = overrides.get((wire.switch, wire.switch_port))
-        port = override.use_port if override and override.use_port else wire.switch_port
-        a, b = end(wire.switch, str(port)), end(wire.device, wire.device_port)
+        port, far, override = patched(wire, overrides)
+        a, b = end(wire.switch, str(port)), end(wire.device, far)
         (ra, _), (rb, _) = place[a.device], place[b.device]
         run = abs(a.u - b.u) * U_HEIGHT_M + SLACK_M
         if ra.name != rb.name:
@@ -752,10 +778,11 @@ def cables(cluster: Cluster) -> list[Cable]:
             rate = f"{gbps}G"
         # A rack has one switch of each role whose ports name its cables (R01-IB05); a spine's
         # uplinks to the core are named by the spine, which is unique site-wide (SPINE03-33).
+        # The ID follows the rule's port, not an override's: it stays with the cable.
         if role[a.device] == SwitchRole.SPINE:
-            cable_id = f"{a.device.upper()}-{port:02d}"
+            cable_id = f"{a.device.upper()}-{wire.switch_port:02d}"
         else:
-            cable_id = f"{ra.name.upper()}-{CABLE_CODES[role[a.device]]}{port:02d}"
+            cable_id = f"{ra.name.upper()}-{CABLE_CODES[role[a.device]]}{wire.switch_port:02d}"
         out.append(
             Cable(
                 id=cable_id,

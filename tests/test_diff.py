@@ -23,8 +23,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
-from compiler import diff, gitsource
+from compiler import diff, gitsource, load, pipeline
 from compiler.diff import DiffReport, RiskKind, Side
+from compiler.errors import SourceError
 from draw import review
 from tests.conftest import REPO
 
@@ -261,6 +262,20 @@ def import_macs(cluster: Path) -> None:
         )
 
 
+def _override(cluster: Path, *cables: Data) -> None:
+    _edit(cluster, "fabric", lambda fabric: fabric.update(cables=list(cables)))
+
+
+def move_leaf_port(cluster: Path) -> None:
+    """A bad leaf port: the server's cable moves to a free port of the same leaf."""
+    _override(cluster, {"device": "leaf03", "port": 3, "use_port": 33, "note": "port 3 bad"})
+
+
+def move_spine_port(cluster: Path) -> None:
+    """A bad spine port, named on the spine side: the leaf's uplink moves to a free port."""
+    _override(cluster, {"device": "spine01", "port": 3, "use_port": 40, "note": "port 3 bad"})
+
+
 def remove_rack(cluster: Path) -> None:
     (cluster / "racks" / "r25.yaml").unlink()
 
@@ -283,6 +298,8 @@ CHANGES: dict[str, Callable[[Path], None]] = {
     "ofed-rollout": ofed_rollout,
     "import-macs": import_macs,
     "remove-rack": remove_rack,
+    "move-leaf-port": move_leaf_port,
+    "move-spine-port": move_spine_port,
 }
 
 
@@ -579,9 +596,7 @@ def test_an_ofed_rollout_shows_its_window_and_is_not_large(sides: dict[str, Side
     base = sides["base"].compiled
     assert base is not None
     was = base.cluster.firmware.software["ofed"]
-    assert report.rollouts == (
-        diff.RolloutChange("added", ("main",), {"ofed": was}, "2027-01-31"),
-    )
+    assert report.rollouts == (diff.RolloutChange("added", ("main",), {"ofed": was}, "2027-01-31"),)
     assert kinds(report) == []
     markdown = review.to_markdown(report)
     assert f"| opened | main | ofed {was} | 2027-01-31 |" in markdown
@@ -630,6 +645,40 @@ def test_a_device_that_stays_but_loses_its_address_is_a_risk(sides: dict[str, Si
     assert [(a.device, a.new) for a in report.addresses] == [(spine.name, None)]
     assert RiskKind.ADDRESS_LOST in kinds(report)
     assert RiskKind.ADDRESS_REMOVED not in kinds(report)
+
+
+@pytest.mark.parametrize(
+    ("tag", "cable", "key", "old", "new"),
+    [
+        ("move-leaf-port", "R03-IB03", "a.port", "3", "33"),
+        ("move-spine-port", "R03-IB21", "b.port", "3", "40"),
+    ],
+)
+def test_a_moved_port_re_patches_one_cable_which_keeps_its_id(
+    sides: dict[str, Side], tag: str, cable: str, key: str, old: str, new: str
+) -> None:
+    report = compare(sides, tag)
+    assert report.cables.added == report.cables.removed == ()
+    [moved] = report.cables.changed
+    assert moved.id == cable and moved.repatched and moved.relabel
+    assert {c.key: (c.old, c.new) for c in moved.changes if c.key.endswith(".port")} == {
+        key: (old, new)
+    }
+    # Only its own label is reprinted: every other cable keeps its ID and its label.
+    assert report.labels_to_reprint == (cable,)
+    assert report.label_commands == (f"clusterforge labels --only {cable}",)
+    assert "cables re-patched | 1" in review.to_markdown(report)
+
+
+def test_an_override_of_a_port_no_rule_uses_names_the_ports_that_are(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    _override(tmp_path / "cluster", {"device": "leaf03", "port": 7, "use_port": 33})
+    with pytest.raises(SourceError) as caught:
+        pipeline.compile_source(load.load(tmp_path / "cluster"))
+    [problem] = caught.value.diagnostics
+    assert problem.rule == "unknown-reference"
+    assert str(problem).startswith("cluster/fabric.yaml:")
+    assert "'leaf03' has cables on ports 1-5, 21-27" in problem.message
 
 
 # --- the generic OpenSM rules: read from whatever generated/opensm/ holds -------------------
@@ -875,3 +924,30 @@ def test_cli_reads_cluster_beside_the_given_folder_in_a_larger_repository(
     assert "sm-priority" in capsys.readouterr().out
     assert main(["-C", str(top), "diff", "HEAD~1", "HEAD"]) == 2
     assert "no cluster/ folder" in capsys.readouterr().out
+
+
+def test_cli_compares_with_the_default_branch_git_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    git(tmp_path, "init", "-q", "-b", "master")
+    git(tmp_path, "add", "cluster")
+    git(tmp_path, "commit", "-q", "-m", "base")
+    git(tmp_path, "checkout", "-q", "-b", "topic")
+    move_spare(tmp_path / "cluster")
+    git(tmp_path, "commit", "-q", "-am", "move")
+    assert gitsource.default_branch(tmp_path) == "master"
+    assert main(["-C", str(tmp_path), "diff", "--json", str(tmp_path / "d.json")]) == 0
+    body = json.loads((tmp_path / "d.json").read_text())
+    assert body["base"]["ref"] == "master" and body["head"]["ref"] == "HEAD"
+    assert [m["name"] for m in body["nodes"]["moved"]] == ["gpu125"]
+    # Naming a branch that is not there says which one is, not "a shallow clone".
+    capsys.readouterr()
+    assert main(["-C", str(tmp_path), "diff", "main", "HEAD"]) == 2
+    err = capsys.readouterr().err
+    assert "the default branch here is 'master'" in err and "shallow" not in err
+    # A clone knows its origin's default branch: the branch the origin has checked out.
+    git(tmp_path, "checkout", "-q", "master")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--branch", "topic", str(tmp_path), str(clone))
+    assert gitsource.default_branch(clone) == "origin/master"
