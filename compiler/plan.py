@@ -176,12 +176,17 @@ class Room(NamedTuple):
         )
 
 
+def rack_ids(net: Network) -> int:
+    """The highest rack id the network's rule has a subnet for."""
+    subnets: int = 2 ** (net.rack_prefix - int(network(net.cidr).prefixlen))
+    return (subnets - 1 - net.offset) // net.stride
+
+
 def room(cluster: Cluster) -> Room:
     """How many racks the address, LID and port rules can still take; see `Room`."""
     limits = [(MAX_RACK_ID, "static LIDs")]
     for name, net in sorted(cluster.networks.items()):
-        subnets = 2 ** (net.rack_prefix - network(net.cidr).prefixlen)
-        limits.append(((subnets - 1 - net.offset) // net.stride, f"network {name!r}"))
+        limits.append((rack_ids(net), f"network {name!r}"))
     top, why = min(limits)
     fabric = cluster.fabric
     ports = {
