@@ -317,6 +317,7 @@ _LIVE = (
     "user",
     "concurrency",
     "timeout",
+    "probe_timeout",
     "fabric_from",
     "max_output",
     "key_passphrase_env",
@@ -383,7 +384,9 @@ def _audit(args: argparse.Namespace) -> int:
                 if not agent:
                     raise AuditError("--ssh-agent: $SSH_AUTH_SOCK names no agent")
             bounds = {
-                k: given[k] for k in ("user", "concurrency", "timeout", "max_output") if k in given
+                k: given[k]
+                for k in ("user", "concurrency", "timeout", "probe_timeout", "max_output")
+                if k in given
             }
             options = ssh.SshOptions(
                 args.ssh_key,
@@ -786,6 +789,13 @@ def parser() -> argparse.ArgumentParser:
     live.add_argument("--concurrency", type=int, metavar="N", help="hosts at once (default: 32)")
     live.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="per host, all probes (default: 120)"
+    )
+    live.add_argument(
+        "--probe-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="per probe, within the host's (default: 60); a probe that hangs fails alone, "
+        "the host's other answers are kept",
     )
     live.add_argument(
         "--fabric-from",
