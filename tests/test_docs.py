@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -63,8 +64,7 @@ class Block(NamedTuple):
 def _sections() -> dict[str, str]:
     text = HOWTO.read_text(encoding="utf-8")
     return {
-        part.split("\n", 1)[0].strip(): part.split("\n", 1)[1]
-        for part in text.split("\n## ")[1:]
+        part.split("\n", 1)[0].strip(): part.split("\n", 1)[1] for part in text.split("\n## ")[1:]
     }
 
 
@@ -291,3 +291,67 @@ def test_howto_the_audit_account(site: Path, tmp_path: Path) -> None:
         capture_output=True,
     )
     assert refused.returncode == 126
+
+
+# --- docs/adoption.md: the pin installs as written -------------------------------------------
+
+
+def test_adoption_the_documented_pin_installs_the_tagged_release(tmp_path: Path) -> None:
+    """The install line of docs/adoption.md, its mirror a clone of this checkout tagged as a
+    release is (`v` + pyproject's version), installed into a fresh venv with pip, offline
+    (--no-index --no-deps --no-build-isolation): pip takes the line, and installs that tag."""
+    text = (REPO / "docs" / "adoption.md").read_text(encoding="utf-8")
+    start = text.split("## Start", 1)[1]
+    [line] = [ln for ln in _blocks(start)[0].text.splitlines() if "pip install" in ln]
+    [requirement] = re.findall(r"'([^']+)'", line)
+    found = re.fullmatch(
+        r"clusterforge @ git\+https://YOUR-MIRROR/clusterforge@(v[\d.]+)", requirement
+    )
+    assert found, requirement
+    tag = found[1]
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M)
+    assert version and tag == f"v{version[1]}"
+    # The form the page gives for a mirror on disk, with this checkout as the mirror.
+    assert "git+file://localhost/" in text
+    mirror = tmp_path / "mirror"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(mirror)], env=GIT_ENV, check=True)
+    _git(mirror, "tag", tag)
+    local = requirement.replace("https://YOUR-MIRROR/clusterforge", f"file://localhost{mirror}")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    # The build backend pyproject.toml asks for, which --no-build-isolation takes from the
+    # venv: the venv's own is older than it needs.
+    backend = re.search(
+        r'requires = \["(setuptools[^"]*)"\]', (REPO / "pyproject.toml").read_text()
+    )
+    assert backend
+    subprocess.run([*pip, "install", backend[1]], check=True)
+    done = subprocess.run(
+        [*pip, "install", "--no-index", "--no-deps", "--no-build-isolation", local],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The three-slash form is what pip refuses, as the page says.
+    refused = subprocess.run(
+        [*pip, "install", "--no-index", "--no-deps", "--dry-run",
+         local.replace("file://localhost/", "file:///")],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "Invalid requirement" in refused.stderr
+    # Read in the venv's own terms, from a folder where no other clusterforge lies about.
+    script = (
+        "import importlib.metadata as m, json; d = m.distribution('clusterforge'); "
+        "print(d.version); print(json.loads(d.read_text('direct_url.json'))['vcs_info']"
+        "['commit_id'])"
+    )
+    shown = subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert shown == [version[1], _git(mirror, "rev-parse", f"{tag}^{{commit}}")]
