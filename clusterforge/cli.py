@@ -135,8 +135,21 @@ def _init(args: argparse.Namespace) -> int:
     if (target / "cluster").exists():
         print(f"clusterforge: {target / 'cluster'} exists; init never overwrites", file=sys.stderr)
         return EXIT_INPUT
+    key = generate.PLACEHOLDER_AUDIT_KEY
+    if args.audit_key is not None:
+        try:
+            key = args.audit_key.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            print(f"clusterforge: cannot read --audit-key: {exc}", file=sys.stderr)
+            return EXIT_INPUT
     try:
-        tree = generate.generate(args.racks * args.per_rack, name=args.name, per_rack=args.per_rack)
+        tree = generate.generate(
+            args.racks * args.per_rack,
+            name=args.name,
+            per_rack=args.per_rack,
+            audit_key=key,
+            as_bought=True,
+        )
     except ValueError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -151,7 +164,9 @@ def _init(args: argparse.Namespace) -> int:
         f"{target}/cluster: {len(tree)} files, {args.racks} GPU rack(s) of {args.per_rack} "
         "servers, plus a network and a service rack.\n"
         "The MACs, GUIDs and serials are placeholders (02:...): replace them with your "
-        "hardware's, by hand or with `clusterforge import`. Next:\n"
+        "hardware's, by hand or with `clusterforge import`"
+        + ("" if args.audit_key else "; so is the audit's key in site.yaml (init --audit-key)")
+        + ". Next:\n"
         f"  cd {args.dir} && git init && clusterforge compile && git add . && git commit"
     )
     return EXIT_OK
@@ -211,6 +226,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"cluster/ is valid: {hosts} hosts, {switches} switches, "
         f"{len(plan.wires(cluster))} cables; {plan.room(cluster)}"
     )
+    for warning in plan.oversized(cluster):
+        print(f"clusterforge: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -603,6 +620,12 @@ def parser() -> argparse.ArgumentParser:
         "--per-rack", type=int, default=4, metavar="M", help="GPU servers per rack (default: 4)"
     )
     i.add_argument("--name", default="site", help="the site's name (default: site)")
+    i.add_argument(
+        "--audit-key",
+        type=Path,
+        metavar="FILE.pub",
+        help="the drift audit's public key for site.yaml (default: a placeholder to replace)",
+    )
     i.set_defaults(run=_init)
     im = sub.add_parser(
         "import",

@@ -213,6 +213,43 @@ def room(cluster: Cluster) -> Room:
     )
 
 
+# Spines with more than this many times the ports their cables use were bought for a much
+# larger site than the one described (or described with a template's defaults): worth a word.
+OVERSIZE_FACTOR = 4.0
+FEWEST_UPPER = 2  # an upper tier of two is the least without a single point of failure
+
+
+def oversized(cluster: Cluster) -> list[str]:
+    """Warnings, one per upper tier (spines, cores) of more than two switches that have more
+    than OVERSIZE_FACTOR times the ports the planned cables use; none for a fabric sized to
+    fit, nor for the two a small one needs whatever their ports."""
+    role = {sw.name: sw.role for rack in cluster.racks for sw in rack.switches}
+    ports: dict[SwitchRole, int] = {}
+    count: dict[SwitchRole, int] = {}
+    for rack in cluster.racks:
+        for sw in rack.switches:
+            if sw.role in (SwitchRole.SPINE, SwitchRole.CORE):
+                model = cluster.hardware.switches.get(sw.model)
+                ports[sw.role] = ports.get(sw.role, 0) + (model.ports if model else 0)
+                count[sw.role] = count.get(sw.role, 0) + 1
+    used = dict.fromkeys(ports, 0)
+    for w in wires(cluster):
+        for end in (w.switch, w.device):
+            if role.get(end) in used:
+                used[role[end]] += 1
+    out = []
+    for tier, total in sorted(ports.items()):
+        cabled = used[tier]
+        if count[tier] > FEWEST_UPPER and total > OVERSIZE_FACTOR * max(cabled, 1):
+            out.append(
+                f"fabric oversized: {count[tier]} {tier.value}s have {total} ports, the plan "
+                f"cables {cabled} ({total / max(cabled, 1):.1f}x, more than "
+                f"{OVERSIZE_FACTOR:g}x): fewer or smaller {tier.value}s would carry this "
+                "site; keep them only if it is to grow that much"
+            )
+    return out
+
+
 def standard_length(metres: float) -> float:
     i = bisect_left(STOCK_LENGTHS_M, metres - 1e-9)
     return STOCK_LENGTHS_M[i] if i < len(STOCK_LENGTHS_M) else math.ceil(metres / 10) * 10
