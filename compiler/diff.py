@@ -399,7 +399,7 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
         return DiffReport(old, new, risks=risks)
     a, b = base.compiled.plan, head.compiled.plan
     renames = _renames(a, b)
-    cables = _cables(a, b)
+    cables = _cables(a, b, renames)
     fabric = _fabric(base.compiled, head.compiled)
     addresses = _addresses(a, b, renames)
     touched = _touched(a, b, renames, share_limit)
@@ -547,18 +547,26 @@ def _cable_ref(c: Cable) -> CableRef:
     return CableRef(c.id, c.network, c.a, c.b)
 
 
-def _cables(a: Plan, b: Plan) -> Cables:
+def _cables(a: Plan, b: Plan, renames: Mapping[str, str]) -> Cables:
     old = {c.id: c for c in a.cables}
     new = {c.id: c for c in b.cables}
     changed = []
     for cid in sorted(old.keys() & new.keys()):
         before, after = _cable_facts(old[cid]), _cable_facts(new[cid])
         keys = [k for k in before if before[k] != after[k]]
+        # A renamed device's cable goes where it went: relabelled (the label names it), not
+        # re-patched.
+        moved = [
+            k
+            for k in keys
+            if k in _ENDS
+            and not (k.endswith(".device") and renames.get(str(before[k])) == after[k])
+        ]
         if keys:
             changed.append(
                 CableChange(
                     cid,
-                    repatched=any(k in _ENDS for k in keys),
+                    repatched=bool(moved),
                     relabel=any(k in _LABEL for k in keys),
                     changes=tuple(Change(k, before[k], after[k]) for k in keys),
                     old=_cable_ref(old[cid]),

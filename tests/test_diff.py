@@ -586,6 +586,14 @@ def test_renamed_nodes_read_as_renames_and_no_share_is_over_100_percent(
     for risk in compare(sides, "rename-rack", share_limit=0.0).risks:
         for item in risk.items:
             assert "%" not in item or float(item.split("(")[1].split("%")[0]) <= 100
+    # Their cables go where they went: relabelled, since a label names its ends, not re-patched.
+    assert report.cables.added == report.cables.removed == ()
+    assert report.cables.changed and all(
+        c.relabel and not c.repatched for c in report.cables.changed
+    )
+    assert {c.new.b.device for c in report.cables.changed} >= {
+        n.replace("gpu", "gpx") for n in names
+    }
     assert f"| renamed | {names[0]} → {names[0].replace('gpu', 'gpx')} |" in review.to_markdown(
         report
     )
