@@ -88,16 +88,19 @@ Value = str | int | float | bool | None
 
 
 class RiskKind(StrEnum):
+    """What a reviewer must not miss; each is raised by `_risks`, the one place risks are
+    decided, from the report's sections."""
+
     HEAD_FAILS = "head-fails"
     ADDRESS_RENUMBERED = "address-renumbered"
     LID_RENUMBERED = "lid-renumbered"
     ROUTING_ENGINE = "routing-engine"
     SM_PRIORITY = "sm-priority"
-    LARGE_CHANGE = "large-change"
-    ROOT_GUIDS = "root-guids-changed"
-    ADDRESS_REMOVED = "address-removed"
-    ADDRESS_LOST = "address-lost"
-    ROLE_CHANGED = "role-changed"
+    LARGE_CHANGE = "large-change"  # more than routine work of its kind touches
+    ROOT_GUIDS = "root-guids-changed"  # OpenSM's ftree roots: its routing is recomputed
+    ADDRESS_REMOVED = "address-removed"  # with its device: its DHCP and DNS entries go
+    ADDRESS_LOST = "address-lost"  # a device that stays loses one
+    ROLE_CHANGED = "role-changed"  # gpu -> spare: its services, partitions, Slurm change
 
 
 @dataclass(frozen=True)
