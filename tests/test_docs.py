@@ -177,7 +177,9 @@ def test_howto_add_a_rack(site: Path, capsys: pytest.CaptureFixture[str]) -> Non
     new.write_text(json.dumps(rack, indent=1) + "\n")
     _commit(site)
     report, markdown = _diff(site, capsys)
-    assert "**No existing address or LID renumbered.**".strip("*") in markdown
+    # "must say **...**": the words the page promises are the diff's own.
+    promised = re.search(r"must say\s+\*\*(.+?)\*\*", text, re.S)
+    assert promised and " ".join(promised[1].split()) in markdown
     assert report.renumbered_nothing and report.risks == ()
     assert {a.device for a in report.addresses} >= {n["name"] for n in rack["nodes"]}
     assert sum(p.new - p.old for p in report.parts) > 0  # the cables to order
