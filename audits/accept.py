@@ -11,11 +11,15 @@ judging is here; a missing log is "not tested", a log that cannot be parsed a fa
   `failed` with every failing check; else `not-tested` with what is missing.
 - A pair passes when `ib_write_bw` ran between the planned LIDs at or above the pass mark.
 - A cable `passed` when a passing pair crossed it. The failing pairs' other cables are the
-  candidates; the fewest of them that account for every failing pair (greedily, most failures
-  first) are `failed`. A candidate whose pairs all crossed a failed cable too is `not-tested`
-  ("retest alone"): nothing tells it apart. So one bad cable is named alone; `suspects`
-  lists the cables common to all failing pairs. Cables no pair crossed are `not-tested`,
-  with the plan's reason where it has one.
+  candidates, in sets crossed by exactly the same failing pairs (no result tells the cables
+  of a set apart); the fewest sets that account for every failing pair (greedily, most
+  failures first) are blamed (`blame`): a set of one cable is `failed`, each cable of a
+  larger set `one-of` ("one of A03-IB25, A04-IB25", with the planned pairs that would split
+  it, or none). A candidate whose pairs all crossed a blamed cable too is `not-tested`
+  ("retest alone"). So one bad cable is named alone, or with the cables no result tells
+  from it, and never another in its place; `suspects` lists the cables common to all
+  failing pairs. Cables no pair crossed are `not-tested`, with the plan's reason where it
+  has one.
 - An NCCL step passes when `all_reduce_perf` ran on its planned nodes, with no wrong result
   and the bus bandwidth at its largest size at or above the step's pass mark.
 
@@ -25,10 +29,11 @@ Report, schema 1 (`readiness.json`):
      "summary": {"nodes": {status: int}, "cables": {status: int}, "pairs": {status: int},
                  "nccl": {status: int}, "suspects": [cable]},
      "nodes": [{"host", "status", "failed": [{"check", "message"}], "not_tested": [check]}],
-     "cables": [{"cable", "status", "pairs": [pair], "reason"}],
+     "cables": [{"cable", "status", "pairs": [pair], "reason"}],  status: passed, failed,
+                                                                  one-of, not-tested
      "pairs": [{"pair", "round", "client", "server", "status", "gb_s", "cables", "message"}],
      "nccl": [{"step", "nodes", "status", "busbw_gb_s", "min_bus_gb_s", "message"}],
-     "suspects": [cable]}
+     "suspects": [cable], "blame": [{"cables": [cable], "pairs": [pair], "retest": [pair]}]}
 
 Exit codes: 0 everything planned passed; 1 something failed; 2 nothing failed but something
 planned was not tested (a partial run admits nobody it did not see).
@@ -51,6 +56,7 @@ from audits.sink import Sink
 SCHEMA = 1
 EXIT_READY, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 2
 ADMITTED, FAILED, NOT_TESTED, PASSED = "admitted", "failed", "not-tested", "passed"
+ONE_OF = "one-of"  # a cable among others that the failing pairs cannot tell apart
 _GPU_PROBES = ("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid")
 _GPUDIRECT_PROBES = ("nccl_conf", "ibstat", "lsmod", "nvidia_smi_topo")
 _EPOCH = date(1970, 1, 1)  # the sinks judge no version, so no clock
@@ -96,7 +102,7 @@ def judge(inputs: Inputs, results: Path) -> dict[str, Any]:
     pairs = _pairs(plan, results)
     nodes = [_node(inputs, node, results) for node in plan["nodes"]]
     steps = [_step(step, results) for step in plan["nccl_tests"]["steps"]]
-    cables, suspects = _cables(inputs, pairs)
+    cables, suspects, blamed = _cables(inputs, pairs)
     summary = {
         "nodes": dict(sorted(Counter(n["status"] for n in nodes).items())),
         "cables": dict(sorted(Counter(c["status"] for c in cables).items())),
@@ -109,7 +115,7 @@ def judge(inputs: Inputs, results: Path) -> dict[str, Any]:
     statuses += [s["status"] for s in steps]
     statuses += [c["status"] for c in cables if c["cable"] not in idle]
     code = EXIT_READY
-    if FAILED in statuses:
+    if FAILED in statuses or ONE_OF in statuses:
         code = EXIT_FAILED
     elif NOT_TESTED in statuses:
         code = EXIT_INCOMPLETE
@@ -122,6 +128,7 @@ def judge(inputs: Inputs, results: Path) -> dict[str, Any]:
         "pairs": pairs,
         "nccl": steps,
         "suspects": suspects,
+        "blame": blamed,
     }
 
 
@@ -205,25 +212,28 @@ def _pairs(plan: dict[str, Any], results: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _cables(inputs: Inputs, pairs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _cables(
+    inputs: Inputs, pairs: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
     crossed: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for p in pairs:
         for cable in p["cables"]:
             crossed[cable].append(p)
     idle = {e["cable"]: e["reason"] for e in inputs.plan["ib_write_bw"]["untested"]}
     ran = {c: [p for p in ps if p["status"] != NOT_TESTED] for c, ps in crossed.items()}
+    sets = blame(pairs)
+    blamed = {c: b for b in sets for c in b["cables"]}
     cleared = {c for c, ps in ran.items() if any(p["status"] == PASSED for p in ps)}
-    blamed = _explain(
-        {c: {p["pair"] for p in ps} for c, ps in ran.items() if ps and c not in cleared}
-    )
     out = []
     for cable in sorted(set(inputs.cables) | set(crossed)):
         status, reason = NOT_TESTED, idle.get(cable, "no pair crossed it")
         if cable in cleared:
             status, reason = PASSED, None
-        elif cable in blamed:
+        elif cable in blamed and len(blamed[cable]["cables"]) == 1:
             status = FAILED
             reason = "; ".join(f"{p['pair']}: {p['message']}" for p in ran[cable])
+        elif cable in blamed:
+            status, reason = ONE_OF, _one_of(blamed[cable])
         elif ran.get(cable):
             # Every pair over it also crossed a blamed cable: its own state is unknown.
             others = sorted({c for p in ran[cable] for c in p["cables"] if c in blamed})
@@ -232,22 +242,60 @@ def _cables(inputs: Inputs, pairs: list[dict[str, Any]]) -> tuple[list[dict[str,
         out.append({"cable": cable, "status": status, "pairs": names, "reason": reason})
     failing = [set(p["cables"]) for p in pairs if p["status"] == FAILED]
     common = set.intersection(*failing) if failing else set()
-    return out, sorted(common)
+    return out, sorted(common), sets
 
 
-def _explain(suspects: dict[str, set[str]]) -> set[str]:
-    """The fewest cables, greedily, whose pairs are every failing pair that no passing pair
-    cleared a cable of: the most failures first, then by ID, so one bad cable is named alone
-    even where another cable only ever carried pairs that also crossed it."""
-    left = set().union(*suspects.values()) if suspects else set()
-    chosen: set[str] = set()
+def _one_of(b: dict[str, Any]) -> str:
+    retest = (
+        f"retest {', '.join(b['retest'])} to tell them apart"
+        if b["retest"]
+        else "no planned pair tells them apart: swap one of them, or test each link alone "
+        "(ibdiagnet)"
+    )
+    return (
+        f"one of {', '.join(b['cables'])}: the failing pairs ({', '.join(b['pairs'])}) "
+        f"cross them all; {retest}"
+    )
+
+
+def blame(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the failing pairs say, and no more: the fewest sets of cables, greedily (the
+    most failures first, then by ID), that account for every failing pair no passing pair
+    cleared a cable of. A set holds the cables crossed by exactly the same failing pairs:
+    those results cannot tell them apart, so a set of two is "one of A, B", never A. With one
+    bad cable, its set covers every failing pair, so it is the one named, alone or with the
+    cables no result tells from it. `retest`: planned pairs that did not run and cross some
+    of a set's cables but not all, which would split it.
+
+    Each: {cables: [id], pairs: [pair], retest: [pair]}."""
+    cleared = {c for p in pairs if p["status"] == PASSED for c in p["cables"]}
+    failing: dict[str, set[str]] = defaultdict(set)  # cable -> failing pairs over it
+    for p in pairs:
+        if p["status"] == FAILED:
+            for c in p["cables"]:
+                if c not in cleared:
+                    failing[c].add(p["pair"])
+    sets: dict[frozenset[str], list[str]] = defaultdict(list)
+    for cable, crossing in failing.items():
+        sets[frozenset(crossing)].append(cable)
+    left: set[str] = set().union(*failing.values()) if failing else set()
+    chosen: list[tuple[list[str], frozenset[str]]] = []
     while left:
-        best = min(suspects, key=lambda c: (-len(suspects[c] & left), c))
-        if not suspects[best] & left:
+        over, cables = min(sets.items(), key=lambda kv: (-len(kv[0] & left), sorted(kv[1])))
+        if not over & left:
             break
-        chosen.add(best)
-        left -= suspects[best]
-    return chosen
+        chosen.append((sorted(cables), over))
+        left -= over
+    out = []
+    for cables, over in sorted(chosen):
+        members = set(cables)
+        retest = sorted(
+            p["pair"]
+            for p in pairs
+            if p["status"] == NOT_TESTED and 0 < len(members & set(p["cables"])) < len(members)
+        )
+        out.append({"cables": cables, "pairs": sorted(over), "retest": retest})
+    return out
 
 
 def _step(step: dict[str, Any], results: Path) -> dict[str, Any]:

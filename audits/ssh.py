@@ -15,10 +15,16 @@ name that is not in generated/expected/ is an error, not a silent no-op.
 
 What becomes of a host (see `audits.collect` for how it is recorded):
 - unreachable, with the reason: no address, connection refused or failed, authentication
-  refused, the host key unknown or changed, or the per-host `timeout` (connect and every
-  probe, the fabric scan included on the scan host) ran out;
-- otherwise each probe key has its stdout, or is failed with the reason: the command exited
-  non-zero (127: not installed there) or was killed by a signal.
+  refused, the host key unknown or changed, or the per-host `timeout` ran out before it
+  let us in, or the connection dropped;
+- otherwise (it was reached) each probe key has its stdout, or is failed with the reason:
+  the command exited non-zero (127: not installed there), was killed by a signal, or did not
+  finish in time (a hung `nvidia-smi`). A probe may take `probe_timeout` seconds, and all of
+  a host's, the fabric scan included on the scan host, `timeout` from its turn; a hung
+  probe is ended on the host (the forced command's timeout(1), told how long it has), its
+  half output dropped, and the probes after it run in the time left, or are failed as not
+  run when none is: what the host did answer is kept, and the report names the probe that
+  hung, not an unreachable host.
 
 Host keys are checked strictly against the given known_hosts file and nothing else (no
 ~/.ssh/known_hosts, no ~/.ssh/config, no agent): a host whose key is not there, or differs,
@@ -115,6 +121,7 @@ class SshOptions:
     user: str = AUDIT_USER
     concurrency: int = 32  # hosts connected at once
     timeout: float = 120.0  # seconds per host: connect and all its probes
+    probe_timeout: float = 60.0  # seconds one probe may take, within the host's
     max_output: int = 16 * 2**20  # bytes kept of one probe's output; more makes the host error
     passphrase_env: str | None = None  # the environment variable holding the key's passphrase
     passphrase_file: Path | None = None  # or the file holding it
@@ -175,9 +182,14 @@ class SshCollector:
         arguments: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
         progress: Progress | None = None,
     ) -> None:
-        if options.concurrency < 1 or options.timeout <= 0 or options.max_output < 1:
+        if (
+            options.concurrency < 1
+            or options.timeout <= 0
+            or options.probe_timeout <= 0
+            or options.max_output < 1
+        ):
             raise AuditError(
-                "concurrency and --max-output must be at least 1 and the timeout above 0 seconds"
+                "concurrency and --max-output must be at least 1 and the timeouts above 0 seconds"
             )
         self.targets = dict(targets)
         self.arguments = dict(arguments or {})  # host -> probe key -> its arguments
@@ -283,13 +295,15 @@ class SshCollector:
                         x509_trusted_certs=None,
                         x509_trusted_cert_paths=[],
                     )
-                    try:
-                        run = _Runner(conn, deadline, self.options.max_output)
-                        mine = self.arguments.get(name, {})
-                        own = await run.all(keys, folder / "hosts" / name, mine)
-                        scanned = await run.all(fabric, folder / "fabric", {})
-                    finally:
-                        conn.close()  # says goodbye without waiting for the host to answer
+                # Reached: from here a probe that hangs is that probe's outcome, not the
+                # host's; each is bounded by its own limit within the host's deadline.
+                try:
+                    run = _Runner(conn, deadline, self.options)
+                    mine = self.arguments.get(name, {})
+                    own = await run.all(keys, folder / "hosts" / name, mine)
+                    scanned = await run.all(fabric, folder / "fabric", {})
+                finally:
+                    conn.close()  # says goodbye without waiting for the host to answer
             except asyncssh.HostKeyNotVerifiable:
                 key = await self._host_key(name, target)
                 return Collected({}, {}, key.reason, host_key=key.fact), Collected(
@@ -366,12 +380,17 @@ def _mkdir(folder: Path) -> Path:
 
 class _Runner:
     """Runs probes on one connection, each output streamed to its file, cut at `cap` bytes,
-    and each told (`--within`) how long the host's time still lasts."""
+    each bounded by its own limit within the host's deadline and told (`--within`) how long
+    that is, so the host ends it too."""
 
-    def __init__(self, conn: asyncssh.SSHClientConnection, deadline: float, cap: int) -> None:
+    def __init__(
+        self, conn: asyncssh.SSHClientConnection, deadline: float, options: SshOptions
+    ) -> None:
         self.conn = conn
         self.deadline = deadline
-        self.cap = cap
+        self.cap = options.max_output
+        self.options = options
+        self.hung: str | None = None  # the probe key that ran out of time, if one did
 
     async def all(
         self, keys: Sequence[str], folder: Path, arguments: Mapping[str, tuple[str, ...]]
@@ -384,10 +403,26 @@ class _Runner:
             except ProbeError as exc:
                 failed[key] = f"not run: {exc}"
                 continue
-            left = math.ceil(self.deadline - asyncio.get_running_loop().time())
-            command = shlex.join(["--within", str(max(1, left)), *words])
+            now = asyncio.get_running_loop().time()
+            if self.deadline - now < 1:
+                after = f" after {self.hung} hung" if self.hung else ""
+                failed[key] = f"not run: the host's {self.options.timeout:g}s ran out{after}"
+                continue
+            until = min(self.deadline, now + self.options.probe_timeout)
+            command = shlex.join(["--within", str(max(1, math.ceil(until - now))), *words])
             ok = PROBES[probe_of(key)].ok_exits
-            why = await self.one(command, folder / f"{key}.txt", ok)
+            path = folder / f"{key}.txt"
+            try:
+                async with asyncio.timeout_at(until):
+                    why = await self.one(command, path, ok)
+            except TimeoutError:
+                # Half an output is never a reading; timeout(1) on the host ends the command.
+                path.unlink(missing_ok=True)
+                self.hung = key
+                why = (
+                    f"timed out after {until - now:.0f}s: the host answered, this probe did "
+                    "not finish (ended on the host)"
+                )
             if why is not None:
                 failed[key] = why
         return Collected({}, failed)
@@ -411,6 +446,8 @@ class _Runner:
             done = await process.wait(check=False)
         finally:
             stderr.cancel()
+            if not process.is_closing():
+                process.close()  # a probe cut short: the channel goes, the connection stays
         said = stderr.result() if stderr.done() and not stderr.cancelled() else b""
         if done.exit_status in ok:
             return None
@@ -453,7 +490,7 @@ def _failure(status: int | None, signal: tuple[str, bool, str, str] | None, said
 
 def _unreachable(exc: BaseException, target: Target, options: SshOptions) -> str:
     if isinstance(exc, TimeoutError):
-        return f"ssh: timed out after {options.timeout:g}s (connect and probes) at {target}"
+        return f"ssh: timed out after {options.timeout:g}s connecting and logging in at {target}"
     if isinstance(exc, asyncssh.PermissionDenied):
         return f"ssh: authentication as {options.user!r} refused at {target} ({exc.reason})"
     if isinstance(exc, asyncssh.Error):

@@ -158,8 +158,21 @@ def _init(args: argparse.Namespace) -> int:
     if (target / "cluster").exists():
         print(f"clusterforge: {target / 'cluster'} exists; init never overwrites", file=sys.stderr)
         return EXIT_INPUT
+    key = generate.PLACEHOLDER_AUDIT_KEY
+    if args.audit_key is not None:
+        try:
+            key = args.audit_key.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            print(f"clusterforge: cannot read --audit-key: {exc}", file=sys.stderr)
+            return EXIT_INPUT
     try:
-        tree = generate.generate(args.racks * args.per_rack, name=args.name, per_rack=args.per_rack)
+        tree = generate.generate(
+            args.racks * args.per_rack,
+            name=args.name,
+            per_rack=args.per_rack,
+            audit_key=key,
+            as_bought=True,
+        )
     except ValueError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -174,7 +187,9 @@ def _init(args: argparse.Namespace) -> int:
         f"{target}/cluster: {len(tree)} files, {args.racks} GPU rack(s) of {args.per_rack} "
         "servers, plus a network and a service rack.\n"
         "The MACs, GUIDs and serials are placeholders (02:...): replace them with your "
-        "hardware's, by hand or with `clusterforge import`. Next:\n"
+        "hardware's, by hand or with `clusterforge import`"
+        + ("" if args.audit_key else "; so is the audit's key in site.yaml (init --audit-key)")
+        + ". Next:\n"
         f"  cd {args.dir} && git init && clusterforge compile && git add . && git commit"
     )
     return EXIT_OK
@@ -234,6 +249,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"cluster/ is valid: {hosts} hosts, {switches} switches, "
         f"{len(plan.wires(cluster))} cables; {plan.room(cluster)}"
     )
+    for warning in plan.oversized(cluster):
+        print(f"clusterforge: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -301,7 +318,8 @@ def _diff(args: argparse.Namespace) -> int:
 
     try:
         share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
-        base, head = (gitsource.compile_revision(args.repo, r) for r in (args.base, args.head))
+        base_rev = args.base or gitsource.default_branch(args.repo)
+        base, head = (gitsource.compile_revision(args.repo, r) for r in (base_rev, args.head))
     except gitsource.RevisionError as exc:
         print(f"clusterforge: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -339,6 +357,7 @@ _LIVE = (
     "user",
     "concurrency",
     "timeout",
+    "probe_timeout",
     "fabric_from",
     "max_output",
     "key_passphrase_env",
@@ -405,7 +424,9 @@ def _audit(args: argparse.Namespace) -> int:
                 if not agent:
                     raise AuditError("--ssh-agent: $SSH_AUTH_SOCK names no agent")
             bounds = {
-                k: given[k] for k in ("user", "concurrency", "timeout", "max_output") if k in given
+                k: given[k]
+                for k in ("user", "concurrency", "timeout", "probe_timeout", "max_output")
+                if k in given
             }
             options = ssh.SshOptions(
                 args.ssh_key,
@@ -556,7 +577,7 @@ start:
 
 daily work:
   clusterforge compile                 after editing cluster/; commit generated/ with it
-  clusterforge diff main HEAD          what your branch changes: hosts, cables, addresses
+  clusterforge diff                    what your branch changes against the default branch
   clusterforge labels --rack r07       label sheets for the technicians (build/labels/)
   clusterforge bundle --out DIR        each host's files, for the provisioning server
   clusterforge audit --ssh-key K --known-hosts F
@@ -628,6 +649,12 @@ def parser() -> argparse.ArgumentParser:
         "--per-rack", type=int, default=4, metavar="M", help="GPU servers per rack (default: 4)"
     )
     i.add_argument("--name", default="site", help="the site's name (default: site)")
+    i.add_argument(
+        "--audit-key",
+        type=Path,
+        metavar="FILE.pub",
+        help="the drift audit's public key for site.yaml (default: a placeholder to replace)",
+    )
     i.set_defaults(run=_init)
     im = sub.add_parser(
         "import",
@@ -726,10 +753,15 @@ def parser() -> argparse.ArgumentParser:
         parents=[common],
         help="what a change does: hosts, cables, addresses, labels to print (review)",
     )
-    d.add_argument("base", help="the revision to compare from (commit, branch or tag)")
-    d.add_argument("head", help="the revision to compare to")
+    d.add_argument(
+        "base",
+        nargs="?",
+        help="the revision to compare from (commit, branch or tag; default: the default "
+        "branch, as git knows it: origin/HEAD, else init.defaultBranch, main or master)",
+    )
+    d.add_argument("head", nargs="?", default="HEAD", help="the revision to compare to")
     d.add_argument("--markdown", type=Path, metavar="FILE", help="default: print to stdout")
-    d.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON (schema 1)")
+    d.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON (schema 2)")
     d.add_argument(
         "--html",
         type=Path,
@@ -811,6 +843,13 @@ def parser() -> argparse.ArgumentParser:
     live.add_argument("--concurrency", type=int, metavar="N", help="hosts at once (default: 32)")
     live.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="per host, all probes (default: 120)"
+    )
+    live.add_argument(
+        "--probe-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="per probe, within the host's (default: 60); a probe that hangs fails alone, "
+        "the host's other answers are kept",
     )
     live.add_argument(
         "--fabric-from",

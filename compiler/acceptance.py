@@ -21,12 +21,19 @@ run at once
 and load every spine their ranks reach (ECMP imbalance shows as slow pairs), and a new leaf
 only adds pairs; an uplink those rounds leave uncovered gets a pair of its own, packed into
 extra rounds.
+
+Telling cables apart: one bad cable fails every pair that crosses it, so two cables crossed by
+the same pairs cannot be told apart by any result. Where the rounds leave such a set, pairs
+that cross some of its cables and not the others are added (extra rounds), until every cable
+some pair crosses has pairs of its own, or no route splits the set (a leaf with one server:
+its cable and its uplink carry the same traffic); `inseparable` lists what is left.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice, pairwise
 from typing import NamedTuple
 
 
@@ -48,6 +55,9 @@ class Pair(NamedTuple):
 class FabricTest(NamedTuple):
     rounds: tuple[tuple[Pair, ...], ...]
     idle: tuple[str, ...]  # uplinks no host-to-host route crosses (sorted IDs)
+    # Sets of cables (sorted IDs) that every pair crosses all or none of: no route tells
+    # them apart, so a failure among them is reported as one of them.
+    inseparable: tuple[tuple[str, ...], ...] = ()
 
 
 Uplinks = Mapping[tuple[str, str, int], str]  # (leaf, spine, link j) -> cable ID
@@ -107,8 +117,82 @@ def plan_rounds(
         for c in sorted(routable - covered)
         if (p := _crossing(uplink[c], hosts, by_slot, spines, links, up))
     ]
-    rounds += _pack([p for p in extra if not covered.issuperset(p.cables)])
-    return FabricTest(tuple(rounds), tuple(sorted(set(up.values()) - routable)))
+    # Two uncovered uplinks may find the same pair: it runs once (one log per pair).
+    rounds += _pack([p for p in dict.fromkeys(extra) if not covered.issuperset(p.cables)])
+    split, inseparable = _split(rounds, hosts, by_slot, spines, links, up)
+    rounds += _pack(split)
+    return FabricTest(tuple(rounds), tuple(sorted(set(up.values()) - routable)), inseparable)
+
+
+def signatures(rounds: Iterable[Iterable[Pair]]) -> dict[str, frozenset[Pair]]:
+    """Each cable some pair crosses -> the pairs that cross it."""
+    found: dict[str, set[Pair]] = defaultdict(set)
+    for pairs in rounds:
+        for p in pairs:
+            for c in p.cables:
+                found[c].add(p)
+    return {c: frozenset(ps) for c, ps in found.items()}
+
+
+def _classes(crossing: Mapping[str, frozenset[Pair]]) -> list[list[str]]:
+    """Cables crossed by exactly the same pairs, in sets of two or more (sorted)."""
+    by_pairs: dict[frozenset[Pair], list[str]] = defaultdict(list)
+    for cable, pairs in crossing.items():
+        by_pairs[pairs].append(cable)
+    return sorted(sorted(cs) for cs in by_pairs.values() if len(cs) > 1)
+
+
+def _split(
+    rounds: Sequence[tuple[Pair, ...]],
+    hosts: list[Server],
+    by_slot: Slots,
+    spines: Sequence[str],
+    links: int,
+    up: Uplinks,
+) -> tuple[list[Pair], tuple[tuple[str, ...], ...]]:
+    """Pairs that split every set of cables the rounds cross only together, and the sets no
+    route splits. A pair only refines the sets (cables told apart stay apart), so each added
+    pair makes progress; the search runs only over the few sets there are."""
+    uplink = {cable: key for key, cable in up.items()}
+    host = {h.cable: h for h in hosts}
+
+    def crossing(cable: str) -> Iterable[Pair]:
+        """Every route over `cable`, in host order."""
+        if cable in uplink:
+            leaf, spine, j = uplink[cable]
+            for client in hosts:
+                for server in by_slot.get((spine, j), ()):
+                    if leaf not in (client.leaf, server.leaf):
+                        continue
+                    if (p := route(client, server, spines, links, up)) is not None:
+                        yield p
+        elif cable in host:
+            h = host[cable]
+            for other in hosts:
+                for client, server in ((h, other), (other, h)):
+                    if (p := route(client, server, spines, links, up)) is not None:
+                        yield p
+
+    added: list[Pair] = []
+    stuck: set[tuple[str, str]] = set()  # (a, b) no route tells apart
+    crossed = signatures([*rounds, added])
+    while True:
+        todo = [(a, b) for cs in _classes(crossed) for a, b in pairwise(cs) if (a, b) not in stuck]
+        if not todo:
+            break
+        a, b = todo[0]
+        splitting = (p for c in (a, b) for p in crossing(c) if (a in p.cables) != (b in p.cables))
+        # The first of a few that uses no host another added pair does, so the added
+        # pairs share rounds rather than each taking one of its own.
+        busy = {h for p in added for h in (p.client, p.server)}
+        few = list(islice(splitting, 32))
+        found = next((p for p in few if not {p.client, p.server} & busy), few[0] if few else None)
+        if found is None:
+            stuck.add((a, b))
+            continue
+        added.append(found)
+        crossed = signatures([*rounds, added])
+    return added, tuple(tuple(cs) for cs in _classes(crossed))
 
 
 def _slot(server: Server, spines: Sequence[str], links: int) -> tuple[str, int]:

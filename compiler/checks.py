@@ -28,6 +28,9 @@ from compiler.plan import (
     network,
     nic_networks,
     node_address,
+    overrides_of,
+    patched,
+    rack_ids,
     rack_subnet,
     route_network,
     wires,
@@ -59,6 +62,17 @@ class Report:
     def add(self, path: Path_, rule: str, message: str, involves: tuple[Path_, ...] = ()) -> None:
         self.diagnostics.append(Diagnostic(self.source.where(path), rule, message))
         self.involves.append(involves)
+
+    def add_cause(
+        self, path: Path_, rule: str, message: str, consequences: Iterable[tuple[Path_, str]]
+    ) -> None:
+        """One problem with what follows from it at each of its `consequences` (path,
+        message), folded under it: one cause, one line, however many devices it reaches."""
+        folded = tuple(
+            sorted(Diagnostic(self.source.where(at), rule, what) for at, what in consequences)
+        )
+        self.diagnostics.append(Diagnostic(self.source.where(path), rule, message, folded))
+        self.involves.append(())
 
     def unique(self, rule: str, what: str, items: Iterable[tuple[object, Path_]]) -> None:
         """Report every item whose key was already seen, naming where it was first."""
@@ -372,7 +386,11 @@ def baselines(c: Cluster, rep: Report) -> None:
 
 
 def addresses(c: Cluster, rep: Report) -> None:
+    """Every device gets its address on each of its networks, none twice. A rack whose id
+    the network's rule has no subnet for is one problem, at the id, with each device it
+    leaves without an address under it: no device drops out of DHCP and DNS unsaid."""
     used: list[tuple[object, Path_]] = []
+    homeless: dict[tuple[int, str], list[tuple[Path_, str]]] = defaultdict(list)
     for p, r, n in _nodes(c):
         rack, node = c.racks[r], c.racks[r].nodes[n]
         if node.model not in c.hardware.servers:
@@ -384,10 +402,8 @@ def addresses(c: Cluster, rep: Report) -> None:
             at: Path_ = (*p, "addresses", net_name) if net_name in node.addresses else (*p, "slot")
             subnet = rack_subnet(net, rack)
             if subnet is None:
-                rep.add(
-                    ("racks", r, "id"),
-                    "rack-subnet-too-small",
-                    f"network {net_name!r} ({net.cidr}) has no subnet for rack id {rack.id}",
+                homeless[(r, net_name)].append(
+                    ((*p, "name"), f"{node.name!r} would have no {net_name!r} address")
                 )
                 continue
             address = node_address(net, rack, node, net_name)
@@ -419,11 +435,15 @@ def addresses(c: Cluster, rep: Report) -> None:
                 )
     for p, r, s in _switches(c):
         rack, sw = c.racks[r], c.racks[r].switches[s]
-        for net in c.networks.values():
-            if net.switch_base is None or rack_subnet(net, rack) is None:
+        for net_name, net in sorted(c.networks.items()):
+            if net.switch_base is None:
                 continue
             subnet = rack_subnet(net, rack)
-            assert subnet is not None
+            if subnet is None:
+                homeless[(r, net_name)].append(
+                    ((*p, "name"), f"{sw.name!r} would have no {net_name!r} address")
+                )
+                continue
             part = net.switch_base + sw.u
             if not 0 < part < subnet.size - 1:
                 rep.add(
@@ -433,6 +453,25 @@ def addresses(c: Cluster, rep: Report) -> None:
                 )
             else:
                 used.append((ip_str(subnet.first + part), (*p, "u")))
+    for (r, net_name), devices in sorted(homeless.items()):
+        rack, net = c.racks[r], c.networks[net_name]
+        top = rack_ids(net)
+        taken = {other.id for other in c.racks if other is not rack}
+        free = [i for i in range(1, top + 1) if i not in taken]
+        # A leaf's spine ports follow its rack id, so a leaf rack takes the next low id; a
+        # rack without one (network, service) is best kept apart, at the top of the range.
+        has_leaf = any(sw.role == SwitchRole.LEAF for sw in rack.switches)
+        pick = (free[0] if has_leaf else free[-1]) if free else None
+        fix = f"give rack {rack.name!r} a free id up to {top}" + (f" (e.g. {pick})" if pick else "")
+        rep.add_cause(
+            ("racks", r, "id"),
+            "rack-subnet-too-small",
+            f"network {net_name!r} ({net.cidr}, a /{net.rack_prefix} per rack, stride "
+            f"{net.stride}, offset {net.offset}) has no subnet for rack id {rack.id}: it holds "
+            f"rack ids up to {top}, so {len(devices)} device(s) of {rack.name!r} would have no "
+            f"{net_name!r} address; {fix}, or widen {net_name!r}'s cidr",
+            devices,
+        )
     rep.unique("duplicate-ip", "address", used)
 
 
@@ -529,11 +568,15 @@ def positions(c: Cluster, rep: Report) -> None:
 def ports(c: Cluster, rep: Report) -> None:
     switch = {sw.name: sw for rack in c.racks for sw in rack.switches}
     all_wires = [w for w in wires(c) if w.switch in switch]
-    overrides = {(o.device, o.port): o for o in c.fabric.cables}
+    overrides = overrides_of(c)
     used: list[tuple[object, Path_]] = []
+    named: set[tuple[str, int]] = set()  # the ends the overrides may name: a rule's ports
+    beyond: dict[tuple[str, Path_], list[tuple[str, int, int]]] = defaultdict(list)
     for w in all_wires:
-        o = overrides.get((w.switch, w.switch_port))
-        port = o.use_port if o and o.use_port else w.switch_port
+        named.add((w.switch, w.switch_port))
+        if w.device in switch:
+            named.add((w.device, int(w.device_port)))
+        port, far, _ = patched(w, overrides)
         model = c.hardware.switches.get(switch[w.switch].model)
         if model and not 1 <= port <= model.ports:
             rep.add(
@@ -551,23 +594,44 @@ def ports(c: Cluster, rep: Report) -> None:
                 f"{w.device!r} is cabled to spine {w.switch!r}; hosts connect to a leaf",
             )
         if w.device in switch:  # a link up a tier: the upper end is a port too
-            used.append(((w.device, int(w.device_port)), w.path))
+            used.append(((w.device, int(far)), w.path))
             spine = c.hardware.switches.get(switch[w.device].model)
-            if spine and not 1 <= int(w.device_port) <= spine.ports:
-                rep.add(
-                    w.path,
-                    "port-out-of-range",
-                    f"{w.switch!r} needs port {w.device_port} of {w.device!r}, "
-                    f"which has {spine.ports} ports",
-                )
+            if spine and not 1 <= int(far) <= spine.ports:
+                beyond[(w.switch, w.path)].append((w.device, int(far), spine.ports))
+    for (lower, at), uppers in sorted(beyond.items(), key=lambda kv: kv[0][0]):
+        # Every uplink of one switch lands by the same rule: one cause, the links under it.
+        first, far_port, ports = uppers[0]
+        rep.add_cause(
+            at,
+            "port-out-of-range",
+            f"{lower!r} needs port {far_port} of {first!r}, which has {ports} ports"
+            + (f" (and of {len(uppers) - 1} more above it)" if len(uppers) > 1 else "")
+            + ": an uplink lands on the port its rack id (its place in the pod) gives; give "
+            "the rack a lower free id (validate prints the room)",
+            [(at, f"{lower!r} needs port {f} of {u!r}") for u, f, _ in uppers[1:]],
+        )
     rep.unique("port-reused", "switch port", used)
     for i, o in enumerate(c.fabric.cables):
-        if not any((w.switch, w.switch_port) == (o.device, o.port) for w in all_wires):
+        if (o.device, o.port) not in named:
+            in_use = sorted(p for d, p in named if d == o.device)
             rep.add(
                 ("fabric", "cables", i),
                 "unknown-reference",
-                f"no planned cable uses port {o.port} of {o.device!r}",
+                f"no planned cable uses port {o.port} of {o.device!r}; an override names a "
+                "cable by the port the rules give it, on either end"
+                + (f" ({o.device!r} has cables on ports {_ranges(in_use)})" if in_use else ""),
             )
+
+
+def _ranges(numbers: Iterable[int]) -> str:
+    """ "1-20, 33" for 1, ..., 20, 33."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def fabric(c: Cluster, rep: Report) -> None:
@@ -601,14 +665,15 @@ def fabric(c: Cluster, rep: Report) -> None:
                 )
     # A cable planned but not installed, or a spare, is no path: a switch's ECMP set is what
     # is cabled and up.
-    missing = {(o.device, o.port) for o in c.fabric.cables if not o.installed or o.spare}
+    overrides = overrides_of(c)
     tiers = Tiers.of(c)
     role = {sw.name: sw.role for rack in c.racks for sw in rack.switches}
     up: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # switch -> upper -> n
     down: dict[str, float] = defaultdict(float)  # switch -> Gb/s to the tier below
     rate = link_gbps(c.fabric)
     for w in all_wires:
-        if (w.switch, w.switch_port) in missing:
+        _, _, o = patched(w, overrides)
+        if o is not None and (not o.installed or o.spare):
             continue
         if role.get(w.device) in (SwitchRole.SPINE, SwitchRole.CORE):
             up[w.switch][w.device] += 1

@@ -7,13 +7,20 @@ switches, addresses, cables, firmware, fabric, routes), the blast radius per art
 (the first path component under generated/, so new targets need no code here), and the risk
 flags a reviewer must not miss.
 
-JSON, schema 1 (lists sorted; a value that does not exist on one side is null):
-  schema: 1; compiles: both sides compile; changed: the generated trees differ
+JSON, schema 2 (lists sorted; a value that does not exist on one side is null):
+  schema: 2; compiles: both sides compile; changed: the generated trees differ
   base, head: {ref, commit, compiles, errors: [{location: {file, line, col}, rule, message}]}
   risks: [{kind (RiskKind), message, items: [str]}]
   nodes, switches: {added: [{name, place}], removed: [{name, place}],
-                    moved: [{name, old: place, new: place}]}
-                    place: {rack, u, slot}, slot null on a switch
+                    moved: [{name, old: place, new: place}],
+                    renamed: [{old, new, place}]}  place: {rack, u, slot}, slot null on a
+                    switch; a rename is a device gone under one name and new under another
+                    with the same serial, or in the same place with the same model
+  identity: {devices: [{device, key, old, new}], roles: [{device, old, new}],
+             root_guids: {removed: [guid], added: [guid]}, lids_kept,
+             lids: [{device, port, old, new}]}
+             key: serial, mac <port> (bmc too), guid (a switch), guid <hca/port>; a renamed
+             device under its HEAD name; LIDs of ports on both sides, by device and port
   addresses: [{device, network, old, new}]  "a.b.c.d/len"; old null: added (a new device's
              too), new null: removed
   renumbered_nothing: no address or LID that exists on both sides changed
@@ -31,9 +38,18 @@ JSON, schema 1 (lists sorted; a value that does not exist on one side is null):
   fabric: {settings: [{key, old, new}], subnet_managers: [{key: host, old, new: priority}],
            opensm_options: [{file, key, old, new}], lids: [{file, guid, old, new}]}
   routes: [{host, removed: [route], added: [route]}]  as `ip route` prints them
+  parts: [{medium, rate, length_m, old, new}]  fabric/bom.csv's lines whose count changed:
+         new > old is to order, new < old to return
+  rollouts: [{status (added, removed), rings: [ring], previous: {key: version}, until}]
   artifacts: [{family, files_added, files_removed, files_changed, lines_added, lines_removed,
                files: [{path, status, lines_added, lines_removed}]}]  lines null: not text
-  touched: {hosts, hosts_total, cables, cables_total, share_limit}  totals: BASE's
+  touched: {hosts, hosts_total, cables, cables_total, share_limit,
+            host_kinds: {kind: n}, cable_kinds: {kind: n}}
+           totals: devices or cables on either side (a renamed host once), so no share is
+           over 100%; a host's kind is what its change is: added, removed, renamed, versions
+           (only versions or pins), identity (only serial, MACs, GUIDs), other; a cable's:
+           added, removed, changed. `large-change` counts only what routine work does not
+           touch by its nature: removed, renamed and other hosts, removed and changed cables
 When a side does not compile, every change section is empty and only the errors (and, when
 HEAD broke what BASE compiled, the `head-fails` risk) are reported.
 
@@ -45,7 +61,9 @@ present on both sides whose LIDs differ is a renumbered LID.
 
 from __future__ import annotations
 
+import csv
 import difflib
+import io
 import json
 import re
 from collections import Counter, defaultdict
@@ -58,24 +76,32 @@ from deepdiff import DeepDiff
 from deepdiff.helper import notpresent
 
 from compiler.errors import Diagnostic, Location
+from compiler.model import Rollout
 from compiler.pipeline import MANIFEST, Compiled
-from compiler.plan import Cable, CableEnd, Plan, interface_prefix
+from compiler.plan import Cable, CableEnd, Host, Plan, SwitchPlan, interface_prefix
 from contract import Route
 
-SCHEMA = 1
+SCHEMA = 2
 DEFAULT_SHARE_LIMIT = 0.10
 
 Value = str | int | float | bool | None
 
 
 class RiskKind(StrEnum):
+    """What a reviewer must not miss; each is raised by `_risks`, the one place risks are
+    decided, from the report's sections."""
+
     HEAD_FAILS = "head-fails"
     ADDRESS_RENUMBERED = "address-renumbered"
     LID_RENUMBERED = "lid-renumbered"
     ROUTING_ENGINE = "routing-engine"
     SM_PRIORITY = "sm-priority"
-    LARGE_CHANGE = "large-change"
-    REINSTALL = "reinstall"
+    LARGE_CHANGE = "large-change"  # more than routine work of its kind touches
+    ROOT_GUIDS = "root-guids-changed"  # OpenSM's ftree roots: its routing is recomputed
+    ADDRESS_REMOVED = "address-removed"  # with its device: its DHCP and DNS entries go
+    ADDRESS_LOST = "address-lost"  # a device that stays loses one
+    ROLE_CHANGED = "role-changed"  # gpu -> spare: its services, partitions, Slurm change
+    REINSTALL = "reinstall"  # newly marked: its next PXE boot wipes its disks
 
 
 @dataclass(frozen=True)
@@ -124,10 +150,73 @@ class Move:
 
 
 @dataclass(frozen=True)
+class Rename:
+    old: str
+    new: str
+    place: Place  # HEAD's
+
+
+@dataclass(frozen=True)
 class Devices:
     added: tuple[Placed, ...] = ()
     removed: tuple[Placed, ...] = ()
     moved: tuple[Move, ...] = ()
+    renamed: tuple[Rename, ...] = ()
+
+
+@dataclass(frozen=True)
+class IdentityChange:
+    device: str
+    key: str  # serial, mac <port>, guid, guid <hca/port>
+    old: str | None
+    new: str | None
+
+
+@dataclass(frozen=True)
+class RoleChange:
+    device: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class GuidSet:
+    removed: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LidMove:
+    device: str
+    port: str  # "" on a switch
+    old: int
+    new: int
+
+
+@dataclass(frozen=True)
+class Identity:
+    devices: tuple[IdentityChange, ...] = ()
+    roles: tuple[RoleChange, ...] = ()
+    root_guids: GuidSet = field(default_factory=GuidSet)
+    lids_kept: int = 0
+    lids: tuple[LidMove, ...] = ()
+
+
+@dataclass(frozen=True)
+class Part:
+    medium: str
+    rate: str
+    length_m: str
+    old: int
+    new: int
+
+
+@dataclass(frozen=True)
+class RolloutChange:
+    status: str  # added, removed
+    rings: tuple[str, ...]
+    previous: dict[str, str]
+    until: str
 
 
 @dataclass(frozen=True)
@@ -258,6 +347,8 @@ class Touched:
     cables: int
     cables_total: int
     share_limit: float
+    host_kinds: dict[str, int] = field(default_factory=dict)
+    cable_kinds: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -277,6 +368,9 @@ class DiffReport:
     firmware: Firmware = field(default_factory=Firmware)
     fabric: FabricChanges = field(default_factory=FabricChanges)
     routes: tuple[RouteChange, ...] = ()
+    identity: Identity = field(default_factory=Identity)
+    parts: tuple[Part, ...] = ()
+    rollouts: tuple[RolloutChange, ...] = ()
     artifacts: tuple[Family, ...] = ()
     touched: Touched | None = None  # None when a side does not compile
 
@@ -308,23 +402,29 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
             )
         return DiffReport(old, new, risks=risks)
     a, b = base.compiled.plan, head.compiled.plan
-    cables = _cables(a, b)
+    renames = _renames(a, b)
+    cables = _cables(a, b, renames)
     fabric = _fabric(base.compiled, head.compiled)
-    addresses = _addresses(a, b)
-    touched = _touched(a, b, share_limit)
+    addresses = _addresses(a, b, renames)
+    touched = _touched(a, b, renames, share_limit)
+    identity = _identity(base.compiled, head.compiled, renames)
     reprint = tuple(c.id for c in cables.changed if c.relabel)
+    nodes = _devices(
+        {h.name: Place(h.rack, h.u, h.slot) for h in a.hosts},
+        {h.name: Place(h.rack, h.u, h.slot) for h in b.hosts},
+        renames,
+    )
+    switches = _devices(
+        {s.name: Place(s.rack, s.u, None) for s in a.switches},
+        {s.name: Place(s.rack, s.u, None) for s in b.switches},
+        renames,
+    )
     return DiffReport(
         base=old,
         head=new,
-        risks=_risks(addresses, fabric, touched) + _reinstall(a, b),
-        nodes=_devices(
-            {h.name: Place(h.rack, h.u, h.slot) for h in a.hosts},
-            {h.name: Place(h.rack, h.u, h.slot) for h in b.hosts},
-        ),
-        switches=_devices(
-            {s.name: Place(s.rack, s.u, None) for s in a.switches},
-            {s.name: Place(s.rack, s.u, None) for s in b.switches},
-        ),
+        risks=_risks(addresses, fabric, touched, identity, (nodes, switches)) + _reinstall(a, b),
+        nodes=nodes,
+        switches=switches,
         addresses=addresses,
         renumbered_nothing=not fabric.lids and not any(c.old and c.new for c in addresses),
         cables=cables,
@@ -333,6 +433,9 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
         firmware=_firmware(a, b),
         fabric=fabric,
         routes=_routes(a, b),
+        identity=identity,
+        parts=_parts(base.compiled.files, head.compiled.files),
+        rollouts=_rollouts(a, b),
         artifacts=_artifacts(base.compiled.files, head.compiled.files),
         touched=touched,
     )
@@ -342,14 +445,50 @@ def _revision(side: Side) -> Revision:
     return Revision(side.ref, side.commit, side.compiled is not None, tuple(sorted(side.errors)))
 
 
-def _devices(old: Mapping[str, Place], new: Mapping[str, Place]) -> Devices:
+def _devices(
+    old: Mapping[str, Place], new: Mapping[str, Place], renames: Mapping[str, str]
+) -> Devices:
+    gone = {o for o in renames if o in old}
+    came = {renames[o] for o in gone}
     return Devices(
-        added=tuple(Placed(n, new[n]) for n in sorted(new.keys() - old.keys())),
-        removed=tuple(Placed(n, old[n]) for n in sorted(old.keys() - new.keys())),
+        added=tuple(Placed(n, new[n]) for n in sorted(new.keys() - old.keys() - came)),
+        removed=tuple(Placed(n, old[n]) for n in sorted(old.keys() - new.keys() - gone)),
         moved=tuple(
             Move(n, old[n], new[n]) for n in sorted(old.keys() & new.keys()) if old[n] != new[n]
         ),
+        renamed=tuple(Rename(o, renames[o], new[renames[o]]) for o in sorted(gone)),
     )
+
+
+def _renames(a: Plan, b: Plan) -> dict[str, str]:
+    """BASE name -> HEAD name of every device gone under one name and new under another.
+
+    The same serial is the same box; failing that (a serial corrected with the rename), the
+    same model in the same place (rack, U, slot) is taken for it: a box swapped for another
+    is a rename there, and its new serial shows in the identity section."""
+
+    def devices(plan: Plan) -> dict[str, tuple[str, tuple[object, ...]]]:
+        found: dict[str, tuple[str, tuple[object, ...]]] = {
+            h.name: (h.serial, ("host", h.model, h.rack, h.u, h.slot)) for h in plan.hosts
+        }
+        found |= {s.name: (s.serial, ("switch", s.model, s.rack, s.u)) for s in plan.switches}
+        return found
+
+    old, new = devices(a), devices(b)
+    gone = sorted(old.keys() - new.keys())
+    came = sorted(new.keys() - old.keys())
+    out: dict[str, str] = {}
+    for key in (0, 1):
+        index: dict[object, list[str]] = defaultdict(list)
+        for name in came:
+            if name not in out.values():
+                index[new[name][key]].append(name)
+        for name in gone:
+            match = index.get(old[name][key], [])
+            # Ambiguous (two boxes share it) is no evidence of a rename.
+            if name not in out and len(match) == 1 and match[0] not in out.values():
+                out[name] = match[0]
+    return dict(sorted(out.items()))
 
 
 def _address_book(plan: Plan) -> dict[tuple[str, str], str]:
@@ -362,10 +501,12 @@ def _address_book(plan: Plan) -> dict[tuple[str, str], str]:
     return book
 
 
-def _addresses(a: Plan, b: Plan) -> tuple[AddressChange, ...]:
+def _addresses(a: Plan, b: Plan, renames: Mapping[str, str]) -> tuple[AddressChange, ...]:
     """Every address added, removed or changed, a new or removed device's included: the
-    reviewer checks the new ones against the site's IP plan too."""
-    old, new = _address_book(a), _address_book(b)
+    reviewer checks the new ones against the site's IP plan too. A renamed device's are
+    compared under its HEAD name."""
+    old = {(renames.get(d, d), n): v for (d, n), v in _address_book(a).items()}
+    new = _address_book(b)
     return tuple(
         AddressChange(device, network, old.get(key), new.get(key))
         for key in sorted(old.keys() | new.keys())
@@ -411,18 +552,26 @@ def _cable_ref(c: Cable) -> CableRef:
     return CableRef(c.id, c.network, c.a, c.b)
 
 
-def _cables(a: Plan, b: Plan) -> Cables:
+def _cables(a: Plan, b: Plan, renames: Mapping[str, str]) -> Cables:
     old = {c.id: c for c in a.cables}
     new = {c.id: c for c in b.cables}
     changed = []
     for cid in sorted(old.keys() & new.keys()):
         before, after = _cable_facts(old[cid]), _cable_facts(new[cid])
         keys = [k for k in before if before[k] != after[k]]
+        # A renamed device's cable goes where it went: relabelled (the label names it), not
+        # re-patched.
+        moved = [
+            k
+            for k in keys
+            if k in _ENDS
+            and not (k.endswith(".device") and renames.get(str(before[k])) == after[k])
+        ]
         if keys:
             changed.append(
                 CableChange(
                     cid,
-                    repatched=any(k in _ENDS for k in keys),
+                    repatched=bool(moved),
                     relabel=any(k in _LABEL for k in keys),
                     changes=tuple(Change(k, before[k], after[k]) for k in keys),
                     old=_cable_ref(old[cid]),
@@ -661,16 +810,192 @@ def _artifacts(old: Mapping[str, bytes], new: Mapping[str, bytes]) -> tuple[Fami
     return tuple(out)
 
 
-def _touched(a: Plan, b: Plan, share_limit: float) -> Touched:
-    def count(old: Mapping[str, object], new: Mapping[str, object]) -> int:
-        return sum(old.get(k) != new.get(k) for k in old.keys() | new.keys())
+def _host_identity(h: Host) -> dict[str, str | None]:
+    keys: dict[str, str | None] = {"serial": h.serial}
+    keys |= {f"mac {i.name}": i.mac for i in (*h.interfaces, h.bmc) if i.mac}
+    keys |= {f"guid {p.device}/{p.port}": p.guid for p in h.ib_ports}
+    return keys
 
+
+def _switch_identity(s: SwitchPlan) -> dict[str, str | None]:
+    keys: dict[str, str | None] = {"serial": s.serial, "mac": s.mac}
+    return keys | ({"guid": s.guid} if s.guid else {})
+
+
+def _lid_book(plan: Plan) -> dict[tuple[str, str], int]:
+    book = {(s.name, ""): s.lid for s in plan.switches if s.lid is not None}
+    return book | {(h.name, f"{p.device}/{p.port}"): p.lid for h in plan.hosts for p in h.ib_ports}
+
+
+_GUID_LINE = re.compile(r"^\s*(0x[0-9a-fA-F]{16})\s*$")
+ROOT_GUIDS_FILE = "opensm/root_guids"
+
+
+def _guid_list(files: Mapping[str, bytes]) -> set[str]:
+    text = files.get(ROOT_GUIDS_FILE, b"").decode("utf-8", "replace")
+    return {m[1].lower() for m in map(_GUID_LINE.match, text.splitlines()) if m}
+
+
+def _identity(base: Compiled, head: Compiled, renames: Mapping[str, str]) -> Identity:
+    """Serials, MACs and GUIDs of every device on both sides, old -> new; roles; the ftree
+    roots OpenSM reads (from the generated file, so it holds whatever the target writes);
+    and which LIDs stay."""
+    a, b = base.plan, head.plan
+    old = {renames.get(h.name, h.name): _host_identity(h) for h in a.hosts}
+    old |= {renames.get(s.name, s.name): _switch_identity(s) for s in a.switches}
+    new = {h.name: _host_identity(h) for h in b.hosts}
+    new |= {s.name: _switch_identity(s) for s in b.switches}
+    devices = [
+        IdentityChange(name, key, old[name].get(key), new[name].get(key))
+        for name in sorted(old.keys() & new.keys())
+        for key in sorted(old[name].keys() | new[name].keys())
+        if old[name].get(key) != new[name].get(key)
+    ]
+
+    def role_book(plan: Plan) -> dict[str, str]:
+        book = {h.name: h.role.value for h in plan.hosts}
+        return book | {s.name: s.role.value for s in plan.switches}
+
+    old_roles = {renames.get(n, n): r for n, r in role_book(a).items()}
+    new_roles = role_book(b)
+    roles = [
+        RoleChange(n, old_roles[n], new_roles[n])
+        for n in sorted(old_roles.keys() & new_roles.keys())
+        if old_roles[n] != new_roles[n]
+    ]
+    roots_a, roots_b = _guid_list(base.files), _guid_list(head.files)
+    lids_a = {(renames.get(d, d), p): v for (d, p), v in _lid_book(a).items()}
+    lids_b = _lid_book(b)
+    both = sorted(lids_a.keys() & lids_b.keys())
+    return Identity(
+        devices=tuple(devices),
+        roles=tuple(roles),
+        root_guids=GuidSet(tuple(sorted(roots_a - roots_b)), tuple(sorted(roots_b - roots_a))),
+        lids_kept=sum(lids_a[k] == lids_b[k] for k in both),
+        lids=tuple(
+            LidMove(d, p, lids_a[d, p], lids_b[d, p])
+            for d, p in both
+            if lids_a[d, p] != lids_b[d, p]
+        ),
+    )
+
+
+BOM = "fabric/bom.csv"
+
+
+def _bom(files: Mapping[str, bytes]) -> dict[tuple[str, str, str], int]:
+    """The parts list's counts by (medium, rate, length): the header names the columns, so
+    a column added to the target does not shift these."""
+    text = files.get(BOM)
+    if text is None:
+        return {}
+    rows = list(csv.DictReader(io.StringIO(text.decode("utf-8", "replace"))))
+    out: dict[tuple[str, str, str], int] = {}
+    for row in rows:
+        try:
+            key = (row["medium"], row["rate"], row["length_m"])
+            out[key] = out.get(key, 0) + int(row["count"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _parts(old: Mapping[str, bytes], new: Mapping[str, bytes]) -> tuple[Part, ...]:
+    a, b = _bom(old), _bom(new)
+    return tuple(
+        Part(*key, a.get(key, 0), b.get(key, 0))
+        for key in sorted(a.keys() | b.keys(), key=_part_order)
+        if a.get(key, 0) != b.get(key, 0)
+    )
+
+
+def _part_order(key: tuple[str, str, str]) -> tuple[str, str, float, str]:
+    try:
+        length = float(key[2])
+    except ValueError:
+        length = 0.0
+    return (key[0], key[1], length, key[2])
+
+
+def _rollouts(a: Plan, b: Plan) -> tuple[RolloutChange, ...]:
+    """Upgrade windows opened or closed: the reviewer of a rollout sees until when which
+    rings may still run what."""
+
+    def key(r: Rollout) -> str:
+        return json.dumps(r.model_dump(mode="json"), sort_keys=True)
+
+    old = {key(r): r for r in a.cluster.firmware.rollouts}
+    new = {key(r): r for r in b.cluster.firmware.rollouts}
+    return tuple(
+        RolloutChange(status, r.rings, dict(sorted(r.previous.items())), str(r.until))
+        for status, side, other in (("removed", old, new), ("added", new, old))
+        for k, r in sorted(side.items())
+        if k not in other
+    )
+
+
+_VERSIONS = ("versions", "pinned", "mask")
+
+
+def _host_kind(old: Host, new: Host) -> str:
+    """What a change to an existing host is: versions, identity, or other (placement,
+    addresses, role, routes, ...), the first that is not routine winning."""
+
+    def stripped(h: Host) -> Host:
+        return h._replace(
+            name="",
+            serial="",
+            versions={},
+            pinned={},
+            mask={},
+            interfaces=tuple(i._replace(mac=None) for i in h.interfaces),
+            bmc=h.bmc._replace(mac=None),
+            ib_ports=tuple(p._replace(guid="") for p in h.ib_ports),
+        )
+
+    if stripped(old) != stripped(new):
+        return "other"
+    if _host_identity(old) != _host_identity(new):
+        return "identity"
+    return "versions"
+
+
+# Kinds a change of their nature touches at any size: a new rack adds, a rollout bumps
+# versions fleet-wide ring by ring, an import fills in serials and MACs.
+_ROUTINE = {"added", "versions", "identity"}
+
+
+def _touched(a: Plan, b: Plan, renames: Mapping[str, str], share_limit: float) -> Touched:
+    old = {renames.get(h.name, h.name): h for h in a.hosts}
+    new = {h.name: h for h in b.hosts}
+    hosts: Counter[str] = Counter()
+    for name in old.keys() | new.keys():
+        before, after = old.get(name), new.get(name)
+        if before is None:
+            hosts["added"] += 1
+        elif after is None:
+            hosts["removed"] += 1
+        elif before.name != after.name:
+            hosts["renamed"] += 1
+        elif before != after:
+            hosts[_host_kind(before, after)] += 1
+    old_c, new_c = {c.id: c for c in a.cables}, {c.id: c for c in b.cables}
+    cables: Counter[str] = Counter()
+    for cid in old_c.keys() | new_c.keys():
+        if cid not in old_c:
+            cables["added"] += 1
+        elif cid not in new_c:
+            cables["removed"] += 1
+        elif old_c[cid] != new_c[cid]:
+            cables["changed"] += 1
     return Touched(
-        hosts=count({h.name: h for h in a.hosts}, {h.name: h for h in b.hosts}),
-        hosts_total=len(a.hosts),
-        cables=count({c.id: c for c in a.cables}, {c.id: c for c in b.cables}),
-        cables_total=len(a.cables),
+        hosts=sum(hosts.values()),
+        hosts_total=len(old.keys() | new.keys()),
+        cables=sum(cables.values()),
+        cables_total=len(old_c.keys() | new_c.keys()),
         share_limit=share_limit,
+        host_kinds=dict(sorted(hosts.items())),
+        cable_kinds=dict(sorted(cables.items())),
     )
 
 
@@ -680,7 +1005,11 @@ def _share(part: int, total: int) -> float:
 
 
 def _risks(
-    addresses: Sequence[AddressChange], fabric: FabricChanges, touched: Touched
+    addresses: Sequence[AddressChange],
+    fabric: FabricChanges,
+    touched: Touched,
+    identity: Identity,
+    devices: Sequence[Devices],
 ) -> tuple[Risk, ...]:
     risks = []
     renumbered = [
@@ -718,19 +1047,63 @@ def _risks(
             ]
         if items:
             risks.append(Risk(kind, what, tuple(items)))
-    large = [
-        f"{what}: {part} of {total} ({_share(part, total):.1%})"
-        for what, part, total in (
-            ("hosts", touched.hosts, touched.hosts_total),
-            ("cables", touched.cables, touched.cables_total),
+    gone = {p.name for d in devices for p in d.removed}
+    removed = [c for c in addresses if c.old and not c.new and c.device in gone]
+    lost = [c for c in addresses if c.old and not c.new and c.device not in gone]
+    if removed:
+        risks.append(
+            Risk(
+                RiskKind.ADDRESS_REMOVED,
+                f"{len(removed)} address(es) removed with their device(s): their DHCP and "
+                "DNS entries go",
+                tuple(f"{c.device} {c.network}: {c.old}" for c in removed),
+            )
         )
+    if lost:
+        risks.append(
+            Risk(
+                RiskKind.ADDRESS_LOST,
+                f"{len(lost)} device(s) that stay lose an address: no DHCP lease, no DNS name",
+                tuple(f"{c.device} {c.network}: {c.old} → (none)" for c in lost),
+            )
+        )
+    roots = identity.root_guids
+    if roots.removed or roots.added:
+        risks.append(
+            Risk(
+                RiskKind.ROOT_GUIDS,
+                "OpenSM's ftree root GUIDs changed: routing is recomputed from other roots",
+                (
+                    *(f"removed {g}" for g in roots.removed),
+                    *(f"added {g}" for g in roots.added),
+                ),
+            )
+        )
+    if identity.roles:
+        risks.append(
+            Risk(
+                RiskKind.ROLE_CHANGED,
+                f"{len(identity.roles)} device(s) change role",
+                tuple(f"{c.device}: {c.old} → {c.new}" for c in identity.roles),
+            )
+        )
+    host_part = sum(n for k, n in touched.host_kinds.items() if k not in _ROUTINE)
+    cable_part = sum(n for k, n in touched.cable_kinds.items() if k not in _ROUTINE)
+    large = [
+        f"{what}: {part} of {total} ({_share(part, total):.1%}) {how}"
+        for what, part, total, kinds in (
+            ("hosts", host_part, touched.hosts_total, touched.host_kinds),
+            ("cables", cable_part, touched.cables_total, touched.cable_kinds),
+        )
+        for how in [", ".join(f"{n} {k}" for k, n in kinds.items() if k not in _ROUTINE)]
         if _share(part, total) > touched.share_limit
     ]
     if large:
         risks.append(
             Risk(
                 RiskKind.LARGE_CHANGE,
-                f"touches more than {touched.share_limit:.0%} of hosts or cables",
+                f"changes more than {touched.share_limit:.0%} of hosts or cables beyond "
+                "what additions, version rollouts and imports touch",
                 tuple(large),
             )
         )
@@ -761,7 +1134,7 @@ def _object(fields: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def to_json(report: DiffReport) -> str:
-    """The report as JSON (schema 1): sorted keys, two-space indent, final newline."""
+    """The report as JSON (schema 2): sorted keys, two-space indent, final newline."""
     body = {
         "schema": SCHEMA,
         "compiles": report.compiles,

@@ -464,15 +464,30 @@ def _node(
 
 
 # The drift audit's account (docs/adoption.md), when `generate` is given its public key: the
-# lab logs in through it (the bench's live audit). Without a key the tree has none, as from
-# `clusterforge init`.
+# lab logs in through it (the bench's live audit, `lab up` after `init`). Without a key the
+# tree has none.
 _AUDIT = """\
 audit:
   user: clusterforge-audit
+  # The public half of the audit's key (the CI's AUDIT_SSH_KEY): replace it with your own
+  # (ssh-keygen -t ed25519 -f audit_key; init --audit-key audit_key.pub).
   public_key: {key}
   probe_timeout_s: 300
   metrics: {{host: mon01, user: clusterforge-metrics}}
 """
+# What `init` writes when it is given no key: the key line of this project's examples, whose
+# comment says what it is; the lab logs in with a key of its own and needs only the account.
+PLACEHOLDER_AUDIT_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM "
+    "REPLACE-with-your-audit-key"
+)
+# A site's purchase, for `init` (`as_bought`): an HGX A100 board (SYS-420GP-TNAR) is a 4U
+# chassis, so a 48U rack holds ten beside its three switches; spines of the leaves' own
+# generation (a QM8700 HDR spine for QM8700 HDR leaves) while they hold every rack.
+CHASSIS_U = 4
+BOUGHT_PER_RACK = 10
+HDR_SPINE_PORTS = LEAF_PORTS
+MIN_SPINES = 2  # one spine is a fabric with a single point of failure
 _EXPECTED_HOME = (
     '      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}\n'
 )
@@ -498,6 +513,7 @@ def generate(
     spines: int = UPLINKS,
     cores_per_plane: int = CORES_PER_PLANE,
     audit_key: str | None = None,
+    as_bought: bool = False,
 ) -> dict[str, str]:
     """A valid cluster of `servers` GPU servers plus six service hosts, as
     `{path below cluster/: YAML text}` (e.g. "racks/r001.yaml").
@@ -506,13 +522,35 @@ def generate(
     is given, three-tier: pods of `racks_per_pod` racks with `spines` spines each, and
     `cores_per_plane` cores per spine position. Leaf uplinks are spread evenly over the spines,
     spine uplinks over the cores, as many as the tier below has (1:1) where ports allow.
-    `audit_key` (an OpenSSH public key) adds the drift audit's account."""
+    `audit_key` (an OpenSSH public key) adds the drift audit's account.
+
+    `as_bought` (what `init` writes) sizes it as a site would buy it instead of as the bench
+    needs it: 4U GPU chassis (at most ten a rack); the spines the leaves' own model, as few
+    as carry each leaf's servers at 1:1 with the uplinks spread evenly (`spines` is then
+    ignored), NDR spines only when HDR ones cannot hold the racks; the network and service
+    racks in the row after the last GPU rack, not at the far end of the hall."""
     racks = math.ceil(servers / per_rack)
     if servers < 1 or not 1 <= per_rack <= UPLINK_PORT - 5 or not 1 <= spines <= UPLINKS:
         raise ValueError(f"need servers >= 1, 1 <= per_rack <= 16, 1 <= spines <= {UPLINKS}")
+    if as_bought and per_rack > BOUGHT_PER_RACK:
+        raise ValueError(
+            f"at most {BOUGHT_PER_RACK} {CHASSIS_U}U GPU servers fit a 48U rack beside its "
+            f"three switches; {per_rack} asked"
+        )
+    spine_model, chassis_u = "qm9700", 2
+    # The service hosts on the fabric take spare leaf ports, one per rack in turn.
+    on_ib = sum(model == "svc-ib" for _, model, _ in _SERVICE_HOSTS)
+    leaf_down = per_rack + math.ceil(on_ib / racks)
+    if as_bought:
+        chassis_u = CHASSIS_U
+        bought = _bought_spines(racks, leaf_down) if racks_per_pod is None else None
+        if bought is not None:
+            spines, spine_model = bought, "qm8700"
     if racks_per_pod is None and racks > SPINE_PORTS:
         racks_per_pod = RACKS_PER_POD
     links_per_spine = UPLINKS // spines
+    if spine_model == "qm8700":
+        links_per_spine = math.ceil(leaf_down / spines)
     three_tier, oversubscription = "", 1.0
     pods = 1
     if racks_per_pod is not None:
@@ -530,15 +568,19 @@ def generate(
             f"links_per_core: {links_per_core}\n"
         )
         oversubscription = max(oversubscription, down / (cores_per_plane * links_per_core))
-    elif racks * links_per_spine > SPINE_PORTS:
+    elif racks * links_per_spine > (SPINE_PORTS if spine_model == "qm9700" else HDR_SPINE_PORTS):
         raise ValueError(f"{racks} racks of {links_per_spine} links each overfill a spine")
-    leaf_down = per_rack + 1  # a service host may take a spare port
+    if not as_bought:
+        leaf_down = per_rack + 1  # the bench's rule: a service host may take a spare port
     oversubscription = max(oversubscription, leaf_down / (spines * links_per_spine))
     width = max(3, len(str(servers)))
+    hardware = _HARDWARE
+    if chassis_u != 2:
+        hardware = hardware.replace(_GPU_HEIGHT, _GPU_HEIGHT.replace(": 2", f": {chassis_u}"))
     out = {
         "site.yaml": _SITE.format(name=name) + (_AUDIT.format(key=audit_key) if audit_key else ""),
         "networks.yaml": _NETWORKS,
-        "hardware.yaml": _HARDWARE,
+        "hardware.yaml": hardware,
         "fabric.yaml": _FABRIC.format(
             uplink=UPLINK_PORT,
             links_per_spine=links_per_spine,
@@ -561,9 +603,15 @@ def generate(
         text += "nodes:\n"
         for slot in range(1, min(per_rack, servers - gpu) + 1):
             gpu += 1
-            text += _node(f"gpu{gpu:0{width}d}", "hgx-a100", "gpu", slot, 2 * slot, r, True)
+            u = 2 * slot if chassis_u == 2 else 2 + chassis_u * (slot - 1)
+            text += _node(f"gpu{gpu:0{width}d}", "hgx-a100", "gpu", slot, u, r, True)
         out[f"racks/r{r:03d}.yaml"] = text
-    text = f"name: s01\nid: {SERVICE_RACK}\nrow: Z\ncol: 1\nheight_u: 48\nswitches:\n"
+    # As bought, the network and service racks stand after the last GPU rack, in its row or
+    # the next: the uplinks run a few racks, not the length of the hall.
+    after = [(_row(r), (r - 1) % 16 + 1) for r in range(racks + 1, racks + 3)]
+    service_row, service_col = after[1] if as_bought else ("Z", 1)
+    text = f"name: s01\nid: {SERVICE_RACK}\nrow: {service_row}\ncol: {service_col}\nheight_u: 48\n"
+    text += "switches:\n"
     text += _switch("mgmt-s01", "sn2201", "management", 48, SERVICE_RACK, 0, False)
     text += _switch("stor-s01", "sn2410", "storage", 47, SERVICE_RACK, 1, False)
     text += "nodes:\n"
@@ -583,12 +631,13 @@ def generate(
     for pod in range(1 if racks_per_pod else 0, pods + 1 if racks_per_pod else 1):
         rid = NETWORK_RACK + pod
         rack = f"n{max(pod, 1):02d}"
-        text = f"name: {rack}\nid: {rid}\nrow: Z\ncol: {2 + pod}\nheight_u: 48\nswitches:\n"
+        row, col = after[0] if as_bought and not racks_per_pod else ("Z", 2 + pod)
+        text = f"name: {rack}\nid: {rid}\nrow: {row}\ncol: {col}\nheight_u: 48\nswitches:\n"
         text += _switch(f"mgmt-{rack}", "sn2201", "management", 48, rid, 0, False)
         for k in range(1, spines + 1):
             n = max(pod - 1, 0) * spines + k
             extra = f"pod: {pod}, " if racks_per_pod else ""
-            text += _switch(f"spine{n:0{width}d}", "qm9700", "spine", 2 * k, rid, k, True, extra)
+            text += _switch(f"spine{n:0{width}d}", spine_model, "spine", 2 * k, rid, k, True, extra)
         out[f"racks/{rack}.yaml"] = text
     if racks_per_pod:
         cores = [(plane, n) for plane in range(1, spines + 1) for n in range(cores_per_plane)]
@@ -606,6 +655,21 @@ def generate(
                 )
             out[f"racks/{rack}.yaml"] = text
     return out
+
+
+_GPU_HEIGHT = "    vendor: Supermicro SYS-420GP-TNAR\n    height_u: 2\n"
+assert _GPU_HEIGHT in _HARDWARE, "the GPU model's chassis height"
+
+
+def _bought_spines(racks: int, down: int) -> int | None:
+    """The fewest HDR spines (two at least) that carry `down` server ports of each of `racks`
+    leaves at 1:1, the same number of links to each, within the leaf's uplink ports and the
+    spine's ports; None when HDR spines cannot hold that many racks."""
+    for spines in range(MIN_SPINES, UPLINKS + 1):
+        links = math.ceil(down / spines)
+        if spines * links <= UPLINKS and racks * links <= HDR_SPINE_PORTS:
+            return spines
+    return None
 
 
 def _row(rack: int) -> str:

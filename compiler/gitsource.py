@@ -32,9 +32,50 @@ def _commit(r: git.Repo, rev: str) -> git.Commit:
     try:
         return r.commit(rev)
     except (ODBError, ValueError):
-        raise RevisionError(
-            f"{rev!r} is not a commit in {r.working_dir} (in a shallow clone, fetch it first)"
-        ) from None
+        if Path(r.git_dir, "shallow").exists():
+            hint = "in a shallow clone, fetch it first"
+        else:
+            found = _default_branch(r)
+            hint = f"the default branch here is {found!r}" if found else "no default branch"
+        raise RevisionError(f"{rev!r} is not a commit in {r.working_dir} ({hint})") from None
+
+
+# Names a default branch has had, tried in this order when git does not say.
+_USUAL_DEFAULTS = ("main", "master", "trunk")
+
+
+def _default_branch(r: git.Repo) -> str | None:
+    heads = {h.name for h in r.heads}
+    # A clone knows its remote's default (origin/HEAD); a local branch of that name is the
+    # one being worked on, else the remote-tracking one.
+    try:
+        target = str(r.git.symbolic_ref("--quiet", "--short", "refs/remotes/origin/HEAD"))
+    except git.GitCommandError:
+        target = ""
+    if target:
+        name = target.split("/", 1)[1] if "/" in target else target
+        return name if name in heads else target
+    try:
+        configured = str(r.git.config("--get", "init.defaultBranch"))
+    except git.GitCommandError:
+        configured = ""
+    for name in (configured, *_USUAL_DEFAULTS):
+        if name and name in heads:
+            return name
+    return None
+
+
+def default_branch(repo: Path) -> str:
+    """The branch a change is compared with when none is named: origin's default branch (a
+    clone's origin/HEAD), else init.defaultBranch, main, master or trunk, the first there is.
+    Raises RevisionError when there is none."""
+    with _open(repo) as r:
+        found = _default_branch(r)
+        if found is None:
+            raise RevisionError(
+                f"cannot tell the default branch of {r.working_dir}: name the base revision"
+            )
+        return found
 
 
 def resolve(repo: Path, rev: str) -> str:

@@ -408,11 +408,14 @@ class Rack(Strict_):
 
 class CableOverride(Strict_):
     """One cable that departs from the rule: a port skipped as bad, not yet installed, or a
-    spare: cabled and labelled, its switch port disabled until a link is moved onto it."""
+    spare: cabled and labelled, its switch port disabled until a link is moved onto it.
 
-    device: Name
-    port: int = Field(ge=1)
-    use_port: int | None = Field(None, ge=1)  # the far-end port used instead of the rule's
+    It names the cable by one end, the switch and the port the rules give it: a leaf's port
+    of a server's cable, or a spine's (core's) port of an uplink; the cable keeps its ID."""
+
+    device: Name  # the switch at the end named
+    port: int = Field(ge=1)  # that end's port as the rules give it
+    use_port: int | None = Field(None, ge=1)  # the port that end moves to instead
     installed: bool = True
     spare: bool = False
     note: str = ""

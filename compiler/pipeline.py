@@ -20,7 +20,7 @@ from compiler.errors import Diagnostic, SourceError, closest
 from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
-from compiler.plan import Plan, build
+from compiler.plan import Plan, build, oversized
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
 from compiler.targets.render import to_json
@@ -160,6 +160,7 @@ def compile_source(
     carried = {
         path: data.decode() for path, data in (previous or {}).items() if path.startswith(CARRIED)
     }
+    notices += [f"warning: {w}" for w in oversized(cluster)]
     plan = replace(build(cluster), secrets=secrets, previous=carried)
     files = targets.render_all(plan)
     digests = {path: sha256(data).hexdigest() for path, data in files.items()}

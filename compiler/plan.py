@@ -20,6 +20,7 @@ import netaddr
 from compiler.model import (
     MAX_RACK_ID,
     BootMode,
+    CableOverride,
     Cages,
     Cluster,
     Fabric,
@@ -175,12 +176,17 @@ class Room(NamedTuple):
         )
 
 
+def rack_ids(net: Network) -> int:
+    """The highest rack id the network's rule has a subnet for."""
+    subnets: int = 2 ** (net.rack_prefix - int(network(net.cidr).prefixlen))
+    return (subnets - 1 - net.offset) // net.stride
+
+
 def room(cluster: Cluster) -> Room:
     """How many racks the address, LID and port rules can still take; see `Room`."""
     limits = [(MAX_RACK_ID, "static LIDs")]
     for name, net in sorted(cluster.networks.items()):
-        subnets = 2 ** (net.rack_prefix - network(net.cidr).prefixlen)
-        limits.append(((subnets - 1 - net.offset) // net.stride, f"network {name!r}"))
+        limits.append((rack_ids(net), f"network {name!r}"))
     top, why = min(limits)
     fabric = cluster.fabric
     ports = {
@@ -205,6 +211,43 @@ def room(cluster: Cluster) -> Room:
         top - sum(1 for i in ids if i <= top),
         leaf_top - sum(1 for i in ids if i <= leaf_top),
     )
+
+
+# Spines with more than this many times the ports their cables use were bought for a much
+# larger site than the one described (or described with a template's defaults): worth a word.
+OVERSIZE_FACTOR = 4.0
+FEWEST_UPPER = 2  # an upper tier of two is the least without a single point of failure
+
+
+def oversized(cluster: Cluster) -> list[str]:
+    """Warnings, one per upper tier (spines, cores) of more than two switches that have more
+    than OVERSIZE_FACTOR times the ports the planned cables use; none for a fabric sized to
+    fit, nor for the two a small one needs whatever their ports."""
+    role = {sw.name: sw.role for rack in cluster.racks for sw in rack.switches}
+    ports: dict[SwitchRole, int] = {}
+    count: dict[SwitchRole, int] = {}
+    for rack in cluster.racks:
+        for sw in rack.switches:
+            if sw.role in (SwitchRole.SPINE, SwitchRole.CORE):
+                model = cluster.hardware.switches.get(sw.model)
+                ports[sw.role] = ports.get(sw.role, 0) + (model.ports if model else 0)
+                count[sw.role] = count.get(sw.role, 0) + 1
+    used = dict.fromkeys(ports, 0)
+    for w in wires(cluster):
+        for end in (w.switch, w.device):
+            if role.get(end) in used:
+                used[role[end]] += 1
+    out = []
+    for tier, total in sorted(ports.items()):
+        cabled = used[tier]
+        if count[tier] > FEWEST_UPPER and total > OVERSIZE_FACTOR * max(cabled, 1):
+            out.append(
+                f"fabric oversized: {count[tier]} {tier.value}s have {total} ports, the plan "
+                f"cables {cabled} ({total / max(cabled, 1):.1f}x, more than "
+                f"{OVERSIZE_FACTOR:g}x): fewer or smaller {tier.value}s would carry this "
+                "site; keep them only if it is to grow that much"
+            )
+    return out
 
 
 def standard_length(metres: float) -> float:
@@ -732,6 +775,32 @@ def _wires(cluster: Cluster) -> list[Wire]:
     return out
 
 
+Overrides = Mapping[tuple[str, int], CableOverride]
+
+
+def overrides_of(cluster: Cluster) -> dict[tuple[str, int], CableOverride]:
+    """fabric.yaml's cable overrides by the (switch, port) the rule gives the end they name."""
+    return {(o.device, o.port): o for o in cluster.fabric.cables}
+
+
+def patched(wire: Wire, overrides: Overrides) -> tuple[int, str, CableOverride | None]:
+    """(switch port, far-end port, override) of a wire once the overrides apply.
+
+    An override names an end by the port the rules give it: the lower switch's end, or the
+    upper one of a link up a tier (a spine's port of a leaf's uplink); `use_port` moves that
+    end. The cable keeps the ID the rules give it, so a move is a re-patch of one cable, not
+    one cable removed and another added, and no other cable's label changes."""
+    found = overrides.get((wire.switch, wire.switch_port))
+    if found is not None:
+        return found.use_port or wire.switch_port, wire.device_port, found
+    if wire.device_port.isdigit():  # the far end is a switch port: a link up a tier
+        found = overrides.get((wire.device, int(wire.device_port)))
+        if found is not None:
+            far = str(found.use_port) if found.use_port else wire.device_port
+            return wire.switch_port, far, found
+    return wire.switch_port, wire.device_port, None
+
+
 class Tiers(NamedTuple):
     """The fat tree's upper tiers: spines by pod, cores by plane, each in name order. A
     two-tier fabric is one pod (0) holding every spine, and no cores."""
@@ -786,7 +855,7 @@ def cables(cluster: Cluster) -> list[Cable]:
     # device -> its ends' location up to the port (H1.A01-U42:), made once, not per end
     where = {device: f"{site.room}.{grid(rack)}-U{u:02d}:" for device, (rack, u) in place.items()}
     ib = {n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND}
-    overrides = {(o.device, o.port): o for o in cluster.fabric.cables}
+    overrides = overrides_of(cluster)
     ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
 
     def end(device: str, port: str) -> CableEnd:
@@ -799,9 +868,8 @@ def cables(cluster: Cluster) -> list[Cable]:
 
     out = []
     for wire in wires(cluster):
-        override = overrides.get((wire.switch, wire.switch_port))
-        port = override.use_port if override and override.use_port else wire.switch_port
-        a, b = end(wire.switch, str(port)), end(wire.device, wire.device_port)
+        port, far, override = patched(wire, overrides)
+        a, b = end(wire.switch, str(port)), end(wire.device, far)
         (ra, _), (rb, _) = place[a.device], place[b.device]
         run = abs(a.u - b.u) * U_HEIGHT_M + SLACK_M
         if ra.name != rb.name:
@@ -822,10 +890,11 @@ def cables(cluster: Cluster) -> list[Cable]:
             rate = f"{gbps}G"
         # A rack has one switch of each role whose ports name its cables (R01-IB05); a spine's
         # uplinks to the core are named by the spine, which is unique site-wide (SPINE03-33).
+        # The ID follows the rule's port, not an override's: it stays with the cable.
         if role[a.device] == SwitchRole.SPINE:
-            cable_id = f"{a.device.upper()}-{port:02d}"
+            cable_id = f"{a.device.upper()}-{wire.switch_port:02d}"
         else:
-            cable_id = f"{ra.name.upper()}-{CABLE_CODES[role[a.device]]}{port:02d}"
+            cable_id = f"{ra.name.upper()}-{CABLE_CODES[role[a.device]]}{wire.switch_port:02d}"
         out.append(
             Cable(
                 id=cable_id,

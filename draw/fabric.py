@@ -102,8 +102,9 @@ def _dot(scene: Scene, c: Link, x: float, y: float) -> Group:
     return Group((dot,), _cable_hover(scene, c), _cable_attrs(scene, c))
 
 
-def fabric_figure(scene: Scene) -> Figure:
-    """The map; an empty figure with a note when the plan has no InfiniBand switch."""
+def fabric_figure(scene: Scene, fit_width: float | None = None) -> Figure:
+    """The map; an empty figure with a note when the plan has no InfiniBand switch. With
+    `fit_width` (points), the leaves wrap into panels no wider than that."""
     title = f"{scene.site} InfiniBand fabric"
     levels = tiers(scene)
     if not levels:
@@ -127,35 +128,92 @@ def fabric_figure(scene: Scene) -> Figure:
 
     names = [e.device for cs in under.values() for c in cs for e in (c.a, c.b)]
     col = max([MIN_COL] + [width(n, 8) + 26 for n in names])
-    span = col * len(leaves)
-    x_of: dict[str, float] = {n: LEFT + (i + 0.5) * col for i, n in enumerate(leaves)}
-    box_w: dict[str, float] = {n: col - 8 for n in leaves}
-    for names_ in levels[1:]:
-        pitch = span / len(names_)
-        for k, n in enumerate(names_):
-            x_of[n] = LEFT + (k + 0.5) * pitch
-            box_w[n] = min(pitch - 8, 120)
-
+    # Leaves in panels of at most `per_panel`, each under the whole upper tiers again, so a
+    # wide fabric wraps into rows that fit a page instead of running off it.
+    per_panel = len(leaves)
+    if fit_width is not None:
+        per_panel = max(1, min(len(leaves), int((fit_width - LEFT - 20) // col)))
+    panels = [leaves[i : i + per_panel] for i in range(0, len(leaves), per_panel)]
+    span = col * per_panel
     items: list[Shape] = [Text(LEFT, 20, title, 14, bold=True)]
     lines: list[Shape] = []
     boxes: list[Shape] = []
     dots: list[Shape] = []
     y = TOP
+    for number, panel in enumerate(panels):
+        if len(panels) > 1:
+            first, last = panel[0], panel[-1]
+            items.append(
+                Text(LEFT, y + 4, f"leaves {first} to {last} ({number + 1} of {len(panels)})", 10,
+                     "#333333", bold=True)
+            )  # fmt: skip
+            y += 14
+        y = _panel(scene, devices, levels, panel, under, between, col, span, y, lines, boxes, dots)
+        y += 18 if number < len(panels) - 1 else 0
+    deepest = y
+    y = deepest + 8
+    if other:
+        items.append(Text(LEFT, y + 12, "Other links", 10, bold=True))
+        y += 16
+        for c in sorted(other, key=lambda c: c.id):
+            text = f"{c.id}: {c.a.device} {c.a.port} - {c.b.device} {c.b.port}"
+            mark = scene.marks.get(c.id)
+            shown = Text(
+                LEFT, y + 11, text, 8, COLOURS[mark] if mark else "#000000", bold=bool(mark)
+            )
+            dots.append(Group((shown,), _cable_hover(scene, c), _cable_attrs(scene, c)))
+            y += 12
+    legend = racks.legend(scene, LEFT, y + 4)
+    y += 24 if legend else 6
+    w = LEFT + span + 20
+    return Figure(w, y, (*items, *lines, *boxes, *dots, *legend), title)
+
+
+def _panel(
+    scene: Scene,
+    devices: dict[str, Device],
+    levels: list[list[str]],
+    leaves: list[str],
+    under: dict[str, list[Link]],
+    between: dict[tuple[str, str], list[Link]],
+    col: float,
+    span: float,
+    y: float,
+    lines: list[Shape],
+    boxes: list[Shape],
+    dots: list[Shape],
+) -> float:
+    """One panel from `y` down: every upper tier over `span`, `leaves` and their hosts.
+    Returns the y below it."""
+    x_of: dict[str, float] = {n: LEFT + (i + 0.5) * col for i, n in enumerate(leaves)}
+    box_w: dict[str, float] = {n: col - 8 for n in leaves}
+    drop: dict[str, float] = {}  # where an upper switch's line goes down to its bus
+    for names_ in levels[1:]:
+        pitch = span / len(names_)
+        for k, n in enumerate(names_):
+            x_of[n] = LEFT + (k + 0.5) * pitch
+            box_w[n] = min(pitch - 8, 120)
+            # Between two leaf columns, never on a leaf's riser: the lines would merge.
+            gap = round((x_of[n] - LEFT) / col)
+            drop[n] = min(
+                max(LEFT + gap * col, x_of[n] - box_w[n] / 2 + 4), x_of[n] + box_w[n] / 2 - 4
+            )
+    tiers_ = [leaves, *levels[1:]]
     top_of: dict[str, float] = {}
-    for t in range(len(levels), 0, -1):
-        for n in levels[t - 1]:
+    for t in range(len(tiers_), 0, -1):
+        for n in tiers_[t - 1]:
             top_of[n] = y
             boxes.append(_switch(scene, devices[n], x_of[n], y, box_w[n]))
         y += BOX_H
         if t == 1:
             break
-        uppers, lowers = levels[t - 1], levels[t - 2]
+        uppers, lowers = tiers_[t - 1], tiers_[t - 2]
         bus_y = {n: y + 14 + k * BUS for k, n in enumerate(uppers)}
         for n in uppers:
-            ends = [x_of[n]] + [x_of[lo] for lo in lowers if (lo, n) in between]
-            lines.append(Line(x_of[n], top_of[n] + BOX_H, x_of[n], bus_y[n], "#888888", 1))
+            ends = [drop[n]] + [x_of[lo] for lo in lowers if (lo, n) in between]
+            lines.append(Line(drop[n], top_of[n] + BOX_H, drop[n], bus_y[n], "#888888", 1))
             lines.append(Line(min(ends) - 8, bus_y[n], max(ends) + 8, bus_y[n], "#aaaaaa", 1))
-            lines.append(Text(LEFT - 6, bus_y[n] + 2.5, n, 7, "#555555", "end"))
+            lines.append(Text(LEFT - 6, bus_y[n] + 3, n, 9, "#222222", "end", bold=True))
         below = y + 14 + len(uppers) * BUS + 10
         for lo in lowers:
             reached = [bus_y[n] for n in uppers if (lo, n) in between]
@@ -189,22 +247,7 @@ def fabric_figure(scene: Scene) -> Figure:
             dots.append(Group(tick, _cable_hover(scene, c), _cable_attrs(scene, c)))
             dots.append(_host(scene, devices[host], x + 14, row_y, col - 24))
         deepest = max(deepest, first + len(cables) * ROW)
-    y = deepest + 8
-    if other:
-        items.append(Text(LEFT, y + 12, "Other links", 10, bold=True))
-        y += 16
-        for c in sorted(other, key=lambda c: c.id):
-            text = f"{c.id}: {c.a.device} {c.a.port} - {c.b.device} {c.b.port}"
-            mark = scene.marks.get(c.id)
-            shown = Text(
-                LEFT, y + 11, text, 8, COLOURS[mark] if mark else "#000000", bold=bool(mark)
-            )
-            dots.append(Group((shown,), _cable_hover(scene, c), _cable_attrs(scene, c)))
-            y += 12
-    legend = racks.legend(scene, LEFT, y + 4)
-    y += 24 if legend else 6
-    w = LEFT + span + 20
-    return Figure(w, y, (*items, *lines, *boxes, *dots, *legend), title)
+    return deepest
 
 
 def _port_order(c: Link, leaf: str) -> tuple[int, str]:

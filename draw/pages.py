@@ -44,6 +44,8 @@ th[aria-sort=descending]::after { content: " \\25BC"; }
 td.critical { color: #d62728; font-weight: bold; }
 td.warning { color: #b8860b; font-weight: bold; }
 .picture { overflow-x: auto; border: 1px solid #ddd; padding: 0.5em; margin-bottom: 1.5em; }
+.picture svg { max-width: 100%; height: auto; display: block; }
+.todo li { margin-bottom: 0.4em; max-width: 60em; }
 .note { background: #fff3cd; border: 1px solid #e0c060; padding: 0.5em 1em; }
 code { font-size: 0.95em; }
 """
@@ -119,13 +121,52 @@ def _table(table_id: str, head: Sequence[str], rows: Iterable[Sequence[tuple[str
     return "".join(out)
 
 
+# The pictures are drawn to fit this width (SVG units, 1 px at 100%): a 1400 px window less
+# the page's margins. Wider fabrics and floor rows wrap into panels and lines; a narrower
+# window scales them down (max-width), so nothing runs off the page.
+FIT_WIDTH = 1300.0
+
+
 def _pictures(facts: Scene) -> list[str]:
+    fabric = svg(fabric_figure(facts, fit_width=FIT_WIDTH), standalone=False)
+    rows = svg(row_figure(facts, fit_width=FIT_WIDTH), standalone=False)
     return [
         "<h2>Fabric</h2>",
-        f'<div class="picture" id="fabric">{svg(fabric_figure(facts), standalone=False)}</div>',
+        f'<div class="picture" id="fabric">{fabric}</div>',
         "<h2>Racks</h2>",
-        f'<div class="picture" id="racks">{svg(row_figure(facts), standalone=False)}</div>',
+        f'<div class="picture" id="racks">{rows}</div>',
     ]
+
+
+# What to do about a host that could not be collected, by its status: the first step.
+STATUS_REMEDIES = {
+    "unreachable": "the audit could not log in: check the host is powered and booted (its "
+    "BMC: ipmitool chassis status, the serial-over-LAN console); a refused connection is "
+    "sshd down or the host reinstalled without the audit account; a host-key reason is a "
+    "host-key finding (below); a timeout connecting is the network or a hung kernel",
+    "error": "the host answered, but the probes named in its reason gave nothing usable: a "
+    "probe that timed out hangs on the host (a wedged nvidia-smi: drain the node, reset the "
+    "GPU or reboot); exit 127 is a command not installed; send the probe by hand "
+    "(docs/howto.md: ssh HOST -- PROBE) to see what the host says. Its other answers were "
+    "judged as usual",
+}
+
+
+def _what_to_do(report: Mapping[str, Any]) -> list[str]:
+    """One line per kind of finding present and per status of the hosts not collected."""
+    from draw.report.markdown import REMEDIES
+
+    items = []
+    for kind in dict.fromkeys(f["kind"] for f in report["findings"]):
+        remedy = next((text for k, text in REMEDIES.items() if k.value == kind), None)
+        if remedy:
+            items.append((kind, remedy))
+    statuses = dict.fromkeys(h["status"] for h in report["hosts"])
+    items += [(status, STATUS_REMEDIES[status]) for status in statuses if status in STATUS_REMEDIES]
+    if not items:
+        return []
+    lines = "".join(f"<li><b>{escape(k)}</b>: {escape(text)}</li>" for k, text in items)
+    return ["<h2>What to do</h2>", f'<ul class="todo" id="what-to-do">{lines}</ul>']
 
 
 def _value(value: Any) -> str:
@@ -169,9 +210,12 @@ def audit_page(report: Mapping[str, Any], facts: Scene | None, note: str | None 
     status = summary["status"]
     site = facts.site if facts else "the fleet"
     rack_of = {h["host"]: h["rack"] for h in report["hosts"]}
+    u_of = {h["host"]: "" if h.get("u") is None else str(h["u"]) for h in report["hosts"]}
     if facts is not None:
-        devices = {d.name: d.rack for d in facts.devices}
-        rack_of |= {c.id: devices.get(c.a.device, "") for c in facts.links}
+        devices = {d.name: d for d in facts.devices}
+        rack_of |= {c.id: getattr(devices.get(c.a.device), "rack", "") for c in facts.links}
+        # A cable's place is its switch end's: where the technician finds its label first.
+        u_of |= {c.id: str(getattr(devices.get(c.a.device), "u", "")) for c in facts.links}
     commit = report["expectations"]["commit"] or "not in git"
     body = [
         f"<h1>Drift audit: {escape(site)}</h1>",
@@ -206,11 +250,12 @@ def audit_page(report: Mapping[str, Any], facts: Scene | None, note: str | None 
     body.append(
         _table(
             "findings-table",
-            ("Severity", "Rack", "Host", "Kind", "Path", "Expected", "Observed", "Message"),
+            ("Severity", "Rack", "U", "Host", "Kind", "Path", "Expected", "Observed", "Message"),
             (
                 (
                     (f["severity"], str(SEVERITY_RANK.get(f["severity"], 9))),
                     (_rack(f, rack_of), ""),
+                    (_rack(f, u_of), ""),
                     (f["host"], ""),
                     (f["kind"], ""),
                     (f["path"], ""),
@@ -228,13 +273,20 @@ def audit_page(report: Mapping[str, Any], facts: Scene | None, note: str | None 
         body.append(
             _table(
                 "lost-table",
-                ("Host", "Rack", "Status", "Reason"),
+                ("Host", "Rack", "U", "Status", "Reason"),
                 (
-                    ((h["host"], ""), (h["rack"], ""), (h["status"], ""), (h["reason"] or "", ""))
+                    (
+                        (h["host"], ""),
+                        (h["rack"], ""),
+                        (u_of.get(h["host"], ""), ""),
+                        (h["status"], ""),
+                        (h["reason"] or "", ""),
+                    )
                     for h in lost
                 ),
             )
         )
+    body += _what_to_do(report)
     if facts is not None:
         marks, notes = audit_marks(report)
         body += _pictures(marked(facts, marks, notes))

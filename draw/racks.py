@@ -144,7 +144,7 @@ def elevation(scene: Scene, rack: RackSpot) -> Group:
     }
     for u in range(1, rack.height_u + 1):
         y = top + (rack.height_u - u) * U
-        items.append(Text(GUTTER - 4, y + U - 4, str(u), 6.5, "#777777", "end"))
+        items.append(Text(GUTTER - 4, y + U - 4, str(u), 7.5, "#555555", "end"))
         if u not in taken:
             items.append(
                 Rect(GUTTER + 2, y + 1, RACK_W - 4, U - 2, stroke="#cccccc", width=0.5, dash=True)
@@ -164,24 +164,34 @@ def rack_figure(scene: Scene, rack: RackSpot) -> Figure:
     )
 
 
-def row_figure(scene: Scene, racks: tuple[RackSpot, ...] | None = None) -> Figure:
-    """The racks side by side in floor order, one line per floor row."""
+def row_figure(
+    scene: Scene, racks: tuple[RackSpot, ...] | None = None, fit_width: float | None = None
+) -> Figure:
+    """The racks side by side in floor order, one line per floor row; with `fit_width`
+    (points) a row wraps onto more lines, none wider than that."""
     chosen = scene.racks if racks is None else racks
     rows: dict[str, list[RackSpot]] = {}
     for rack in chosen:
         rows.setdefault(rack.row, []).append(rack)
+    per_line = max(1, int((fit_width + GAP) // (WIDTH + GAP))) if fit_width else None
     items: list[Shape] = []
     y, w = 0.0, 0.0
     for row, members in rows.items():
-        items.append(Text(GUTTER, y + 18, f"Row {row}", 14, bold=True))
-        x = 0.0
-        tallest = max(height(r) for r in members)
-        for rack in members:
-            group = elevation(scene, rack)
-            items.append(Group(group.items, attrs=group.attrs, dx=x, dy=y + ROW_HEAD))
-            x += WIDTH + GAP
-        w = max(w, x - GAP)
-        y += ROW_HEAD + tallest + GAP
+        step = per_line or len(members)
+        lines = [members[i : i + step] for i in range(0, len(members), step)]
+        for line in lines:
+            title = f"Row {row}"
+            if len(lines) > 1:
+                title += f": {line[0].name}" + (f" to {line[-1].name}" if len(line) > 1 else "")
+            items.append(Text(GUTTER, y + 18, title, 14, bold=True))
+            x = 0.0
+            tallest = max(height(r) for r in line)
+            for rack in line:
+                group = elevation(scene, rack)
+                items.append(Group(group.items, attrs=group.attrs, dx=x, dy=y + ROW_HEAD))
+                x += WIDTH + GAP
+            w = max(w, x - GAP)
+            y += ROW_HEAD + tallest + GAP
     items += legend(scene, GUTTER, y)
     return Figure(w, y + 20, tuple(items), f"{scene.site}: racks in floor order")
 

@@ -107,6 +107,15 @@ class _Markdown:
             ("switches added", len(r.switches.added)),
             ("switches removed", len(r.switches.removed)),
             ("switches moved", len(r.switches.moved)),
+            ("nodes renamed", len(r.nodes.renamed)),
+            ("switches renamed", len(r.switches.renamed)),
+            ("hardware identity changes", len(r.identity.devices)),
+            ("role changes", len(r.identity.roles)),
+            (
+                "root GUIDs changed",
+                len(r.identity.root_guids.removed + r.identity.root_guids.added),
+            ),
+            ("LIDs changed", len(r.identity.lids)),
             ("addresses added", sum(a.old is None for a in r.addresses)),
             ("addresses removed", sum(a.new is None for a in r.addresses)),
             ("addresses changed", sum(bool(a.old and a.new) for a in r.addresses)),
@@ -122,6 +131,10 @@ class _Markdown:
             ("fabric settings changed", len(r.fabric.settings)),
             ("subnet manager changes", len(r.fabric.subnet_managers)),
             ("hosts with route changes", len(r.routes)),
+            ("parts to order", sum(max(0, p.new - p.old) for p in r.parts)),
+            ("parts to return", sum(max(0, p.old - p.new) for p in r.parts)),
+            ("upgrade windows opened", sum(x.status == "added" for x in r.rollouts)),
+            ("upgrade windows closed", sum(x.status == "removed" for x in r.rollouts)),
         ]
         rows: list[tuple[str, object]] = [(what, n) for what, n in counts if n]
         if r.touched:
@@ -171,10 +184,25 @@ class _Markdown:
         for what, devices in (("Nodes", r.nodes), ("Switches", r.switches)):
             self._fold(
                 f"{what}: {len(devices.added)} added, {len(devices.removed)} removed, "
-                f"{len(devices.moved)} moved",
-                len(devices.added) + len(devices.removed) + len(devices.moved),
+                f"{len(devices.moved)} moved, {len(devices.renamed)} renamed",
+                len(devices.added)
+                + len(devices.removed)
+                + len(devices.moved)
+                + len(devices.renamed),
                 partial(self._devices, devices),
             )
+        i = r.identity
+        self._fold(
+            f"Hardware identity: {len({x.device for x in i.devices})} device(s) changed, "
+            f"{len(i.roles)} role change(s), "
+            f"root GUIDs {'changed' if i.root_guids.removed or i.root_guids.added else 'kept'}, "
+            f"LIDs {i.lids_kept} kept, {len(i.lids)} changed",
+            len(i.devices)
+            + len(i.roles)
+            + len(i.root_guids.removed + i.root_guids.added)
+            + len(i.lids),
+            self._identity,
+        )
         self._fold(
             f"Addresses: {_address_counts(r.addresses)}",
             len(r.addresses),
@@ -195,8 +223,19 @@ class _Markdown:
         fw = r.firmware
         self._fold(
             "Firmware and versions",
-            len(fw.software) + len(fw.baselines) + len(fw.rings) + len(fw.switches),
+            len(fw.software)
+            + len(fw.baselines)
+            + len(fw.rings)
+            + len(fw.switches)
+            + len(r.rollouts),
             self._firmware,
+        )
+        ordered = sum(max(0, p.new - p.old) for p in r.parts)
+        returned = sum(max(0, p.old - p.new) for p in r.parts)
+        self._fold(
+            f"Parts: {ordered} to order, {returned} to return",
+            len(r.parts),
+            self._parts,
         )
         f = r.fabric
         self._fold(
@@ -240,6 +279,53 @@ class _Markdown:
             [(a.device, a.network, a.old, a.new) for a in self.r.addresses],
         )
 
+    def _identity(self) -> None:
+        i = self.r.identity
+        if i.devices:
+            self.out += [
+                "Serials, MACs and GUIDs, old → new (update the BMC and DHCP "
+                "records, the switch inventory and anything keyed by them):",
+                "",
+            ]
+            self._table(
+                ("device", "what", "old", "new"),
+                [(x.device, x.key, x.old, x.new) for x in i.devices],
+            )
+        if i.roles:
+            self._table(
+                ("device", "role was", "role now"), [(x.device, x.old, x.new) for x in i.roles]
+            )
+        roots = i.root_guids
+        if roots.removed or roots.added:
+            self.out += ["OpenSM root GUIDs (`opensm/root_guids`):", ""]
+            self._table(
+                ("change", "GUID"),
+                [("removed", g) for g in roots.removed] + [("added", g) for g in roots.added],
+            )
+        self.out += [f"LIDs: {i.lids_kept} kept, {len(i.lids)} changed.", ""]
+        if i.lids:
+            self._table(
+                ("device", "port", "old LID", "new LID"),
+                [(x.device, x.port, x.old, x.new) for x in i.lids],
+            )
+
+    def _parts(self) -> None:
+        self._table(
+            ("medium", "rate", "length (m)", "count was", "count now", "order", "return"),
+            [
+                (
+                    p.medium,
+                    p.rate,
+                    p.length_m,
+                    p.old,
+                    p.new,
+                    max(0, p.new - p.old) or "",
+                    max(0, p.old - p.new) or "",
+                )
+                for p in self.r.parts
+            ],
+        )
+
     def _label_commands(self) -> None:
         if self.r.label_commands:
             self.out += ["**Print the labels of this change** (both ends of every cable):", ""]
@@ -260,6 +346,10 @@ class _Markdown:
                 _arrow(m.old.u, m.new.u),
             )
             for m in d.moved
+        ]
+        rows += [
+            ("renamed", f"{x.old} → {x.new}", x.place.rack, x.place.slot, x.place.u)
+            for x in d.renamed
         ]
         self._table(("change", "name", "rack", "slot", "U"), rows)
 
@@ -325,6 +415,25 @@ class _Markdown:
         if ring_rows:
             self.out += ["Versions by rollout ring:", ""]
             self._table(("ring", "key", "old", "new", "hosts", "which"), ring_rows)
+        if self.r.rollouts:
+            self.out += [
+                "Upgrade windows (until then, a ring's nodes may still run the previous "
+                "version without counting as drift):",
+                "",
+            ]
+            self._table(
+                ("window", "rings", "may still run", "until"),
+                [
+                    (
+                        "opened" if x.status == "added" else "closed",
+                        ", ".join(x.rings),
+                        ", ".join(f"{k} {v}" for k, v in x.previous.items()),
+                        x.until,
+                    )
+                    for x in self.r.rollouts
+                ],
+                whole=True,
+            )
 
     def _fabric(self) -> None:
         f = self.r.fabric

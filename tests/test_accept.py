@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audits.accept import judge, read_inputs
+from audits.accept import blame, judge, read_inputs
 from clusterforge.cli import main
 from clusterforge.lab.fleet import compile_reference
 from clusterforge.lab.ibsim import SimFabric
@@ -285,3 +285,98 @@ def test_a_three_tier_fabric_plans_no_pairs_and_says_why() -> None:
     assert any(r.startswith("three-tier fabric") for r in reasons)
     assert [s["step"] for s in body["nccl_tests"]["steps"]] == ["nccl-004", "nccl-016", "nccl-all"]
     assert len(body["nodes"]) >= 64
+
+
+# -- honest blame ------------------------------------------------------------------------------
+
+
+def _results(test: Any, bad: str, skipped: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
+    """Every planned pair as `accept` judges it with one bad cable: failed when it crosses
+    the bad one, else passed; pairs whose index is in `skipped` did not run."""
+    out = []
+    for i, p in enumerate(p for pairs in test.rounds for p in pairs):
+        status = "not-tested" if i in skipped else "failed" if bad in p.cables else "passed"
+        out.append({"pair": f"{p.client}->{p.server}", "cables": list(p.cables), "status": status})
+    return out
+
+
+@settings(deadline=None, max_examples=150)
+@given(fabric=fabrics(), data=st.data())
+def test_one_bad_cable_anywhere_is_named_alone_or_in_a_set_that_says_so(
+    fabric: tuple[list[Server], list[str], int, dict[Any, str]], data: st.DataObject
+) -> None:
+    found, spines, links, up = fabric
+    test = plan_rounds(found, spines, links, up)
+    crossed = sorted({c for pairs in test.rounds for p in pairs for c in p.cables})
+    if not crossed:
+        return
+    bad = data.draw(st.sampled_from(crossed))
+    total = sum(len(pairs) for pairs in test.rounds)
+    skipped = data.draw(st.frozensets(st.integers(0, total - 1)))
+    pairs = _results(test, bad, skipped)
+    sets = blame(pairs)
+    if not any(p["status"] == "failed" for p in pairs):
+        assert sets == []  # no pair over it ran: nothing to name, and nothing named
+        return
+    # One set, and the bad cable is in it: never another cable named in its place.
+    [named] = sets
+    assert bad in named["cables"]
+    assert named["pairs"] == sorted(p["pair"] for p in pairs if p["status"] == "failed")
+    if not skipped:
+        # A whole run names it alone, or with cables no route tells from it, as the plan said.
+        alone = [bad] if len(named["cables"]) == 1 else None
+        together = [list(cs) for cs in test.inseparable if bad in cs]
+        assert named["cables"] == alone or [named["cables"]] == together
+        assert named["retest"] == []
+
+
+def test_plan_splits_cables_the_rounds_cross_only_together() -> None:
+    """Two leaves of one server each over one spine: the rounds' single pair crosses all four
+    cables; no route splits them, and the plan says so. A third leaf gives routes that split
+    the uplinks from the server cables, and the plan adds them."""
+    spines = ["s0"]
+    two = [Server("l0", 0, "a", "A"), Server("l1", 0, "b", "B")]
+    up2 = {("l0", "s0", 0): "L0-UP", ("l1", "s0", 0): "L1-UP"}
+    test = plan_rounds(two, spines, 1, up2)
+    assert test.inseparable == (("A", "B", "L0-UP", "L1-UP"),)
+    three = [*two, Server("l2", 0, "c", "C"), Server("l2", 1, "d", "D")]
+    up3 = {**up2, ("l2", "s0", 0): "L2-UP"}
+    test = plan_rounds(three, spines, 1, up3)
+    crossing = {c: {p for r in test.rounds for p in r if c in p.cables} for c in "ABCD"}
+    crossing |= {c: {p for r in test.rounds for p in r if c in p.cables} for c in up3.values()}
+    groups = {frozenset(ps) for ps in crossing.values()}
+    # A leaf's only server and its uplink carry the same pairs whatever the route: those
+    # two stay together; every other cable has pairs of its own.
+    assert sorted(test.inseparable) == [("A", "L0-UP"), ("B", "L1-UP")]
+    assert len(groups) == len(crossing) - 2
+
+
+def test_a_failure_the_run_cannot_pin_on_one_cable_names_the_set_and_the_retest(
+    generated: Path, run: Run, tmp_path: Path
+) -> None:
+    """The slow cable and another one crossed by its failing pairs: the pairs that would
+    tell them apart did not run (their logs are missing), so the report says "one of" both,
+    never one of them alone, and asks for exactly those pairs again."""
+    bad = "R04-IB25"
+    rows = [p for r in run.plan["ib_write_bw"]["rounds"] for p in r["pairs"]]
+    over = [p for p in rows if bad in p["cables"]]
+    other = next(c for c in over[0]["cables"] if c != bad and c.startswith("R03"))
+    apart = [p for p in rows if (bad in p["cables"]) != (other in p["cables"])]
+    run.slow[bad] = 11.5
+    run.missing |= {p["log"] for p in apart}
+    report = _judge(generated, run, tmp_path)
+    assert report["exit_code"] == 1
+    [named] = report["blame"]
+    assert {bad, other} <= set(named["cables"])
+    status = {c["cable"]: c for c in report["cables"]}
+    assert all(status[c]["status"] == "one-of" for c in named["cables"])
+    assert status[bad]["reason"].startswith(f"one of {', '.join(named['cables'])}")
+    assert not [c for c in report["cables"] if c["status"] == "failed"]
+    split = sorted(
+        f"{p['client']}->{p['server']}"
+        for p in apart
+        if 0 < len(set(named["cables"]) & set(p["cables"])) < len(named["cables"])
+    )
+    assert split and named["retest"] == split
+    md = readiness.markdown(report)
+    assert f"| {', '.join(named['cables'])} |" in md and "retest " in md

@@ -40,7 +40,7 @@ def test_init_compile_import_review(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "3c:ec:ef:00:00:01" in (site / "generated" / "dhcp" / "dhcpd.conf").read_text()
 
     # A third rack, as the generator would have written it.
-    third = generate.generate(6, name="site", per_rack=2)["racks/r003.yaml"]
+    third = generate.generate(6, name="site", per_rack=2, as_bought=True)["racks/r003.yaml"]
     (site / "cluster" / "racks" / "r003.yaml").write_text(third)
     assert main(["-C", str(site), "compile"]) == 0
     _git(site, "add", ".")

@@ -301,7 +301,7 @@ def test_every_host_that_cannot_be_collected_says_why(faults: Faults) -> None:
     assert run.status() == {
         "gpu001": "unreachable",
         "gpu002": "unreachable",
-        "mon01": "unreachable",
+        "mon01": "error",  # reached; its probes hang
         "prov01": "error",
         "sm01": "unreachable",
     }
@@ -334,8 +334,24 @@ def test_a_host_that_is_down_is_refused_at_its_lab_address(faults: Faults) -> No
 
 
 @pytest.mark.realtool
-def test_a_host_slower_than_the_timeout_is_unreachable(faults: Faults) -> None:
-    assert faults.run.host("mon01")["reason"].startswith("ssh: timed out after 10s")
+def test_a_probe_that_hangs_on_a_reached_host_is_that_probes_outcome(
+    faults: Faults, lab_repo: Path
+) -> None:
+    """mon01 lets the audit in and then never answers a probe: the host was reached, the
+    first probe timed out, and the rest had no time left; nothing says it was unreachable."""
+    entry = faults.run.host("mon01")
+    failures = [(f["probe"], f["message"]) for f in entry["failures"]]
+    first, *rest = failures
+    assert first[1].startswith("timed out after 10s: the host answered")
+    assert rest and all(
+        why == f"not run: the host's 10s ran out after {first[0]} hung" for _, why in rest
+    )
+    assert "unreachable" not in (entry["reason"] or "") and "ssh:" not in entry["reason"]
+    # Its one command sent was the hung one, and nothing of it is kept as a reading.
+    sent = [c.line for c in faults.run.commands if c.host == "mon01"]
+    assert len(sent) == 1
+    folder = faults.run.out / "recording" / "hosts" / "mon01"
+    assert sorted(p.name for p in folder.iterdir()) == ["status.json"]
 
 
 @pytest.mark.realtool
@@ -530,30 +546,39 @@ def stalled(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         # `exec`: the pid noted is the stalled command itself, which only timeout(1) ends.
         stall = f'printf %s {shlex.quote(half)}; echo "$$" >> "$dir/waiting"; exec sleep 600'
         _answer(lab, STALLS, allowlisted(STALLED, fleet.hosts[STALLS].state), stall)
-        run = audit_live(lab, tmp, "--timeout", "10")
+        run = audit_live(lab, tmp, "--timeout", "30", "--probe-timeout", "5")
         hung = _waiting(lab.state / "hosts" / STALLS)
         yield Stall(run, half, hung, _still_running(hung))
 
 
 @pytest.mark.realtool
-def test_a_host_stalled_mid_output_is_unreachable_and_the_others_are_reported(
-    stalled: Stall,
+def test_a_probe_stalled_mid_output_fails_alone_and_the_hosts_other_answers_are_kept(
+    stalled: Stall, lab_repo: Path
 ) -> None:
     run = stalled.run
     assert run.code == 2
-    assert run.status() == {h: "unreachable" if h == STALLS else "ok" for h in run.status()}
+    assert run.status() == {h: "error" if h == STALLS else "ok" for h in run.status()}
     assert len(run.status()) == 5 and run.report["fabric"]["status"] == "ok"
-    assert run.host(STALLS)["reason"].startswith("ssh: timed out after 10s")
-    # The stalled probe was the last command sent to it: the host's time was up.
+    entry = run.host(STALLS)
+    assert [(f["probe"], f["message"][:30]) for f in entry["failures"]] == [
+        (STALLED, "timed out after 5s: the host a")
+    ]
+    # The probes before and after the stalled one ran, and their outputs are the readings.
     sent = [c.line for c in run.commands if c.host == STALLS]
-    assert sent[-1].endswith(shlex.join(PROBES[STALLED].argv)) and len(sent) > 1
+    at = next(i for i, line in enumerate(sent) if line.endswith(shlex.join(PROBES[STALLED].argv)))
+    assert 0 < at < len(sent) - 1
+    folder = run.out / "recording" / "hosts" / STALLS
+    kept = {p.stem for p in folder.glob("*.txt")}
+    assert kept and STALLED not in kept
+    checks = {c["check"]: c["outcome"] for c in entry["checks"]}
+    assert "complies" in checks.values() and "skipped" in checks.values()
 
 
 @pytest.mark.realtool
 def test_half_an_output_is_never_taken_as_a_reading(stalled: Stall) -> None:
     assert len(stalled.half) > 100  # it did print something before it stalled
     folder = stalled.run.out / "recording" / "hosts" / STALLS
-    assert sorted(p.name for p in folder.iterdir()) == ["status.json"]
+    assert not (folder / f"{STALLED}.txt").exists()
     assert [f for f in stalled.run.report["findings"] if f["host"] == STALLS] == []
 
 
@@ -590,7 +615,7 @@ def test_each_unruly_host_gets_its_status_and_every_other_is_reported(unruly: Ru
     assert unruly.status() == {
         "gpu001": "drift",
         "gpu002": "error",
-        "mon01": "unreachable",
+        "mon01": "error",  # reached; its probes hang
         "prov01": "ok",
         "sm01": "ok",
     }

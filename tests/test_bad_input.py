@@ -73,3 +73,30 @@ def test_clean_input_compiles(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     """The corpus' base is valid, so each case fails for its own edit alone."""
     shutil.copytree(REPO / "cluster", tmp_path / "cluster")
     assert main(["-C", str(tmp_path), "validate"]) == 0, capsys.readouterr().err
+
+
+def test_a_rack_id_beyond_the_plan_is_one_problem_per_network_with_its_devices_under_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPU rack given an id no network has a subnet for: one located problem per network,
+    naming the fix, each device it leaves without an address folded under it, and the
+    leaf's uplinks one problem, not one per spine."""
+    case = {"file": "racks/r25.yaml", "find": "id: 25\n", "replace": "id: 200\n"}
+    repo = broken_copy(tmp_path, case)
+    assert main(["-C", str(repo), "validate"]) == 2
+    err = capsys.readouterr().err
+    top = [line for line in err.splitlines() if line.startswith("cluster/")]
+    assert [":".join(line.split(":")[:4]) for line in top] == [
+        "cluster/racks/r25.yaml:4:1: rack-subnet-too-small",  # bmc: every device of the rack
+        "cluster/racks/r25.yaml:4:1: rack-subnet-too-small",  # mgmt: its servers
+        "cluster/racks/r25.yaml:8:5: port-out-of-range",  # the leaf's uplinks
+    ]
+    assert all("give rack 'r25' a free id up to" in line for line in top[:2])
+    assert "give the rack a lower free id" in top[2]
+    rack = YAML(typ="safe").load((REPO / "cluster" / "racks" / "r25.yaml").read_text())
+    devices = [d["name"] for d in (*rack["switches"], *rack["nodes"])]
+    assert f"so {len(devices)} device(s) of 'r25' would have no 'bmc' address" in top[0]
+    assert f"which also causes {len(devices)} problems" in err
+    assert (
+        f"3 problem(s) in cluster/ (and {len(devices) + len(rack['nodes']) + 6} that follow" in err
+    )

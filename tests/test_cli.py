@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import shutil
 import stat
@@ -233,7 +234,7 @@ def test_help_speaks_to_operators(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     text = capsys.readouterr().out
-    assert "clusterforge diff main HEAD" in text and "exit codes:" in text
+    assert "clusterforge diff " in text and "exit codes:" in text
     assert "parse arguments" not in text, "not the module's docstring"
 
 
@@ -304,3 +305,33 @@ def test_init_writes_a_cluster_that_compiles_and_never_overwrites(
     assert "init never overwrites" in capsys.readouterr().err
     assert main(["init", str(tmp_path / "other"), "--per-rack", "99"]) == 2
     assert not (tmp_path / "other" / "cluster").exists()
+
+
+def test_init_writes_the_audit_account_with_the_key_given_or_a_placeholder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The account `lab up` and the live audit log in through: site.yaml's `audit:` and the
+    access/ files homed on every host, so nothing is copied by hand after init."""
+    key = (
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOUlBTnT7VvOr2L8o0O1pW0vW4zQwTMRHx7dNqW6F9+K ops@site"
+    )
+    (tmp_path / "audit_key.pub").write_text(key + "\n")
+    for name, extra, wanted in (
+        ("placeholder", [], "REPLACE-with-your-audit-key"),
+        ("given", ["--audit-key", str(tmp_path / "audit_key.pub")], key),
+    ):
+        site = tmp_path / name
+        assert main(["init", str(site), *extra]) == 0
+        said = capsys.readouterr().out
+        assert ("init --audit-key" in said) == (name == "placeholder")
+        assert main(["-C", str(site), "compile"]) == 0
+        access = site / "generated" / "access"
+        assert wanted in (access / "authorized_keys").read_text()
+        assert (access / "clusterforge-probe").is_file()
+        deploy = json.loads((site / "generated" / "deploy" / "gpu001.json").read_text())
+        homes = {f["path"] for f in deploy["files"]}
+        assert {
+            "/usr/local/libexec/clusterforge-probe",
+            "/etc/sudoers.d/clusterforge-audit",
+        } <= homes
+    assert main(["init", str(tmp_path / "none"), "--audit-key", str(tmp_path / "missing")]) == 2

@@ -23,8 +23,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
-from compiler import diff, gitsource
+from compiler import diff, gitsource, load, pipeline
 from compiler.diff import DiffReport, RiskKind, Side
+from compiler.errors import SourceError
 from draw import review
 from tests.conftest import REPO
 
@@ -202,6 +203,89 @@ def duplicate_serial(cluster: Path) -> None:
     _edit_node(cluster, "gpu002", lambda node: node.update(serial=first["serial"]))
 
 
+BOARD = ("gpu003", "S420GPNEWBOARD1", "3c:ec:ef:00:00:01", "3c:ec:ef:00:00:02")
+NEW_HCA = "0x0c42a10300ffff01"
+
+
+def replace_board(cluster: Path) -> None:
+    """A node's board swapped (new serial, eno1 and BMC MACs) and its HCA too (new GUID)."""
+    host, serial, eno1, bmc = BOARD
+
+    def change(node: Data) -> None:
+        node.update(serial=serial, guid=NEW_HCA)
+        node["mac"].update(eno1=eno1, bmc=bmc)
+
+    _edit_node(cluster, host, change)
+
+
+SCANNED = {"spine01": "0x1070fd0300aaaa01", "spine02": "0x1070fd0300aaaa02"}
+
+
+def fabric_scan(cluster: Path) -> None:
+    """A fabric scan imported: two spines' GUIDs differ from what cluster/ had."""
+    path = cluster / "racks" / "n01.yaml"
+    rack = _load(path)
+    for sw in rack["switches"]:
+        if sw["name"] in SCANNED:
+            sw["guid"] = SCANNED[sw["name"]]
+    _save(path, rack)
+
+
+def to_spare(cluster: Path) -> None:
+    _edit_node(cluster, "gpu124", lambda node: node.update(role="spare"))
+
+
+def rename_rack(cluster: Path) -> None:
+    """Every node of r02 renamed in place (gpu006 -> gpx006): same boxes, new names."""
+    path = cluster / "racks" / "r02.yaml"
+    rack = _load(path)
+    for node in rack["nodes"]:
+        node["name"] = node["name"].replace("gpu", "gpx")
+    _save(path, rack)
+
+
+ROLLED_OFED = "24.04-0.6.6.0"
+
+
+def ofed_rollout(cluster: Path) -> None:
+    """OFED bumped fleet-wide with a window in which the old version is not drift yet."""
+
+    def change(fw: Data) -> None:
+        was = fw["software"]["ofed"]
+        fw["software"]["ofed"] = ROLLED_OFED
+        fw["rollouts"] = [{"rings": ["main"], "previous": {"ofed": was}, "until": "2027-01-31"}]
+
+    _edit(cluster, "firmware", change)
+
+
+def import_macs(cluster: Path) -> None:
+    """MACs read from eight servers' BMCs imported: an identity change only."""
+    for i in range(1, 9):
+        _edit_node(
+            cluster,
+            f"gpu{i:03d}",
+            lambda node, i=i: node["mac"].update(eno1=f"3c:ec:ef:10:00:{i:02x}"),
+        )
+
+
+def _override(cluster: Path, *cables: Data) -> None:
+    _edit(cluster, "fabric", lambda fabric: fabric.update(cables=list(cables)))
+
+
+def move_leaf_port(cluster: Path) -> None:
+    """A bad leaf port: the server's cable moves to a free port of the same leaf."""
+    _override(cluster, {"device": "leaf03", "port": 3, "use_port": 33, "note": "port 3 bad"})
+
+
+def move_spine_port(cluster: Path) -> None:
+    """A bad spine port, named on the spine side: the leaf's uplink moves to a free port."""
+    _override(cluster, {"device": "spine01", "port": 3, "use_port": 40, "note": "port 3 bad"})
+
+
+def remove_rack(cluster: Path) -> None:
+    (cluster / "racks" / "r25.yaml").unlink()
+
+
 CHANGES: dict[str, Callable[[Path], None]] = {
     "add-rack": add_rack,
     "repatch": repatch,
@@ -214,6 +298,15 @@ CHANGES: dict[str, Callable[[Path], None]] = {
     "broken-yaml": broken_yaml,
     "duplicate-serial": duplicate_serial,
     "reinstall": reinstall,
+    "replace-board": replace_board,
+    "fabric-scan": fabric_scan,
+    "to-spare": to_spare,
+    "rename-rack": rename_rack,
+    "ofed-rollout": ofed_rollout,
+    "import-macs": import_macs,
+    "remove-rack": remove_rack,
+    "move-leaf-port": move_leaf_port,
+    "move-spine-port": move_spine_port,
 }
 
 
@@ -391,9 +484,13 @@ def test_a_baseline_bump_reaches_every_ring_and_is_a_large_change(
     assert [r.ring for r in report.firmware.rings] == rings  # rollout order, canary first
     reached = {h for r in report.firmware.rings for c in r.changes for h in c.hosts}
     assert reached == {h.name for h in base.plan.hosts if h.model == "hgx-a100"}
-    assert kinds(report) == [RiskKind.LARGE_CHANGE]
-    assert not compare(sides, "bios-bump", share_limit=1.0).risks
-    assert RiskKind.LARGE_CHANGE in kinds(compare(sides, "add-rack", share_limit=0.01))
+    # A baseline bump is a rollout: it reaches every ring by its nature, so it is not large.
+    assert kinds(report) == []
+    assert report.touched is not None and report.touched.host_kinds == {"versions": len(reached)}
+    # Nor is a new rack, however small the limit: it adds and changes nothing there.
+    assert RiskKind.LARGE_CHANGE not in kinds(compare(sides, "add-rack", share_limit=0.01))
+    # A moved server relabels its cables: a change no kind of routine work makes.
+    assert RiskKind.LARGE_CHANGE in kinds(compare(sides, "move-spare", share_limit=0.001))
 
 
 def test_a_subnet_manager_priority_change_is_a_risk(sides: dict[str, Side]) -> None:
@@ -437,6 +534,182 @@ def test_a_head_that_does_not_compile_lists_its_located_errors(sides: dict[str, 
     # Broken on both sides: no comparison, and HEAD did not break what BASE compiled.
     both = diff.diff(sides["broken-yaml"], sides["broken-yaml"])
     assert not both.compiles and both.risks == ()
+
+
+def test_a_replaced_board_and_hca_show_old_and_new_identity(sides: dict[str, Side]) -> None:
+    host, serial, eno1, bmc = BOARD
+    report = compare(sides, "replace-board")
+    base = sides["base"].compiled
+    assert base is not None
+    [before] = [h for h in base.plan.hosts if h.name == host]
+    macs = {i.name: i.mac for i in (*before.interfaces, before.bmc)}
+    [port] = before.ib_ports
+    changes = {(c.device, c.key): (c.old, c.new) for c in report.identity.devices}
+    assert changes == {
+        (host, "serial"): (before.serial, serial),
+        (host, "mac eno1"): (macs["eno1"], eno1),
+        (host, "mac bmc"): (macs["bmc"], bmc),
+        (host, f"guid {port.device}/{port.port}"): (port.guid, NEW_HCA),
+    }
+    # The LID stays with the port, whatever its GUID.
+    assert report.identity.lids == () and report.identity.lids_kept > 0
+    assert report.identity.root_guids == diff.GuidSet()
+    assert RiskKind.LARGE_CHANGE not in kinds(report)
+    markdown = review.to_markdown(report)
+    assert f"| {host} | serial | {before.serial} | {serial} |" in markdown
+    assert f"| {host} | mac eno1 | {macs['eno1']} | {eno1} |" in markdown
+    assert f"LIDs: {report.identity.lids_kept} kept, 0 changed." in markdown
+    data = json.loads(diff.to_json(report))
+    assert {"device": host, "key": "serial", "old": before.serial, "new": serial} in data[
+        "identity"
+    ]["devices"]
+
+
+def test_changed_spine_guids_are_a_root_guids_risk(sides: dict[str, Side]) -> None:
+    report = compare(sides, "fabric-scan")
+    base = sides["base"].compiled
+    assert base is not None
+    old = {s.name: s.guid for s in base.plan.switches}
+    assert report.identity.root_guids == diff.GuidSet(
+        tuple(sorted(old[n] or "" for n in SCANNED)), tuple(sorted(SCANNED.values()))
+    )
+    assert {(c.device, c.key, c.new) for c in report.identity.devices} == {
+        (n, "guid", g) for n, g in SCANNED.items()
+    }
+    assert RiskKind.ROOT_GUIDS in kinds(report)
+    assert "⚠️ **root-guids-changed**" in review.to_markdown(report)
+    data = json.loads(diff.to_json(report))
+    assert data["identity"]["root_guids"]["added"] == sorted(SCANNED.values())
+
+
+def test_a_role_change_is_a_risk(sides: dict[str, Side]) -> None:
+    report = compare(sides, "to-spare")
+    assert report.identity.roles == (diff.RoleChange("gpu124", "gpu", "spare"),)
+    assert RiskKind.ROLE_CHANGED in kinds(report)
+    assert "gpu124: gpu → spare" in review.to_markdown(report)
+
+
+def test_renamed_nodes_read_as_renames_and_no_share_is_over_100_percent(
+    sides: dict[str, Side],
+) -> None:
+    report = compare(sides, "rename-rack")
+    base = sides["base"].compiled
+    assert base is not None
+    names = sorted(h.name for h in base.plan.hosts if h.rack == "r02")
+    assert [(r.old, r.new) for r in report.nodes.renamed] == [
+        (n, n.replace("gpu", "gpx")) for n in names
+    ]
+    assert report.nodes.added == report.nodes.removed == ()
+    # Their addresses stay: the same boxes under new names.
+    assert not [a for a in report.addresses if a.old and a.new and a.old != a.new]
+    assert not [a for a in report.addresses if bool(a.old) != bool(a.new)]
+    t = report.touched
+    assert t is not None and t.hosts == len(names) and t.hosts_total == len(base.plan.hosts)
+    assert t.host_kinds == {"renamed": len(names)}
+    for risk in compare(sides, "rename-rack", share_limit=0.0).risks:
+        for item in risk.items:
+            assert "%" not in item or float(item.split("(")[1].split("%")[0]) <= 100
+    # Their cables go where they went: relabelled, since a label names its ends, not re-patched.
+    assert report.cables.added == report.cables.removed == ()
+    assert report.cables.changed and all(
+        c.relabel and not c.repatched for c in report.cables.changed
+    )
+    assert {c.new.b.device for c in report.cables.changed} >= {
+        n.replace("gpu", "gpx") for n in names
+    }
+    assert f"| renamed | {names[0]} → {names[0].replace('gpu', 'gpx')} |" in review.to_markdown(
+        report
+    )
+
+
+def test_an_ofed_rollout_shows_its_window_and_is_not_large(sides: dict[str, Side]) -> None:
+    report = compare(sides, "ofed-rollout")
+    base = sides["base"].compiled
+    assert base is not None
+    was = base.cluster.firmware.software["ofed"]
+    assert report.rollouts == (diff.RolloutChange("added", ("main",), {"ofed": was}, "2027-01-31"),)
+    assert kinds(report) == []
+    markdown = review.to_markdown(report)
+    assert f"| opened | main | ofed {was} | 2027-01-31 |" in markdown
+
+
+def test_imported_macs_are_identity_changes_not_a_large_change(sides: dict[str, Side]) -> None:
+    report = compare(sides, "import-macs")
+    assert len(report.identity.devices) == 8
+    assert {c.key for c in report.identity.devices} == {"mac eno1"}
+    assert report.touched is not None and report.touched.host_kinds == {"identity": 8}
+    assert kinds(report) == []
+
+
+def test_the_parts_list_changes_as_parts_to_order_and_return(sides: dict[str, Side]) -> None:
+    added, removed = compare(sides, "add-rack"), compare(sides, "remove-rack")
+    base, head = sides["base"].compiled, sides["add-rack"].compiled
+    assert base is not None and head is not None
+    extra = len(head.plan.cables) - len(base.plan.cables)
+    # Split cables are bought once per assembly, so the net parts are at most the new
+    # cables; a new rack's leg can make a split cable's product longer (the shorter one
+    # goes back), so some lines may be returns.
+    assert 0 < sum(p.new - p.old for p in added.parts) <= extra
+    assert removed.parts and sum(p.new - p.old for p in removed.parts) < 0
+    ordered = sum(max(0, p.new - p.old) for p in added.parts)
+    returned = sum(max(0, p.old - p.new) for p in added.parts)
+    markdown = review.to_markdown(added)
+    assert f"Parts: {ordered} to order, {returned} to return" in markdown
+    assert f"| parts to order | {ordered} |" in markdown
+    assert "parts to return" in review.to_markdown(removed)
+    # Removing a rack takes its devices' addresses away: the reviewer is told.
+    assert RiskKind.ADDRESS_REMOVED in kinds(removed)
+
+
+def test_a_device_that_stays_but_loses_its_address_is_a_risk(sides: dict[str, Side]) -> None:
+    base = sides["base"].compiled
+    assert base is not None
+    [spine] = [s for s in base.plan.switches if s.name == "spine01"]
+    plan = replace(
+        base.plan,
+        switches=tuple(
+            s._replace(address=None) if s.name == spine.name else s for s in base.plan.switches
+        ),
+    )
+    head = replace(sides["base"], compiled=replace(base, plan=plan))
+    report = diff.diff(sides["base"], head)
+    assert [(a.device, a.new) for a in report.addresses] == [(spine.name, None)]
+    assert RiskKind.ADDRESS_LOST in kinds(report)
+    assert RiskKind.ADDRESS_REMOVED not in kinds(report)
+
+
+@pytest.mark.parametrize(
+    ("tag", "cable", "key", "old", "new"),
+    [
+        ("move-leaf-port", "R03-IB03", "a.port", "3", "33"),
+        ("move-spine-port", "R03-IB21", "b.port", "3", "40"),
+    ],
+)
+def test_a_moved_port_re_patches_one_cable_which_keeps_its_id(
+    sides: dict[str, Side], tag: str, cable: str, key: str, old: str, new: str
+) -> None:
+    report = compare(sides, tag)
+    assert report.cables.added == report.cables.removed == ()
+    [moved] = report.cables.changed
+    assert moved.id == cable and moved.repatched and moved.relabel
+    assert {c.key: (c.old, c.new) for c in moved.changes if c.key.endswith(".port")} == {
+        key: (old, new)
+    }
+    # Only its own label is reprinted: every other cable keeps its ID and its label.
+    assert report.labels_to_reprint == (cable,)
+    assert report.label_commands == (f"clusterforge labels --only {cable}",)
+    assert "cables re-patched | 1" in review.to_markdown(report)
+
+
+def test_an_override_of_a_port_no_rule_uses_names_the_ports_that_are(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    _override(tmp_path / "cluster", {"device": "leaf03", "port": 7, "use_port": 33})
+    with pytest.raises(SourceError) as caught:
+        pipeline.compile_source(load.load(tmp_path / "cluster"))
+    [problem] = caught.value.diagnostics
+    assert problem.rule == "unknown-reference"
+    assert str(problem).startswith("cluster/fabric.yaml:")
+    assert "'leaf03' has cables on ports 1-5, 21-27" in problem.message
 
 
 # --- the generic OpenSM rules: read from whatever generated/opensm/ holds -------------------
@@ -524,6 +797,9 @@ JSON_KEYS = {
     "routes",
     "artifacts",
     "touched",
+    "identity",
+    "parts",
+    "rollouts",
 }
 
 
@@ -532,7 +808,7 @@ def test_json_has_the_fixed_schema_and_is_deterministic(sides: dict[str, Side]) 
         text = diff.to_json(compare(sides, tag))
         assert text == diff.to_json(compare(sides, tag))
         body = json.loads(text)
-        assert body["schema"] == 1 and set(body) == JSON_KEYS
+        assert body["schema"] == 2 and set(body) == JSON_KEYS
     body = json.loads(diff.to_json(compare(sides, "renumber")))
     assert body["risks"][0]["kind"] == "address-renumbered"
     assert body["addresses"][0]["device"] == RENUMBERED[0]
@@ -549,18 +825,18 @@ def test_json_has_the_fixed_schema_and_is_deterministic(sides: dict[str, Side]) 
 def test_markdown_starts_with_the_marker_and_summary_and_fits_a_comment(
     sides: dict[str, Side],
 ) -> None:
-    report = compare(sides, "bios-bump")
+    report = compare(sides, "remove-rack")
     markdown = review.to_markdown(report)
     assert markdown.startswith(review.MARKER + "\n")
     assert len(markdown) <= review.MARKDOWN_LIMIT
     # Risks and counts first, details folded below them.
-    assert markdown.index("⚠️ **large-change**") < markdown.index("| change | count |")
+    assert markdown.index("⚠️ **address-removed**") < markdown.index("| change | count |")
     assert markdown.index("| change | count |") < markdown.index("<details>")
     assert markdown.count("<details>") == markdown.count("</details>")
     # A tight limit cuts the lists, not the summary.
     short = review.to_markdown(report, limit=4000)
     assert len(short) <= 4000 and "more" in short
-    assert short.startswith(review.MARKER) and "⚠️ **large-change**" in short
+    assert short.startswith(review.MARKER) and "⚠️ **address-removed**" in short
 
 
 def test_markdown_escapes_text_from_the_pull_request(sides: dict[str, Side]) -> None:
@@ -679,3 +955,30 @@ def test_cli_reads_cluster_beside_the_given_folder_in_a_larger_repository(
     assert "sm-priority" in capsys.readouterr().out
     assert main(["-C", str(top), "diff", "HEAD~1", "HEAD"]) == 2
     assert "no cluster/ folder" in capsys.readouterr().out
+
+
+def test_cli_compares_with_the_default_branch_git_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    git(tmp_path, "init", "-q", "-b", "master")
+    git(tmp_path, "add", "cluster")
+    git(tmp_path, "commit", "-q", "-m", "base")
+    git(tmp_path, "checkout", "-q", "-b", "topic")
+    move_spare(tmp_path / "cluster")
+    git(tmp_path, "commit", "-q", "-am", "move")
+    assert gitsource.default_branch(tmp_path) == "master"
+    assert main(["-C", str(tmp_path), "diff", "--json", str(tmp_path / "d.json")]) == 0
+    body = json.loads((tmp_path / "d.json").read_text())
+    assert body["base"]["ref"] == "master" and body["head"]["ref"] == "HEAD"
+    assert [m["name"] for m in body["nodes"]["moved"]] == ["gpu125"]
+    # Naming a branch that is not there says which one is, not "a shallow clone".
+    capsys.readouterr()
+    assert main(["-C", str(tmp_path), "diff", "main", "HEAD"]) == 2
+    err = capsys.readouterr().err
+    assert "the default branch here is 'master'" in err and "shallow" not in err
+    # A clone knows its origin's default branch: the branch the origin has checked out.
+    git(tmp_path, "checkout", "-q", "master")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--branch", "topic", str(tmp_path), str(clone))
+    assert gitsource.default_branch(clone) == "origin/master"

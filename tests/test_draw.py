@@ -25,9 +25,9 @@ from compiler.pipeline import check
 from compiler.plan import Plan, build
 from draw import labels
 from draw.fabric import fabric_figure, tiers
-from draw.figure import svg
+from draw.figure import Line, svg
 from draw.racks import HEAD, U
-from draw.scene import Device, End, Link, RackSpot, Scene
+from draw.scene import Device, End, Link, RackSpot, Scene, scene
 from tests.conftest import REPO, require_tool
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -172,6 +172,25 @@ def test_the_fabric_map_puts_each_uplink_where_its_leaf_meets_its_spine(
     assert len(seen) == len(uplinks)  # no two cables on one spot
     assert all(len(ys) == 1 for ys in bus.values())  # one bus per spine
     assert len({y for ys in bus.values() for y in ys}) == 7
+
+
+@pytest.mark.parametrize("fit", [None, 1300.0])
+def test_no_two_lines_of_the_fabric_map_run_over_each_other(plan: Plan, fit: float | None) -> None:
+    """Vertical lines at one x never share a stretch: a spine's drop to its bus stands between
+    two leaf columns, not on a leaf's riser, drawn whole or in panels to fit a page."""
+    figure = fabric_figure(scene(plan), fit_width=fit)
+    upright: dict[float, list[tuple[float, float]]] = {}
+    for shape in figure.items:
+        if isinstance(shape, Line) and shape.x1 == shape.x2:
+            top, bottom = sorted((shape.y1, shape.y2))
+            upright.setdefault(round(shape.x1, 2), []).append((top, bottom))
+    assert upright
+    for x, spans in upright.items():
+        spans.sort()
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            assert start >= end, f"two lines overlap at x={x}: {spans}"
+    if fit is not None:
+        assert figure.w <= fit
 
 
 def _device(name: str, switch: bool, role: str) -> Device:

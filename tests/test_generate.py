@@ -7,6 +7,7 @@ import pytest
 from compiler import generate, pipeline
 from compiler.errors import SourceError
 from compiler.load import Source, load, parse
+from compiler.plan import oversized
 from tests.conftest import REPO
 
 AUDIT_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM t"
@@ -111,3 +112,45 @@ def test_room_says_how_many_racks_the_plan_still_takes() -> None:
     big = room(pipeline.check(generate.source(4096)))
     assert (big.max_rack_id, big.limited_by) == (703, "static LIDs")
     assert (big.max_leaf_rack_id, big.free_leaf_ids) == (512, 256)
+
+
+# -- init: what a site would buy ------------------------------------------------------------
+
+
+def test_as_bought_sizes_the_fabric_racks_and_chassis_as_a_site_buys_them() -> None:
+    """5 racks of 8 HGX servers: two HDR spines (QM8700, the leaves' model) carry each leaf's
+    9 server ports at 1:1, 5 links each; the network and service racks stand right after the
+    GPU racks, so no uplink is long; the 4U chassis are 4U; and nothing is oversized. The
+    bench's shape (20 NDR spines) is what the oversize warning is for."""
+    compiled = pipeline.compile_source(
+        parse_tree(generate.generate(40, per_rack=8, as_bought=True))
+    )
+    plan = compiled.plan
+    spines = [s for s in plan.switches if s.role == "spine"]
+    assert [(s.name, s.model) for s in spines] == [("spine01", "qm8700"), ("spine02", "qm8700")]
+    assert compiled.cluster.fabric.links_per_spine == 5
+    assert compiled.cluster.hardware.servers["hgx-a100"].height_u == 4
+    racks = {r.name: (r.row, r.col) for r in compiled.cluster.racks}
+    assert racks["n01"] == ("A", 6) and racks["s01"] == ("A", 7)
+    uplinks = [c for c in plan.cables if c.b.device.startswith("spine")]
+    assert len(uplinks) == 5 * 2 * 5 and max(c.length_m for c in uplinks) <= 10
+    assert all(c.medium == "DAC" or c.length_m <= 10 for c in uplinks)
+    assert oversized(compiled.cluster) == [] and not any("oversized" in n for n in compiled.notices)
+    bench = pipeline.compile_source(generate.source(40, per_rack=8))
+    [warning] = oversized(bench.cluster)
+    assert warning.startswith("fabric oversized: 20 spines have 1280 ports, the plan cables 100")
+    assert f"warning: {warning}" in bench.notices
+
+
+@pytest.mark.parametrize(("servers", "per_rack"), [(1, 1), (40, 10), (120, 10), (400, 10)])
+def test_as_bought_compiles_at_every_size_init_offers(servers: int, per_rack: int) -> None:
+    compiled = pipeline.compile_source(
+        parse_tree(generate.generate(servers, per_rack=per_rack, as_bought=True))
+    )
+    assert len([h for h in compiled.plan.hosts if h.role == "gpu"]) == servers
+    assert oversized(compiled.cluster) == []
+
+
+def test_as_bought_refuses_more_4u_servers_than_a_rack_holds() -> None:
+    with pytest.raises(ValueError, match="at most 10 4U GPU servers fit a 48U rack"):
+        generate.generate(16, per_rack=16, as_bought=True)

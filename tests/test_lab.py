@@ -270,3 +270,25 @@ def test_a_staged_incident_is_named_exactly(
     assert played == {*expand(spec), "sm01", "sm02"}  # and the subnet managers
     _names_exactly_the_staged_faults(report, repo)
     assert _leftovers(state, None) == []
+
+
+@pytest.mark.realtool
+def test_a_cluster_straight_from_init_is_up_and_audits_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The adopter's first hour: `init`, `compile`, `lab up`, the audit line it prints; no
+    file is copied by hand in between (the audit account comes with init)."""
+    _tools()
+    site = tmp_path / "site"
+    assert main(["init", str(site), "--racks", "2", "--per-rack", "2"]) == 0
+    assert main(["-C", str(site), "compile"]) == 0
+    capsys.readouterr()
+    state = _state()
+    audit = _up(site, state, capsys)
+    try:
+        assert main([*audit, "--out", str(tmp_path / "report")]) == 0
+        report = _report(tmp_path / "report")
+        hosts = len(expected.read(site).hosts)
+        assert report["summary"]["status"]["ok"] == hosts and report["findings"] == []
+    finally:
+        assert main(["-C", str(site), "lab", "down", "--dir", str(state)]) == 0

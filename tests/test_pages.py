@@ -14,8 +14,10 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -169,12 +171,12 @@ def test_the_summary_and_findings_follow_report_json(drift: Audit) -> None:
         "findings": "3",
         "fabric": "drift",
     }
-    row = r"<tr><td class=\"(\w+)\"[^>]*>\w+</td><td>(\w*)</td><td>([\w-]+)</td>"
+    row = r"<tr><td class=\"(\w+)\"[^>]*>\w+</td><td>(\w*)</td><td>(\d*)</td><td>([\w-]+)</td>"
     rows = re.findall(row, drift.html)
     assert rows == [
-        ("critical", "r01", "fabric"),
-        ("critical", "r01", "fabric"),
-        ("critical", "r04", DRIFTED),
+        ("critical", "r01", "42", "fabric"),  # a cable where its leaf end is
+        ("critical", "r01", "42", "fabric"),
+        ("critical", "r04", "6", DRIFTED),
     ]
 
 
@@ -205,7 +207,7 @@ def test_the_table_sorts_in_the_browser(drift: Audit, tmp_path: Path) -> None:
     url = (drift.out / "report.html").as_uri() + "#sort=Message"
     dom = _chromium(tmp_path, url, "--dump-dom")
     assert _console_errors(dom.stderr, url) == []
-    row = r"<tr><td class=\"\w+\"[^>]*>\w+</td><td>\w*</td><td>([\w-]+)</td>"
+    row = r"<tr><td class=\"\w+\"[^>]*>\w+</td><td>\w*</td><td>\d*</td><td>([\w-]+)</td>"
     hosts = re.findall(row, dom.stdout)
     assert hosts == [DRIFTED, "fabric", "fabric"]  # "ofed ..." before "R01-IB0..."
     assert 'aria-sort="ascending"' in dom.stdout
@@ -331,3 +333,94 @@ def test_a_change_with_nothing_physical_says_so(change: Path, tmp_path: Path) ->
     assert main(["-C", str(change), "diff", "head", "head", "--html", str(html)]) == 0
     page = _parse(html.read_text(encoding="utf-8"))
     assert page.marks == set() and "Nothing physical changes" in html.read_text()
+
+
+# -- the 3 am view: what to do, where, and pictures that fit ----------------------------------
+
+# Run in the page once it has laid out: the page's and every picture's right edge, the
+# smallest text as it is drawn on screen, and where each marked device or cable is.
+_MEASURE = """<script>
+var out = {width: innerWidth, page: document.documentElement.scrollWidth, pictures: [],
+           marks: []};
+document.querySelectorAll(".picture svg").forEach(function (svg) {
+  var box = svg.getBoundingClientRect();
+  var scale = box.width / svg.viewBox.baseVal.width;
+  var smallest = 1e9;
+  svg.querySelectorAll("text").forEach(function (t) {
+    smallest = Math.min(smallest, parseFloat(t.getAttribute("font-size")) * scale);
+  });
+  out.pictures.push({id: svg.parentNode.id, right: box.right, smallest: smallest});
+});
+document.querySelectorAll("[data-mark]").forEach(function (e) {
+  var name = e.getAttribute("data-device") || e.getAttribute("data-cable");
+  out.marks.push({name: name, right: e.getBoundingClientRect().right});
+});
+var pre = document.createElement("pre");
+pre.id = "measured";
+pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"""
+
+
+def _measure(page: Path, tmp: Path, width: int) -> dict[str, Any]:
+    measured = tmp / f"measured-{width}.html"
+    measured.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", _MEASURE + "</body>"),
+        encoding="utf-8",
+    )
+    url = measured.as_uri()
+    dom = _chromium(tmp, url, "--dump-dom", f"--window-size={width},1200")
+    assert dom.returncode == 0 and _console_errors(dom.stderr, url) == [], dom.stderr[-2000:]
+    found = re.search(r'<pre id="measured">(.*?)</pre>', dom.stdout, re.S)
+    assert found, "the measuring script did not run"
+    data: dict[str, Any] = json.loads(unescape(found[1]))
+    return data
+
+
+def test_the_pictures_fit_the_window_and_every_mark_is_on_screen(
+    drift: Audit, tmp_path: Path
+) -> None:
+    """At 1400 px, the page has no horizontal scroll, the pictures end inside the window
+    drawn at full size (their smallest text at least 7 px), and every marked device and cable
+    (the drifted host, the swapped cables) is inside the window; at 700 px they shrink to fit."""
+    wide = _measure(drift.out / "report.html", tmp_path, 1400)
+    assert wide["page"] <= wide["width"]
+    assert {p["id"] for p in wide["pictures"]} == {"fabric", "racks"}
+    for picture in wide["pictures"]:
+        assert picture["right"] <= wide["width"], picture
+        assert picture["smallest"] >= 7, picture
+    marked = {m["name"] for m in wide["marks"]}
+    assert {DRIFTED, *drift.cables} <= marked
+    assert all(m["right"] <= wide["width"] for m in wide["marks"]), wide["marks"]
+    narrow = _measure(drift.out / "report.html", tmp_path, 700)
+    assert narrow["page"] <= narrow["width"]
+    assert all(p["right"] <= narrow["width"] for p in narrow["pictures"])
+
+
+def test_the_page_says_what_to_do_and_where(reference: Path, tmp_path: Path) -> None:
+    """A drifted host, a swapped pair and a host down: a "What to do" item for each kind of
+    finding and for the host not collected, and the rack and U of each row."""
+    fleet = Fleet.load(reference / "generated")
+    fleet.set_version([DRIFTED], "ofed", "5.8-1.0.1.1")
+    recording = fleet.record(tmp_path / "recording")
+    down = "gpu050"
+    (recording / "hosts" / down / "status.json").write_text(
+        json.dumps({"status": "unreachable", "reason": "ssh: connect: Connection refused"}),
+        encoding="utf-8",
+    )
+    for stale in (recording / "hosts" / down).glob("*.txt"):
+        stale.unlink()
+    out = tmp_path / "out"
+    main(["-C", str(reference), "audit", "--replay", str(recording), "--out", str(out)])
+    html = (out / "report.html").read_text(encoding="utf-8")
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    todo = html.split('<ul class="todo" id="what-to-do">', 1)[1].split("</ul>", 1)[0]
+    kinds = {f["kind"] for f in report["findings"]}
+    assert kinds and all(f"<b>{kind}</b>" in todo for kind in kinds)
+    assert "<b>unreachable</b>: the audit could not log in" in todo
+    assert "<th>Rack</th><th>U</th><th>Host</th>" in html
+    place = {h["host"]: (h["rack"], h["u"]) for h in report["hosts"]}
+    rack, u = place[DRIFTED]
+    assert f"<td>{rack}</td><td>{u}</td><td>{DRIFTED}</td>" in html
+    rack, u = place[down]
+    assert f"<td>{down}</td><td>{rack}</td><td>{u}</td><td>unreachable</td>" in html

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -598,3 +599,48 @@ def test_review_comment_links_the_change_picture_first(tmp_path: Path) -> None:
     body = call["args"]["body"]
     assert body.startswith(f"{DIFF_MARKER}\n[Change picture]({url}): `diff.html`")
     assert len(body) < 65_536 and "truncated" in body
+
+
+# -- the GitLab example (examples/gitlab-ci.yml) ----------------------------------------------
+# No GitLab linter runs offline (GitLab's lint is an API of a GitLab instance): the file is
+# checked against GitLab's own CI schema, which check-jsonschema vendors from GitLab's source,
+# and every clusterforge command in it is one the CLI's parser takes.
+
+GITLAB_CI = REPO / "examples" / "gitlab-ci.yml"
+CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+
+
+def _gitlab_schema(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.gitlab-ci", str(path)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_gitlab_example_is_valid_against_gitlabs_ci_schema(tmp_path: Path) -> None:
+    done = _gitlab_schema(GITLAB_CI)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The schema can fail here: a job whose script is a number and whose stage is a list.
+    broken = tmp_path / "broken.yml"
+    broken.write_text("job:\n  stage: [check]\n  script: 5\n", encoding="utf-8")
+    assert _gitlab_schema(broken).returncode != 0
+
+
+def test_the_gitlab_example_runs_what_the_cli_takes() -> None:
+    from clusterforge.cli import parser
+
+    data = YAML(typ="safe").load(GITLAB_CI.read_text(encoding="utf-8"))
+    jobs = {k: v for k, v in data.items() if isinstance(v, dict) and "script" in v}
+    assert set(jobs) == {"generated", "review", "drift-audit"}
+    ran = set()
+    for job in jobs.values():
+        for line in job["script"]:
+            if ".venv/bin/clusterforge" not in line:
+                continue
+            command = line.split("||", 1)[0].split(".venv/bin/clusterforge", 1)[1]
+            # Variables as the runner fills them: a shard index, a path, a SHA.
+            words = shlex.split(re.sub(r"\$\{?\w+\}?", "1", command))
+            parser().parse_args(words)  # exits on an option the CLI does not take
+            ran.add(words[0])
+    assert ran == {"compile", "labels", "diff", "audit"}

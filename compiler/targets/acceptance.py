@@ -203,6 +203,9 @@ def render(plan: Plan) -> dict[str, str]:
             "duration_s": acc.ib_write_bw.duration_s,
             "rounds": rounds,
             "untested": untested,
+            # Cables every pair crosses all or none of: accept reports a failure there as
+            # one of them.
+            "inseparable": [list(cs) for cs in test.inseparable],
         },
         "nccl_tests": {"max_bytes": acc.nccl_tests.max_bytes, "steps": steps},
         "burn_in": {"tool": "dcgmi diag", "level": acc.burn_in.level},

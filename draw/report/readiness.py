@@ -57,6 +57,26 @@ def markdown(report: dict[str, Any]) -> str:
         rows = ["## Failed cables", "", "| cable | pairs that crossed it |", "| --- | --- |"]
         rows += [f"| {c['cable']} | {_cell(c['reason'] or '')} |" for c in bad]
         parts.append("\n".join(rows))
+    # A failure the pairs cannot pin on one cable: the set, never one of it in its place.
+    sets = [b for b in report.get("blame", ()) if len(b["cables"]) > 1]
+    if sets:
+        rows = [
+            "## Failures the pairs cannot pin on one cable",
+            "",
+            "| one of | failing pairs | to tell them apart |",
+            "| --- | --- | --- |",
+        ]
+        rows += [
+            f"| {', '.join(b['cables'])} | {', '.join(b['pairs'])} | "
+            + (
+                f"retest {', '.join(b['retest'])}"
+                if b["retest"]
+                else "no planned pair splits them: swap one, or test each link alone"
+            )
+            + " |"
+            for b in sets
+        ]
+        parts.append("\n".join(rows))
     slow = [p for p in report["pairs"] if p["status"] == "failed"]
     if slow:
         rows = ["## Failing pairs", "", "| pair | result | cables |", "| --- | --- | --- |"]
@@ -90,7 +110,7 @@ def junit(report: dict[str, Any]) -> str:
         suite = ET.SubElement(root, "testsuite", name=kind)
         for entry in report[kind]:
             case = ET.SubElement(suite, "testcase", classname=kind, name=entry[_NAME[kind]])
-            if entry["status"] == "failed":
+            if entry["status"] in ("failed", "one-of"):
                 text = _why(kind, entry)
                 ET.SubElement(case, "failure", type="failed", message=text.split("\n")[0])
                 case[-1].text = text
@@ -124,7 +144,7 @@ def textfile(report: dict[str, Any]) -> str:
         registry=registry,
     )
     for kind in _KINDS:
-        for status in ("admitted", "passed", "failed", "not-tested"):
+        for status in ("admitted", "passed", "failed", "one-of", "not-tested"):
             if status == ("passed" if kind == "nodes" else "admitted"):
                 continue
             counts.labels(kind=kind, status=status).set(report["summary"][kind].get(status, 0))
