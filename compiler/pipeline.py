@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from compiler import checks, deploy, output, targets
-from compiler.errors import Diagnostic, SourceError, closest
+from compiler.errors import Diagnostic, SourceError, closest, quote
 from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
@@ -67,7 +67,7 @@ def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic
             model = model_at(path[:-1])
             close = closest(str(path[-1]), model.model_fields if model else ())
             if close:
-                message = f"unknown key {path[-1]!r}; did you mean {close!r}?"
+                message = f"unknown key {quote(path[-1])}; did you mean {close!r}?"
                 misspelt[(*path[:-1], close)] = path
         out[path] = Diagnostic(source.where(path), rule, message)
     for missing, typo in misspelt.items():
@@ -89,7 +89,7 @@ def _message(source: Source, err: ErrorDetails, path: Path_) -> str:
     typed = source.text(path, value)
     ctx = err.get("ctx", {})
     if kind == "extra_forbidden":
-        return f"unknown key {path[-1]!r} (this place takes: {_keys(model_at(path[:-1]))})"
+        return f"unknown key {quote(path[-1])} (this place takes: {_keys(model_at(path[:-1]))})"
     if kind == "missing":
         return f"required key {path[-1]!r} is missing"
     if kind == "value_error":  # our own validators' words, without pydantic's prefix
@@ -105,19 +105,19 @@ def _message(source: Source, err: ErrorDetails, path: Path_) -> str:
         if value is None:
             whole = len(path) == 1 or (path[0] == "racks" and len(path) == 2)
             return f"{'this file' if whole else key} is empty{needs}"
-        return f"{key}: expected keys and values, found {typed!r}{needs}"
+        return f"{key}: expected keys and values, found {quote(typed)}{needs}"
     if kind in ("enum", "literal_error"):
-        return f"{key}: {typed!r} is not one of {ctx.get('expected', '')}"
+        return f"{key}: {quote(typed)} is not one of {ctx.get('expected', '')}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"{key}: {typed!r} is not a whole number"
+        return f"{key}: {quote(typed)} is not a whole number"
     if kind in ("float_type", "float_parsing"):
-        return f"{key}: {typed!r} is not a number"
+        return f"{key}: {quote(typed)} is not a number"
     if kind in ("bool_type", "bool_parsing"):
-        return f"{key}: {typed!r} is not true or false"
+        return f"{key}: {quote(typed)} is not true or false"
     if kind in ("tuple_type", "list_type"):
-        return f"{key}: expected a list, found {typed!r}"
+        return f"{key}: expected a list, found {quote(typed)}"
     if kind in ("string_type",):
-        return f"{key}: expected text, found {typed!r}"
+        return f"{key}: expected text, found {quote(typed)}"
     bounds = {
         "greater_than": "more than {gt}",
         "greater_than_equal": "at least {ge}",
@@ -129,7 +129,7 @@ def _message(source: Source, err: ErrorDetails, path: Path_) -> str:
     if kind in bounds:
         shown = "that" if kind.startswith("too_") else typed
         return f"{key}: {shown} is out of range; it must be {bounds[kind].format(**ctx)}"
-    return f"{key}: {err['msg']} (typed {typed!r})"
+    return f"{key}: {err['msg']} (typed {quote(typed)})"
 
 
 def check(source: Source) -> Cluster:
