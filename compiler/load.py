@@ -466,6 +466,9 @@ def _plain(
                 key_node.ctag is _TEXT or key_node.tag == _STR
             ):
                 key = key_node.value  # every key cluster/ takes
+                if not key.isprintable() and _CONTROL.search(key):
+                    problems.append(_control(where, key))
+                    continue
             else:
                 problems.append(_key_type(where, key_node))
                 continue
@@ -487,7 +490,11 @@ def _plain(
             for i, item in enumerate(node.value)
         )
     if node.ctag is _TEXT or node.tag == _STR:  # most scalars: the text is the value
-        return node.value
+        text: str = node.value
+        if not text.isprintable() and _CONTROL.search(text):  # the C test first: fast
+            problems.append(_control(locations[at], text))
+            return None
+        return text
     where = locations[at]
     if len(node.value) > MAX_SCALAR:
         problems.append(
@@ -509,6 +516,23 @@ def _plain(
     if not isinstance(value, str):
         texts[at] = node.value
     return value
+
+
+# Line breaks (a block scalar's included), tabs, other C0 and C1 controls, DEL and the line
+# and paragraph separators: every value of cluster/ lands on one line of some generated
+# file (a kickstart, dhcpd.conf, sshd_config, a CSV row), where such a character would start
+# lines no one wrote or drive the terminal that shows it. Refused for every value here,
+# whichever file it reaches and whoever writes it; templates check again as they render.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _control(where: Location, text: str) -> Diagnostic:
+    return Diagnostic(
+        where,
+        "control-character",
+        f"{quote(text)} holds a line break or a control character; every value is one line "
+        "of text (write a list for several lines)",
+    )
 
 
 def _key_type(where: Location, node: Node) -> Diagnostic:

@@ -6,24 +6,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from hashlib import sha256
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from compiler import checks, deploy, output, targets
-from compiler.errors import Diagnostic, SourceError, closest, quote
+from compiler.errors import Diagnostic, Location, SourceError, closest, quote
 from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
 from compiler.plan import Plan, build
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
-from compiler.targets.render import to_json
+from compiler.targets.render import CONTROL, UnsafeValue, to_json
 from contract import Deploy
 
 MANIFEST = output.MANIFEST
@@ -158,13 +159,47 @@ def compile_source(
         path: data.decode() for path, data in (previous or {}).items() if path.startswith(CARRIED)
     }
     plan = replace(build(cluster), secrets=secrets, previous=carried)
-    files = targets.render_all(plan)
+    try:
+        files = targets.render_all(plan)
+    except UnsafeValue as exc:
+        raise SourceError([unsafe_value(source, exc)]) from None
     digests = {path: sha256(data).hexdigest() for path, data in files.items()}
     deploys = deploy.deploy_map(plan, digests, source)
     files |= {path: text.encode() for path, text in deploy.deploy_files(deploys).items()}
     files = dict(sorted(files.items()))
     files[MANIFEST] = manifest(files, source.digest(), digests)
     return Compiled(source, cluster, plan, files, deploys, notices)
+
+
+def unsafe_value(source: Source, exc: UnsafeValue) -> Diagnostic:
+    """Where the value the rendering guard stopped was typed: the first key or value of
+    cluster/ with a control character that the value holds (a value may be written inside a
+    longer one); the template alone when no typed value explains it."""
+    for path, text in _texts(source.data, ()):
+        if CONTROL.search(text) and text in exc.value:
+            where = ".".join(str(p) for p in path)
+            return Diagnostic(
+                source.where(path),
+                "unsafe-value",
+                f"{where}: {quote(text)} holds a line break or a control character; "
+                f"it would write lines of its own into {exc.template}'s files",
+            )
+    return Diagnostic(
+        Location("cluster"), "unsafe-value", f"{exc}; it would write lines of its own"
+    )
+
+
+def _texts(data: Any, at: Path_) -> Iterator[tuple[Path_, str]]:
+    """Every key and text value below `data`, with its path (a key's path is its entry's)."""
+    if isinstance(data, str):
+        yield at, data
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield (*at, key), str(key)
+            yield from _texts(value, (*at, key))
+    elif isinstance(data, (list, tuple)):
+        for i, item in enumerate(data):
+            yield from _texts(item, (*at, i))
 
 
 def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:

@@ -51,7 +51,9 @@ def markdown() -> str:
         "[`yaml-encoding`]. Only regular files are read: a symbolic link (even one inside the",
         "repository: git keeps the link, not the file), a FIFO, a device or a folder named",
         "`*.yaml` is `not-a-file`, never followed nor printed; a file name with control",
-        "characters is `file-name`.",
+        "characters is `file-name`. Every key and value is one line of text: a line break",
+        "(a `|` or `>` block included), a tab or another control character is",
+        "`control-character`, as it would write lines of its own into a generated file.",
         "",
     ]
     done: set[type[BaseModel]] = set()
