@@ -37,6 +37,9 @@ JSON, schema 1 (lists sorted; a value that does not exist on one side is null):
 When a side does not compile, every change section is empty and only the errors (and, when
 HEAD broke what BASE compiled, the `head-fails` risk) are reported.
 
+`kickstart-changed` lists the lines that change in kickstarts present on both sides
+(`<file>[ and N more]: -line` / `+line`, one run per set of files changed alike).
+
 Two risks read generated files under `opensm/` instead of the plan, so they hold whatever the
 OpenSM target writes: `routing_engine` and `sm_priority` options (lines `key value`, as in
 opensm.conf), and LIDs in guid2lid-style lines (`0x<16 hex GUID> 0x<LID> [0x<LID>]`): a GUID
@@ -75,6 +78,7 @@ class RiskKind(StrEnum):
     ROUTING_ENGINE = "routing-engine"
     SM_PRIORITY = "sm-priority"
     LARGE_CHANGE = "large-change"
+    KICKSTART_CHANGED = "kickstart-changed"
 
 
 @dataclass(frozen=True)
@@ -315,7 +319,7 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
     return DiffReport(
         base=old,
         head=new,
-        risks=_risks(addresses, fabric, touched),
+        risks=_risks(addresses, fabric, touched, _kickstarts(base.compiled, head.compiled)),
         nodes=_devices(
             {h.name: Place(h.rack, h.u, h.slot) for h in a.hosts},
             {h.name: Place(h.rack, h.u, h.slot) for h in b.hosts},
@@ -677,8 +681,38 @@ def _share(part: int, total: int) -> float:
     return part / total if total else float(part > 0)
 
 
+KICKSTARTS = "kickstart/"
+
+
+def _kickstarts(a: Compiled, b: Compiled) -> list[str]:
+    """The lines that change in kickstarts on both sides, as `-line` and `+line`, each run of
+    them said once for every kickstart it changes alike (a change to a profile is the same
+    lines in a hundred files). A kickstart's lines, `%pre` and `%post` above all, run as root
+    at every install: a reviewer reads them, not a count of files."""
+    changes: defaultdict[tuple[str, ...], list[str]] = defaultdict(list)
+    for path, new in b.files.items():
+        old = a.files.get(path)
+        if not path.startswith(KICKSTARTS) or old is None or old == new:
+            continue
+        old_lines, new_lines = old.decode().splitlines(), new.decode().splitlines()
+        changed = tuple(
+            line
+            for line in difflib.unified_diff(old_lines, new_lines, n=0, lineterm="")
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        )
+        changes[changed].append(path.removeprefix(KICKSTARTS))
+    items = []
+    for changed, names in sorted(changes.items(), key=lambda kv: (-len(kv[1]), kv[1])):
+        which = names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
+        items += [f"{which}: {line}" for line in changed]
+    return items
+
+
 def _risks(
-    addresses: Sequence[AddressChange], fabric: FabricChanges, touched: Touched
+    addresses: Sequence[AddressChange],
+    fabric: FabricChanges,
+    touched: Touched,
+    kickstart_lines: Sequence[str] = (),
 ) -> tuple[Risk, ...]:
     risks = []
     renumbered = [
@@ -730,6 +764,14 @@ def _risks(
                 RiskKind.LARGE_CHANGE,
                 f"touches more than {touched.share_limit:.0%} of hosts or cables",
                 tuple(large),
+            )
+        )
+    if kickstart_lines:
+        risks.append(
+            Risk(
+                RiskKind.KICKSTART_CHANGED,
+                "kickstart content changed: these lines run as root at every install",
+                tuple(kickstart_lines),
             )
         )
     return tuple(risks)

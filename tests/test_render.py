@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import replace
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 from compiler import load
 from compiler.errors import SourceError
 from compiler.pipeline import compile_source
-from compiler.targets.render import Lines, UnsafeValue, template
+from compiler.targets.render import Lines, UnsafeValue, template, to_csv
 from tests.conftest import REPO
 
 
@@ -74,3 +76,19 @@ def test_the_guard_names_the_field_it_came_from() -> None:
     )
     assert "provisioning.os" in problem.message and "\n" not in problem.message
 
+
+def test_csv_cells_a_spreadsheet_would_run_are_written_as_text() -> None:
+    hostile = ['=HYPERLINK("http://203.0.113.9")', "+1", "-2+3", "@SUM(A1)", "\tx"]
+    text = to_csv(["note", "n"], [(cell, -1) for cell in hostile] + [("plain, with = inside", 2)])
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert [r[0] for r in rows[1:]] == [f"'{c}" for c in hostile] + ["plain, with = inside"]
+    assert [r[1] for r in rows[1:]] == ["-1"] * len(hostile) + ["2"]  # numbers stay numbers
+    # A carriage return cannot come from cluster/ (loading refuses it); written, it is led too.
+    assert to_csv(["note"], [("\rx",)]).startswith("note\n'\rx")
+
+
+def test_csv_without_such_cells_is_written_as_the_csv_module_writes_it() -> None:
+    rows = [("gpu001", "mlx5_0/1", 2.5, 'a "quoted" note')]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([("host", "port", "m", "note"), *rows])
+    assert to_csv(["host", "port", "m", "note"], rows) == buf.getvalue()

@@ -226,10 +226,33 @@ def to_yaml(data: Any) -> str:
     return _ruamel_yaml(data)
 
 
+# A text cell a spreadsheet would run as a formula: OWASP, "CSV Injection"
+# (https://owasp.org/www-community/attacks/CSV_Injection): no cell may begin with = + - @,
+# a tab or a carriage return; such a cell is prefixed with a single quote, which Excel,
+# LibreOffice and Sheets read as "this is text" and the csv writer quotes as needed.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+# Where a cell starts in the written text (after a comma or at a line's start, quoted or
+# not): a table without any such start is written once, with no per-cell cost.
+_FORMULA_START = re.compile(r'(?:^|,)"?[=+\-@\t\r]', re.M)
+
+
+def _neutral(row: Sequence[object]) -> list[object]:
+    return [f"'{c}" if isinstance(c, str) and c.startswith(_FORMULA) else c for c in row]
+
+
 def to_csv(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A header row then `rows`; "\n" line ends keep committed tables diffable."""
+    """A header row then `rows`; "\n" line ends keep committed tables diffable. Text that a
+    spreadsheet would run as a formula is written as text (see `_FORMULA`)."""
+    rows = list(rows)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     writer.writerows(rows)
+    text = buf.getvalue()
+    if not _FORMULA_START.search(text):
+        return text
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(_neutral(columns))
+    writer.writerows(_neutral(row) for row in rows)
     return buf.getvalue()
