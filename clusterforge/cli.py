@@ -108,8 +108,10 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _bundle(args: argparse.Namespace) -> int:
-    from compiler import bundle, pipeline
+    from compiler import bundle, output, pipeline
 
+    # A bundle installs what generated/ holds in git: never from a half-written tree.
+    output.verify(args.repo / "generated")
     compiled = pipeline.compile_repo(args.repo, os.environ)
     for notice in compiled.notices:
         print(f"clusterforge: {notice}", file=sys.stderr)
@@ -125,7 +127,7 @@ def _bundle(args: argparse.Namespace) -> int:
 
 
 # What an adopted repository ignores: built label sheets, audit reports, virtualenvs.
-_GITIGNORE = "/build/\n/.venv/\n__pycache__/\n"
+_GITIGNORE = "/build/\n/.venv/\n__pycache__/\n/.generated.lock\n"
 
 
 def _init(args: argparse.Namespace) -> int:
