@@ -301,18 +301,43 @@ def parse(files: Files) -> Source:
 # What sends a file down the careful path (`_scan`) before composing: an anchor or alias
 # (`&a`, `*a` where a node starts), a tag (`!x`), a merge key, more flow brackets than the
 # composer can nest safely, or a line indented past MAX_DEPTH (block nesting needs a column
-# per level). A file without any of them cannot hold an alias, a tag or a merge key and is
-# nested at most MAX_DEPTH + its brackets deep, which the composer (C, recursive) and
-# `_plain` (which bounds depth itself) take safely; the reference's files are all of this
-# kind, so the common path costs a few byte searches.
-# "Where a node starts" is where libyaml (a YAML 1.1 scanner) starts a token: after a line
-# break (its breaks include CR, NEL, LS and PS, matched here by their last byte), a blank,
-# a byte-order mark, or a flow indicator; in flow context `:` and `?` are indicators even
-# with no blank after them (`{"a":&x [..]}`), so they count too. A byte that merely ends
-# some other character sends a file down the careful path for nothing, never the reverse.
-_START = rb"(?:^|[\s\[{,:?\x85\xa8\xa9\xbf])"
-_SUSPECT = re.compile(_START + rb"[&*!][^\s\[\]{},]|<<|" + _START + rb"[ ?-]{%d}" % MAX_DEPTH, re.M)
+# per level, or two for `- - `). A file without any of them cannot hold an alias, a tag or a
+# merge key and is nested at most about MAX_DEPTH + its brackets deep, which the composer
+# (C, recursive) and `_plain` (which bounds depth itself) take safely. The reference's files
+# are all of this kind, so the common path costs a few byte searches (done in C: a regular
+# expression that tries a match at every blank cost a sixth of loading).
+# "Where a node starts" is where libyaml (a YAML 1.1 scanner) starts a token: at the start,
+# after a blank or a line break (its breaks include NEL, LS and PS, seen here by their last
+# byte), after a byte-order mark, or after a flow indicator; in flow context `:` and `?` are
+# indicators even with no blank after them (`{"a":&x [..]}`), so they count too. A byte that
+# merely ends some other character sends a file down the careful path for nothing, never the
+# reverse.
 _FLOW_SAFE = 2000  # brackets in a file the C composer nests without risk (10,000 tested)
+_NODE_START = frozenset(b" \t\n\r\f\v[{,:?\x85\xa8\xa9\xbf")
+_NAME_END = frozenset(b" \t\n\r\f\v[]{},")  # `! x`, `& x` name nothing: no tag or anchor
+_MANY_MARKS = 1000  # more `&`, `*` and `!` than this: scanned rather than looked at one by one
+# The bytes a block line's indentation is made of, each mapped to 1 and all others to 0, so
+# "a line indented MAX_DEPTH deep" is one substring search in the translated file.
+_INDENT = bytes(int(c in b" \t?:-") for c in range(256))
+_DEEP = b"\x01" * MAX_DEPTH
+
+
+def _suspect(data: bytes) -> bool:
+    """Whether `data` may hold what `_scan` looks for (see above); False is certain."""
+    if b"<<" in data or data.count(b"[") + data.count(b"{") > _FLOW_SAFE:
+        return True
+    if data.count(b"&") + data.count(b"*") + data.count(b"!") > _MANY_MARKS:
+        return True
+    for mark in b"&*!":
+        at = data.find(mark)
+        while at >= 0:
+            after = data[at + 1 : at + 2]
+            if (at == 0 or data[at - 1] in _NODE_START) and after and after[0] not in _NAME_END:
+                return True
+            at = data.find(mark, at + 1)
+    return _DEEP in data.translate(_INDENT)
+
+
 # YAML's printable characters (1.2, 5.1): where the reader stopped, found again to locate it.
 _UNPRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -347,7 +372,7 @@ def _compose(name: str, data: bytes | Refused, problems: list[Diagnostic]) -> No
         problems.append(Diagnostic(where, "yaml-encoding", f"{what}: YAML text may not hold it"))
         return None
     try:
-        if _SUSPECT.search(data) or data.count(b"[") + data.count(b"{") > _FLOW_SAFE:
+        if _suspect(data):
             problem = _scan(name, data)
             if problem is not None:
                 problems.append(problem)
