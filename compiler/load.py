@@ -304,8 +304,8 @@ def parse(files: Files) -> Source:
 # per level, or two for `- - `). A file without any of them cannot hold an alias, a tag or a
 # merge key and is nested at most about MAX_DEPTH + its brackets deep, which the composer
 # (C, recursive) and `_plain` (which bounds depth itself) take safely. The reference's files
-# are all of this kind, so the common path costs a few byte searches (done in C: a regular
-# expression that tries a match at every blank cost a sixth of loading).
+# are all of this kind, so the common path costs a few byte searches, in C (not a regular
+# expression, which would try a match at every blank of every file).
 # "Where a node starts" is where libyaml (a YAML 1.1 scanner) starts a token: at the start,
 # after a blank or a line break (its breaks include NEL, LS and PS, seen here by their last
 # byte), after a byte-order mark, or after a flow indicator; in flow context `:` and `?` are

@@ -101,7 +101,7 @@ def _locked(root: Path, exclusive: bool) -> Iterator[None]:
         fd = os.open(lock_path(root), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if exclusive:
-            raise OutputError(f"cannot lock {root}: {exc}") from exc
+            raise OutputError(f"cannot write {root}: {exc}") from exc  # nor beside it
         yield
         return
     try:
