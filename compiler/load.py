@@ -165,6 +165,10 @@ def read_dir(cluster_dir: Path) -> dict[str, bytes | Refused]:
             name = prefix + entry.name
             if not entry.name.isprintable():
                 out[escaped(name)] = NAME_REFUSAL
+            elif entry.name.startswith(".#") and entry.is_symlink():
+                # Emacs marks a file being edited with a dangling link `.#<name>` beside it
+                # (its lock, never committed): neither followed nor a cluster/ file.
+                continue
             elif entry.is_symlink():
                 out[name] = read_link_refusal()
             elif entry.is_dir(follow_symlinks=False):

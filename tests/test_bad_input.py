@@ -161,6 +161,14 @@ def test_hostile_file_is_located(
     assert expected in reported, f"{expected!r} not in:\n{err}"
 
 
+def test_an_editors_lock_link_is_not_a_cluster_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    (tmp_path / "cluster" / "racks" / ".#r03.yaml").symlink_to("root@host.4242:1700000000")
+    assert main(["-C", str(tmp_path), "validate"]) == 0, capsys.readouterr().err
+
+
 def test_long_unknown_key_is_quoted_cut(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shutil.copytree(REPO / "cluster", tmp_path / "cluster")
     site = tmp_path / "cluster" / "site.yaml"
