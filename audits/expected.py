@@ -4,7 +4,8 @@ The contract itself is documented in `compiler/targets/expected.py` and `contrac
 module only reads it (schema 1), with each host's `generated/deploy/<host>.json` under the key
 "deploy", and names where it came from: the git commit checked out in the repository, if
 it is in one, and `generated/MANIFEST.json`'s `source_sha256` (the digest of the `cluster/`
-it was compiled from), so a report says which expectations it was measured against.
+it was compiled from), so a report says which expectations it was measured against. A tree
+whose manifest is missing or does not match its files is refused (`compiler.output.verify`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 import git
 
 from audits.model import AuditError
+from compiler import output
+from compiler.errors import OutputError
 
 SCHEMA = 1
 
@@ -35,6 +38,10 @@ def read(repo: Path) -> Expectations:
     folder = generated / "expected"
     if not (folder / "fabric.json").is_file():
         raise AuditError(f"no {folder}/fabric.json: run `clusterforge compile` first")
+    try:
+        output.verify(generated)  # a half-written or hand-edited tree is not the contract
+    except OutputError as exc:
+        raise AuditError(str(exc)) from None
     hosts = {}
     for path in sorted((folder / "hosts").glob("*.json")):
         contract = _json(path)

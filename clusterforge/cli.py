@@ -129,8 +129,10 @@ def _placeholders(compiled: Compiled, allowed: bool) -> bool:
 
 
 def _bundle(args: argparse.Namespace) -> int:
-    from compiler import bundle, pipeline
+    from compiler import bundle, output, pipeline
 
+    # A bundle installs what generated/ holds in git: never from a half-written tree.
+    output.verify(args.repo / "generated")
     compiled = pipeline.compile_repo(args.repo, os.environ)
     if _placeholders(compiled, args.allow_placeholders):
         return EXIT_INPUT
@@ -148,7 +150,7 @@ def _bundle(args: argparse.Namespace) -> int:
 
 
 # What an adopted repository ignores: built label sheets, audit reports, virtualenvs.
-_GITIGNORE = "/build/\n/.venv/\n__pycache__/\n"
+_GITIGNORE = "/build/\n/.venv/\n__pycache__/\n/.generated.lock\n"
 
 
 def _init(args: argparse.Namespace) -> int:

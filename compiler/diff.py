@@ -53,6 +53,9 @@ JSON, schema 2 (lists sorted; a value that does not exist on one side is null):
 When a side does not compile, every change section is empty and only the errors (and, when
 HEAD broke what BASE compiled, the `head-fails` risk) are reported.
 
+`kickstart-changed` lists the lines that change in kickstarts present on both sides
+(`<file>[ and N more]: -line` / `+line`, one run per set of files changed alike).
+
 Two risks read generated files under `opensm/` instead of the plan, so they hold whatever the
 OpenSM target writes: `routing_engine` and `sm_priority` options (lines `key value`, as in
 opensm.conf), and LIDs in guid2lid-style lines (`0x<16 hex GUID> 0x<LID> [0x<LID>]`): a GUID
@@ -102,6 +105,7 @@ class RiskKind(StrEnum):
     ADDRESS_LOST = "address-lost"  # a device that stays loses one
     ROLE_CHANGED = "role-changed"  # gpu -> spare: its services, partitions, Slurm change
     REINSTALL = "reinstall"  # newly marked: its next PXE boot wipes its disks
+    KICKSTART_CHANGED = "kickstart-changed"  # shown line by line: it runs as root at install
 
 
 @dataclass(frozen=True)
@@ -422,7 +426,15 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
     return DiffReport(
         base=old,
         head=new,
-        risks=_risks(addresses, fabric, touched, identity, (nodes, switches)) + _reinstall(a, b),
+        risks=_risks(
+            addresses,
+            fabric,
+            touched,
+            identity,
+            (nodes, switches),
+            _kickstarts(base.compiled, head.compiled),
+        )
+        + _reinstall(a, b),
         nodes=nodes,
         switches=switches,
         addresses=addresses,
@@ -1004,12 +1016,40 @@ def _share(part: int, total: int) -> float:
     return part / total if total else float(part > 0)
 
 
+KICKSTARTS = "kickstart/"
+
+
+def _kickstarts(a: Compiled, b: Compiled) -> list[str]:
+    """The lines that change in kickstarts on both sides, as `-line` and `+line`, each run of
+    them said once for every kickstart it changes alike (a change to a profile is the same
+    lines in a hundred files). A kickstart's lines, `%pre` and `%post` above all, run as root
+    at every install: a reviewer reads them, not a count of files."""
+    changes: defaultdict[tuple[str, ...], list[str]] = defaultdict(list)
+    for path, new in b.files.items():
+        old = a.files.get(path)
+        if not path.startswith(KICKSTARTS) or old is None or old == new:
+            continue
+        old_lines, new_lines = old.decode().splitlines(), new.decode().splitlines()
+        changed = tuple(
+            line
+            for line in difflib.unified_diff(old_lines, new_lines, n=0, lineterm="")
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        )
+        changes[changed].append(path.removeprefix(KICKSTARTS))
+    items = []
+    for changed, names in sorted(changes.items(), key=lambda kv: (-len(kv[1]), kv[1])):
+        which = names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
+        items += [f"{which}: {line}" for line in changed]
+    return items
+
+
 def _risks(
     addresses: Sequence[AddressChange],
     fabric: FabricChanges,
     touched: Touched,
     identity: Identity,
     devices: Sequence[Devices],
+    kickstart_lines: Sequence[str] = (),
 ) -> tuple[Risk, ...]:
     risks = []
     renumbered = [
@@ -1105,6 +1145,14 @@ def _risks(
                 f"changes more than {touched.share_limit:.0%} of hosts or cables beyond "
                 "what additions, version rollouts and imports touch",
                 tuple(large),
+            )
+        )
+    if kickstart_lines:
+        risks.append(
+            Risk(
+                RiskKind.KICKSTART_CHANGED,
+                "kickstart content changed: these lines run as root at every install",
+                tuple(kickstart_lines),
             )
         )
     return tuple(risks)

@@ -15,6 +15,17 @@ def closest(name: str, known: Iterable[str]) -> str | None:
     return next(iter(get_close_matches(name, sorted(known), n=1)), None)
 
 
+def quote(value: object, limit: int = 60) -> str:
+    """`value` as a message quotes it: its repr, cut to `limit` characters with the length
+    said, so a hostile or mistaken value (a whole file read as one key) never floods a
+    terminal or a log; the repr escapes line breaks and control characters."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return f"{text[:limit]}...{size}"
+
+
 class Location(NamedTuple):
     """A place in a source file: 1-based line and column, as editors count them. A named
     tuple (ordered as file, line, column): loading a cluster makes one for every key and item,

@@ -84,7 +84,7 @@ def resolve(repo: Path, rev: str) -> str:
         return _commit(r, rev).hexsha
 
 
-def read_cluster(repo: Path, rev: str) -> dict[str, bytes]:
+def read_cluster(repo: Path, rev: str) -> dict[str, bytes | load.Refused]:
     """The `cluster/` YAML files of revision `rev`, as `load.parse` takes them.
 
     `repo` may be a folder inside a larger git repository; its `cluster/` is read at the same
@@ -103,10 +103,25 @@ def read_cluster(repo: Path, rev: str) -> dict[str, bytes]:
             )
         paths = {PurePosixPath(b.path): b for b in tree.traverse() if isinstance(b, git.Blob)}
         return {
-            f"cluster/{path.relative_to(prefix)}": blob.data_stream.read()
+            load.escaped(name): _blob(blob) if name.isprintable() else load.NAME_REFUSAL
             for path, blob in paths.items()
-            if path.suffix in (".yaml", ".yml")
+            if path.suffix in (".yaml", ".yml") or blob.mode == _LINK
+            for name in [f"cluster/{path.relative_to(prefix)}"]
         }
+
+
+_LINK = 0o120000  # git's mode for a symbolic link: its blob is the link's target path
+
+
+def _blob(blob: git.Blob) -> bytes | load.Refused:
+    """A file's bytes as `load.read_dir` takes them from disk: a link or an outsized file is
+    refused the same way, so `diff` judges a tree as `compile` would."""
+    if blob.mode == _LINK:
+        return load.read_link_refusal()
+    if blob.size > load.MAX_FILE_BYTES:
+        return load.too_large(blob.size)
+    data: bytes = blob.data_stream.read()
+    return data
 
 
 def compile_revision(repo: Path, rev: str) -> diff.Side:

@@ -10,6 +10,7 @@ relate values to each other are checks (`compiler/checks.py`).
 # about a third slower, on every cold start.
 import re
 from datetime import date
+from functools import cache
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -22,6 +23,7 @@ from pydantic import (
     Strict,
 )
 
+from compiler.errors import closest, quote
 from compiler.kinds import (
     GPUDIRECT_PATHS,
     BootMode,
@@ -50,11 +52,38 @@ def _pattern(regex: str, what: str) -> AfterValidator:
 
     def check(value: str) -> str:
         if not compiled.fullmatch(value):
-            raise ValueError(f"{value!r} is not {what}")
+            raise ValueError(f"{quote(value)} is not {what}")
         return value
 
     check.__doc__ = what  # the field reference (compiler/reference.py) quotes it
     return AfterValidator(check)
+
+
+@cache
+def _zones() -> frozenset[str]:
+    """The zone names of the IANA database as the `tzdata` package ships it (its `zones`
+    list, links such as UTC included): the same answer on every machine, where the host's
+    /usr/share/zoneinfo differs from one distribution and release to the next."""
+    from importlib import resources
+
+    return frozenset((resources.files("tzdata") / "zones").read_text().split())
+
+
+def _timezone(value: str) -> str:
+    """an IANA time zone (Etc/UTC, Europe/Berlin)"""
+    if value not in _zones():
+        from importlib import import_module
+
+        release = getattr(import_module("tzdata"), "IANA_VERSION", "?")
+        near = closest(value, _zones()) if value.isprintable() else None
+        hint = f"; did you mean {near!r}?" if near else " (e.g. Etc/UTC, Europe/Berlin)"
+        raise ValueError(
+            f"{quote(value)} is not a time zone of the IANA database (tzdata {release}){hint}"
+        )
+    return value
+
+
+Timezone = Annotated[str, AfterValidator(_timezone)]
 
 
 def _ipv4(value: str) -> str:
@@ -224,7 +253,7 @@ class Site(Strict_):
     name: Name
     room: Annotated[str, _pattern(r"[A-Z0-9]{1,6}", "a room code (A-Z, 0-9)")]
     domain: Annotated[str, _pattern(r"[a-z0-9-]+(\.[a-z0-9-]+)+", "a DNS domain")]
-    timezone: str
+    timezone: Timezone
     services: Services
     ntp_upstream: tuple[TimeSource, ...] = ()  # what the ntp hosts follow (they need one)
     rack_pitch_m: float = Field(0.6, gt=0)

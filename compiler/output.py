@@ -7,14 +7,22 @@ files, not eighteen thousand), and a reader never sees a half-written tree:
     file is always its old or its new bytes), delete stale files, and rename the new manifest
     in last. A tree whose files match their manifest's sha256 is complete; no manifest means a
     write is under way (or was interrupted: compile again).
+A write holds an exclusive `flock` on a lock file beside the tree (`.generated.lock`, which
+git ignores) from its comparison to its manifest, so two compiles at once take turns: without
+it each removes what the other has already removed and stops half way, the manifest gone.
+Readers (`compare`, `verify`) take it shared, so they wait for a write under way to end.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -77,10 +85,79 @@ def _walk(root: Path) -> dict[str, str]:
     return out
 
 
+def lock_path(root: Path) -> Path:
+    """The lock file of the tree at `root`: beside it, never inside (a tree holds exactly
+    what was compiled), named so that the repository's .gitignore covers it."""
+    return root.with_name(f".{root.name}.lock")
+
+
+@contextmanager
+def _locked(root: Path, exclusive: bool) -> Iterator[None]:
+    """Hold the tree's lock. A reader that cannot make the lock file (a read-only checkout)
+    reads without it: no write can be under way there either."""
+    try:
+        if exclusive:
+            root.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path(root), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exclusive:
+            raise OutputError(f"cannot write {root}: {exc}") from exc  # nor beside it
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def compare(root: Path, files: dict[str, bytes]) -> Difference:
     """What differs between `files` and the tree at `root`: a file on both sides is read only
     when its size matches, a stale one not at all. Raises OutputError: a file the operator may
     not read is the set-up's, like one that cannot be written."""
+    with _locked(root, exclusive=False):
+        return _compare(root, files)
+
+
+def verify(root: Path) -> None:
+    """Check that `root` is a whole compiled tree before reading it: its MANIFEST.json there,
+    every file it lists holding the listed sha256, no file it does not list. Raises
+    OutputError naming the first file that is not so: a reader (the audit, the lab, a bundle)
+    must not take a half-written or hand-edited tree for the compiled one."""
+    manifest = root / MANIFEST
+    with _locked(root, exclusive=False):
+        try:
+            listed = json.loads(_get(os.fspath(manifest)))["files"]
+            on_disk = _walk(root)
+        except FileNotFoundError:
+            raise OutputError(
+                f"{manifest} is missing: {root} is not a whole compiled tree (a compile was "
+                "cut short); run `clusterforge compile`"
+            ) from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise OutputError(f"cannot read {manifest}: {exc}") from None
+        if not isinstance(listed, dict):
+            raise OutputError(f"{manifest}: 'files' is not a mapping of paths to sha256")
+        for rel in sorted((set(listed) | set(on_disk)) - {MANIFEST}):
+            if rel not in on_disk:
+                problem = f"is missing; {MANIFEST} lists it"
+            elif rel not in listed:
+                problem = f"is not in {MANIFEST}"
+            else:
+                try:
+                    digest = hashlib.sha256(_get(on_disk[rel])).hexdigest()
+                except OSError as exc:
+                    raise OutputError(f"cannot read {root / rel}: {exc}") from None
+                if digest == listed[rel]:
+                    continue
+                problem = f"does not match its sha256 in {MANIFEST}"
+            raise OutputError(
+                f"{root / rel} {problem}: {root} is not the tree `clusterforge compile` "
+                "wrote; compile again (and commit), never edit generated files"
+            )
+
+
+def _compare(root: Path, files: dict[str, bytes]) -> Difference:
     try:
         on_disk = _walk(root)
         changed = [p for p in files if p in on_disk and not _holds(on_disk[p], files[p])]
@@ -104,7 +181,12 @@ def _holds(path: str, data: bytes) -> bool:
 
 def write(root: Path, files: dict[str, bytes]) -> Difference:
     """Make `root` hold exactly `files`; returns what differed (empty: nothing touched)."""
-    difference = compare(root, files)
+    with _locked(root, exclusive=True):
+        return _write(root, files)
+
+
+def _write(root: Path, files: dict[str, bytes]) -> Difference:
+    difference = _compare(root, files)
     if not difference:
         return difference
     try:

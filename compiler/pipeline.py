@@ -6,24 +6,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from hashlib import sha256
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from compiler import checks, deploy, output, targets
-from compiler.errors import Diagnostic, SourceError, closest
+from compiler.errors import Diagnostic, Location, SourceError, closest, quote
 from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
 from compiler.plan import Plan, build, oversized
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
-from compiler.targets.render import to_json
+from compiler.targets.render import CONTROL, UnsafeValue, to_json
 from contract import Deploy
 
 MANIFEST = output.MANIFEST
@@ -70,7 +71,7 @@ def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic
             model = model_at(path[:-1])
             close = closest(str(path[-1]), model.model_fields if model else ())
             if close:
-                message = f"unknown key {path[-1]!r}; did you mean {close!r}?"
+                message = f"unknown key {quote(path[-1])}; did you mean {close!r}?"
                 misspelt[(*path[:-1], close)] = path
         out[path] = Diagnostic(source.where(path), rule, message)
     for missing, typo in misspelt.items():
@@ -92,7 +93,7 @@ def _message(source: Source, err: ErrorDetails, path: Path_) -> str:
     typed = source.text(path, value)
     ctx = err.get("ctx", {})
     if kind == "extra_forbidden":
-        return f"unknown key {path[-1]!r} (this place takes: {_keys(model_at(path[:-1]))})"
+        return f"unknown key {quote(path[-1])} (this place takes: {_keys(model_at(path[:-1]))})"
     if kind == "missing":
         return f"required key {path[-1]!r} is missing"
     if kind == "value_error":  # our own validators' words, without pydantic's prefix
@@ -108,19 +109,19 @@ def _message(source: Source, err: ErrorDetails, path: Path_) -> str:
         if value is None:
             whole = len(path) == 1 or (path[0] == "racks" and len(path) == 2)
             return f"{'this file' if whole else key} is empty{needs}"
-        return f"{key}: expected keys and values, found {typed!r}{needs}"
+        return f"{key}: expected keys and values, found {quote(typed)}{needs}"
     if kind in ("enum", "literal_error"):
-        return f"{key}: {typed!r} is not one of {ctx.get('expected', '')}"
+        return f"{key}: {quote(typed)} is not one of {ctx.get('expected', '')}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"{key}: {typed!r} is not a whole number"
+        return f"{key}: {quote(typed)} is not a whole number"
     if kind in ("float_type", "float_parsing"):
-        return f"{key}: {typed!r} is not a number"
+        return f"{key}: {quote(typed)} is not a number"
     if kind in ("bool_type", "bool_parsing"):
-        return f"{key}: {typed!r} is not true or false"
+        return f"{key}: {quote(typed)} is not true or false"
     if kind in ("tuple_type", "list_type"):
-        return f"{key}: expected a list, found {typed!r}"
+        return f"{key}: expected a list, found {quote(typed)}"
     if kind in ("string_type",):
-        return f"{key}: expected text, found {typed!r}"
+        return f"{key}: expected text, found {quote(typed)}"
     bounds = {
         "greater_than": "more than {gt}",
         "greater_than_equal": "at least {ge}",
@@ -132,7 +133,7 @@ def _message(source: Source, err: ErrorDetails, path: Path_) -> str:
     if kind in bounds:
         shown = "that" if kind.startswith("too_") else typed
         return f"{key}: {shown} is out of range; it must be {bounds[kind].format(**ctx)}"
-    return f"{key}: {err['msg']} (typed {typed!r})"
+    return f"{key}: {err['msg']} (typed {quote(typed)})"
 
 
 def check(source: Source) -> Cluster:
@@ -162,13 +163,47 @@ def compile_source(
     }
     notices += [f"warning: {w}" for w in oversized(cluster)]
     plan = replace(build(cluster), secrets=secrets, previous=carried)
-    files = targets.render_all(plan)
+    try:
+        files = targets.render_all(plan)
+    except UnsafeValue as exc:
+        raise SourceError([unsafe_value(source, exc)]) from None
     digests = {path: sha256(data).hexdigest() for path, data in files.items()}
     deploys = deploy.deploy_map(plan, digests, source)
     files |= {path: text.encode() for path, text in deploy.deploy_files(deploys).items()}
     files = dict(sorted(files.items()))
     files[MANIFEST] = manifest(files, source.digest(), digests)
     return Compiled(source, cluster, plan, files, deploys, notices, placeholders)
+
+
+def unsafe_value(source: Source, exc: UnsafeValue) -> Diagnostic:
+    """Where the value the rendering guard stopped was typed: the first key or value of
+    cluster/ with a control character that the value holds (a value may be written inside a
+    longer one); the template alone when no typed value explains it."""
+    for path, text in _texts(source.data, ()):
+        if CONTROL.search(text) and text in exc.value:
+            where = ".".join(str(p) for p in path)
+            return Diagnostic(
+                source.where(path),
+                "unsafe-value",
+                f"{where}: {quote(text)} holds a line break or a control character; "
+                f"it would write lines of its own into {exc.template}'s files",
+            )
+    return Diagnostic(
+        Location("cluster"), "unsafe-value", f"{exc}; it would write lines of its own"
+    )
+
+
+def _texts(data: Any, at: Path_) -> Iterator[tuple[Path_, str]]:
+    """Every key and text value below `data`, with its path (a key's path is its entry's)."""
+    if isinstance(data, str):
+        yield at, data
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield (*at, key), str(key)
+            yield from _texts(value, (*at, key))
+    elif isinstance(data, (list, tuple)):
+        for i, item in enumerate(data):
+            yield from _texts(item, (*at, i))
 
 
 def compile_repo(repo: Path, environ: Mapping[str, str] | None = None) -> Compiled:

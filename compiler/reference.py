@@ -41,6 +41,20 @@ def markdown() -> str:
         "read by YAML 1.2's rules (`yes` and `on` are text, `0755` a decimal number), whatever",
         "a `%YAML` directive says.",
         "",
+        "YAML is read as data only. Refused where written (rule in brackets): anchors and",
+        "aliases (`&a`, `*a`) and the merge key `<<` [`yaml-anchor`, `yaml-merge-key`]; tags",
+        "other than the core schema's (`!!str`, `!!int`, `!!float`, `!!bool`, `!!null`,",
+        "`!!seq`, `!!map`) [`yaml-tag`]; keys that are not text (`42:`, a mapping as a key)",
+        "[`yaml-key-type`]; a number or date longer than 64 characters [`yaml-scalar`];",
+        "nesting deeper than 64 levels [`yaml-too-deep`]; a file over 4 MiB",
+        "[`yaml-too-large`]; bytes that are not UTF-8, a NUL or another control character",
+        "[`yaml-encoding`]. Only regular files are read: a symbolic link (even one inside the",
+        "repository: git keeps the link, not the file), a FIFO, a device or a folder named",
+        "`*.yaml` is `not-a-file`, never followed nor printed; a file name with control",
+        "characters is `file-name`. Every key and value is one line of text: a line break",
+        "(a `|` or `>` block included), a tab or another control character is",
+        "`control-character`, as it would write lines of its own into a generated file.",
+        "",
     ]
     done: set[type[BaseModel]] = set()
     queue: list[type[BaseModel]] = []

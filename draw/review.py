@@ -34,11 +34,18 @@ def to_markdown(report: DiffReport, limit: int = MARKDOWN_LIMIT) -> str:
     return text[: limit - len(note)] + note
 
 
-def _cell(value: object) -> str:
-    """Table-cell text: PR-controlled strings must not break the table or open HTML."""
-    text = "—" if value is None or value == "" else str(value)
+class _Md(str):
+    """Markdown this module wrote itself (a label, a count, a heading): shown as it is."""
+
+    __slots__ = ()
+
+
+def _prose(value: object) -> str:
+    """Our own sentences (a risk's message), which may quote a value: they must not break
+    the line or open HTML."""
     return (
-        text.replace("\\", "\\\\")
+        str(value)
+        .replace("\\", "\\\\")
         .replace("|", "\\|")
         .replace("<", "&lt;")
         .replace(">", "&gt;")
@@ -46,9 +53,39 @@ def _cell(value: object) -> str:
     )
 
 
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _code(value: object, cell: bool = True) -> str:
+    """Text from the pull request or the cluster (a cable's note, a name, a branch, a file's
+    line) as a code span: inside one, GitHub renders no image, link, autolink, @mention,
+    emphasis or HTML. The fence is one backtick longer than any run inside (CommonMark,
+    code spans); a pipe is escaped, which a GFM table takes out of the span again (GFM spec,
+    tables: `\\|` inside a code span in a cell; elsewhere it would show) when `cell`; controls
+    are shown escaped, on one line."""
+    text = _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode(), str(value))
+    if cell:
+        text = text.replace("|", "\\|")
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    # A space each side when the text starts or ends with a backtick (or is all spaces, which
+    # CommonMark would otherwise read as one space): the renderer strips one from each side.
+    pad = " " if text[:1] == "`" or text[-1:] == "`" or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _cell(value: object) -> str:
+    """A table cell or list item: a number or our own Markdown as it is, text as code."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, (_Md, int, float)):
+        return str(value)
+    return _code(value)
+
+
 def _named(rev: Revision) -> str:
     short = rev.commit[:12]
-    return f"`{short}`" if rev.ref in (rev.commit, short) else f"{_cell(rev.ref)} (`{short}`)"
+    named = _code(rev.ref, cell=False)
+    return f"`{short}`" if rev.ref in (rev.commit, short) else f"{named} (`{short}`)"
 
 
 class _Markdown:
@@ -88,8 +125,8 @@ class _Markdown:
         self.out += self._more(len(lines))
 
     def _risk(self, risk: Risk) -> None:
-        self.out.append(f"⚠️ **{risk.kind.value}**: {_cell(risk.message)}")
-        self.out += [f"  - {_cell(item)}" for item in risk.items[: self.cap]]
+        self.out.append(f"⚠️ **{risk.kind.value}**: {_prose(risk.message)}")
+        self.out += [f"  - {_code(item, cell=False)}" for item in risk.items[: self.cap]]
         if len(risk.items) > self.cap:
             self.out.append(f"  - … and {len(risk.items) - self.cap} more")
         self.out.append("")
@@ -136,12 +173,12 @@ class _Markdown:
             ("upgrade windows opened", sum(x.status == "added" for x in r.rollouts)),
             ("upgrade windows closed", sum(x.status == "removed" for x in r.rollouts)),
         ]
-        rows: list[tuple[str, object]] = [(what, n) for what, n in counts if n]
+        rows: list[tuple[object, object]] = [(_Md(what), n) for what, n in counts if n]
         if r.touched:
             t = r.touched
             rows += [
-                ("hosts touched", f"{t.hosts} of {t.hosts_total}"),
-                ("cables touched", f"{t.cables} of {t.cables_total}"),
+                (_Md("hosts touched"), _Md(f"{t.hosts} of {t.hosts_total}")),
+                (_Md("cables touched"), _Md(f"{t.cables} of {t.cables_total}")),
             ]
         self._table(("change", "count"), rows, whole=True)
         self.out += ["**Blast radius** (generated/, by artifact family):", ""]
@@ -149,7 +186,7 @@ class _Markdown:
             ("family", "files +", "files -", "files ~", "lines +", "lines -"),
             [
                 (
-                    f"`{f.family}`",
+                    f.family,
                     f.files_added,
                     f.files_removed,
                     f.files_changed,
@@ -333,13 +370,13 @@ class _Markdown:
 
     def _devices(self, d: Devices) -> None:
         rows: list[tuple[object, ...]] = [
-            (change, p.name, p.place.rack, p.place.slot, p.place.u)
+            (_Md(change), p.name, p.place.rack, p.place.slot, p.place.u)
             for change, placed in (("added", d.added), ("removed", d.removed))
             for p in placed
         ]
         rows += [
             (
-                "moved",
+                _Md("moved"),
                 m.name,
                 _arrow(m.old.rack, m.new.rack),
                 _arrow(m.old.slot, m.new.slot),
@@ -348,7 +385,7 @@ class _Markdown:
             for m in d.moved
         ]
         rows += [
-            ("renamed", f"{x.old} → {x.new}", x.place.rack, x.place.slot, x.place.u)
+            (_Md("renamed"), _arrow(x.old, x.new), x.place.rack, x.place.slot, x.place.u)
             for x in d.renamed
         ]
         self._table(("change", "name", "rack", "slot", "U"), rows)
@@ -356,12 +393,12 @@ class _Markdown:
     def _cables(self) -> None:
         c = self.r.cables
         rows: list[tuple[object, ...]] = [
-            ("added", x.id, _end(x.a), _end(x.b), "") for x in c.added
+            (_Md("added"), x.id, _end(x.a), _end(x.b), "") for x in c.added
         ]
-        rows += [("removed", x.id, _end(x.a), _end(x.b), "") for x in c.removed]
+        rows += [(_Md("removed"), x.id, _end(x.a), _end(x.b), "") for x in c.removed]
         rows += [
             (
-                "re-patched" if x.repatched else "changed",
+                _Md("re-patched" if x.repatched else "changed"),
                 x.id,
                 _arrow(_end(x.old.a), _end(x.new.a)),
                 _arrow(_end(x.old.b), _end(x.new.b)),
@@ -382,14 +419,14 @@ class _Markdown:
             ("Print (new cables)", tuple(x.id for x in r.cables.added)),
         ):
             if ids:
-                shown = ", ".join(f"`{i}`" for i in ids[: self.cap])
+                shown = ", ".join(_code(i, cell=False) for i in ids[: self.cap])
                 more = f" … and {len(ids) - self.cap} more" if len(ids) > self.cap else ""
                 self.out += [f"**{what}** ({len(ids)}): {shown}{more}", ""]
 
     def _firmware(self) -> None:
         fw = self.r.firmware
         rows: list[tuple[object, ...]] = [
-            ("software (fleet)", c.key, c.old, c.new) for c in fw.software
+            (_Md("software (fleet)"), c.key, c.old, c.new) for c in fw.software
         ]
         rows += [(m.model, m.key, m.old, m.new) for m in fw.baselines]
         if rows:
@@ -402,14 +439,14 @@ class _Markdown:
                 c.key,
                 c.old,
                 c.new,
-                f"{len(c.hosts)} of {ring.hosts}",
+                _Md(f"{len(c.hosts)} of {ring.hosts}"),
                 _names(c.hosts, few),
             )
             for ring in fw.rings
             for c in ring.changes
         ]
         ring_rows += [
-            ("(switches)", c.key, c.old, c.new, len(c.hosts), _names(c.hosts, few))
+            (_Md("(switches)"), c.key, c.old, c.new, len(c.hosts), _names(c.hosts, few))
             for c in fw.switches
         ]
         if ring_rows:
@@ -437,24 +474,26 @@ class _Markdown:
 
     def _fabric(self) -> None:
         f = self.r.fabric
-        rows: list[tuple[object, ...]] = [("setting", c.key, c.old, c.new) for c in f.settings]
-        rows += [("SM priority", c.key, c.old, c.new) for c in f.subnet_managers]
-        rows += [(f"`{o.file}`", o.key, o.old, o.new) for o in f.opensm_options]
-        rows += [(f"`{x.file}` LID", x.guid, x.old, x.new) for x in f.lids]
+        rows: list[tuple[object, ...]] = [(_Md("setting"), c.key, c.old, c.new) for c in f.settings]
+        rows += [(_Md("SM priority"), c.key, c.old, c.new) for c in f.subnet_managers]
+        rows += [(o.file, o.key, o.old, o.new) for o in f.opensm_options]
+        rows += [(_Md(f"{_code(x.file)} LID"), x.guid, x.old, x.new) for x in f.lids]
         self._table(("what", "key", "old", "new"), rows)
 
     def _files(self) -> None:
         for family in self.r.artifacts:
-            self.out += [f"`{family.family}`:", ""]
+            self.out += [f"{_code(family.family, cell=False)}:", ""]
             self._table(
                 ("file", "status", "lines"),
                 [
                     (
-                        f"`{f.path}`",
-                        f.status,
-                        "not text"
-                        if f.lines_added is None
-                        else f"+{f.lines_added} -{f.lines_removed}",
+                        f.path,
+                        _Md(f.status),
+                        _Md(
+                            "not text"
+                            if f.lines_added is None
+                            else f"+{f.lines_added} -{f.lines_removed}"
+                        ),
                     )
                     for f in family.files
                 ],

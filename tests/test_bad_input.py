@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -100,3 +101,126 @@ def test_a_rack_id_beyond_the_plan_is_one_problem_per_network_with_its_devices_u
     assert (
         f"3 problem(s) in cluster/ (and {len(devices) + len(rack['nodes']) + 6} that follow" in err
     )
+
+
+SECRET = "root:$6$do-not-print-this-hash$"
+
+
+def _link_out(cluster: Path) -> None:
+    secret = cluster.parent / "shadow"
+    secret.write_text(f"{SECRET}\n")
+    (cluster / "racks" / "r99.yaml").symlink_to(secret)
+
+
+def _rack(data: bytes) -> Any:
+    return lambda cluster: (cluster / "racks" / "r99.yaml").write_bytes(data)
+
+
+# Files no text edit can make (bytes, links, special files, sizes), each with where its
+# diagnostic must point (`file:line: rule`, as in cases.yaml).
+HOSTILE_FILES: dict[str, tuple[Any, str]] = {
+    "symlink-out-of-repo": (_link_out, "cluster/racks/r99.yaml:1: not-a-file"),
+    "dangling-link": (
+        lambda c: (c / "racks" / "r99.yaml").symlink_to("/nonexistent/r99.yaml"),
+        "cluster/racks/r99.yaml:1: not-a-file",
+    ),
+    "linked-racks-folder": (
+        lambda c: (shutil.rmtree(c / "racks"), (c / "racks").symlink_to(REPO / "cluster/racks")),
+        "cluster/racks:1: not-a-file",
+    ),
+    "fifo": (lambda c: os.mkfifo(c / "racks" / "r99.yaml"), "cluster/racks/r99.yaml:1: not-a-file"),
+    "folder": (
+        lambda c: (c / "racks" / "r99.yaml").mkdir(),
+        "cluster/racks/r99.yaml:1: not-a-file",
+    ),
+    "control-in-file-name": (
+        lambda c: (c / "racks" / "r9\n9\x1b[2J.yaml").write_text("name: r99\n"),
+        "cluster/racks/r9\\n9\\x1b[2J.yaml:1: file-name",
+    ),
+    "not-utf8": (_rack(b"name: r99\nid: \xff\xfe\n"), "cluster/racks/r99.yaml:2: yaml-encoding"),
+    "nul": (_rack(b"name: r99\nrow: A\x00B\n"), "cluster/racks/r99.yaml:2: yaml-encoding"),
+    "flow-nesting-100000": (
+        _rack(b"name: [" + b"[" * 100_000 + b"]" * 100_000 + b"]\n"),
+        "cluster/racks/r99.yaml:1: yaml-too-deep",
+    ),
+    "block-nesting-2800": (
+        _rack(b"".join(b" " * i + b"k:\n" for i in range(2800))),
+        "cluster/racks/r99.yaml:65: yaml-too-deep",
+    ),
+    "sequence-nesting-3000": (
+        _rack(b"- " * 3000 + b"x\n"),
+        "cluster/racks/r99.yaml:1: yaml-too-deep",
+    ),
+    "line-breaks-yaml-only-knows-as-1.1": (
+        _rack("\u2028".join(" " * i + "k:" for i in range(100)).encode()),
+        "cluster/racks/r99.yaml:65: yaml-too-deep",
+    ),
+    "file-of-200-mb": (
+        lambda c: _sparse(c / "racks" / "r99.yaml", 200 << 20),
+        "cluster/racks/r99.yaml:1: yaml-too-large",
+    ),
+}
+
+
+def _sparse(path: Path, size: int) -> None:
+    with path.open("wb") as f:
+        f.write(b"# ")
+        f.truncate(size)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_FILES))
+def test_hostile_file_is_located(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Never read through, never expanded, never printed: one located line, exit 2."""
+    make, expected = HOSTILE_FILES[name]
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    make(tmp_path / "cluster")
+
+    code = main(["-C", str(tmp_path), "validate"])
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert SECRET not in err
+    assert "\x1b" not in err and "\x00" not in err
+    reported = {":".join(line.split(":")[:2]) + ":" + line.split(":")[3] for line in _diags(err)}
+    assert expected in reported, f"{expected!r} not in:\n{err}"
+
+
+def test_an_editors_lock_link_is_not_a_cluster_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    (tmp_path / "cluster" / "racks" / ".#r03.yaml").symlink_to("root@host.4242:1700000000")
+    assert main(["-C", str(tmp_path), "validate"]) == 0, capsys.readouterr().err
+
+
+def test_long_unknown_key_is_quoted_cut(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    site = tmp_path / "cluster" / "site.yaml"
+    site.write_text(site.read_text() + "K" * 900 + ": 1\n")
+
+    assert main(["-C", str(tmp_path), "validate"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown-key" in err and "(900 characters)" in err
+    assert max(len(line) for line in err.splitlines()) < 400
+
+
+def test_committed_link_is_refused_in_review(tmp_path: Path) -> None:
+    """`diff` reads revisions from git: a committed link is refused as on disk, so the review
+    and the compile judge the same tree."""
+    from compiler import gitsource
+    from tests.test_diff import git
+
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "cluster" / "racks" / "r99.yaml").symlink_to("/etc/passwd")
+    git(tmp_path, "add", "cluster")
+    git(tmp_path, "commit", "-q", "-m", "link")
+
+    side = gitsource.compile_revision(tmp_path, "HEAD")
+
+    assert [(str(d.location), d.rule) for d in side.errors] == [
+        ("cluster/racks/r99.yaml:1:1", "not-a-file")
+    ]

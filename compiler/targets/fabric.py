@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from compiler.hostlist import compact
 from compiler.model import Cages, Medium, Role, SwitchRole
 from compiler.plan import Cable, Plan
-from compiler.targets.render import template, to_csv
+from compiler.targets.render import Lines, template, to_csv
 
 
 def ib_cables(plan: Plan) -> list[tuple[str, str, str, str]]:
@@ -59,9 +59,11 @@ def topology(plan: Plan) -> str:
         # A node's port lines, one per cable end, are most of the file (three per server in a
         # three-tier fabric): written here, not by a loop in the template, whose per-line
         # cost was two thirds of the fabric target's.
-        return "".join(
-            f'[{port}]\t"{ids[peer]}"[{peer_port}]\t# "{desc[peer]}" lid 0 {token}\n'
-            for port, peer, peer_port in sorted(links.get(name, ()))
+        return Lines(
+            "".join(
+                f'[{port}]\t"{ids[peer]}"[{peer_port}]\t# "{desc[peer]}" lid 0 {token}\n'
+                for port, peer, peer_port in sorted(links.get(name, ()))
+            )
         )
 
     nodes = [("Switch", sw.ports, sw.name, sw.guid, ports(sw.name)) for sw in ib_switches]

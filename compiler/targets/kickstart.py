@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from compiler.deploy import kernel_modules, packages, units
 from compiler.plan import Host, Interface, Plan, network
-from compiler.targets.render import template
+from compiler.targets.render import Lines, template
 
 KS_PATH = "/ks"  # where the provisioning host serves generated/kickstart/
 BUNDLE_PATH = "/bundle"  # where it serves every host's bundle (`clusterforge bundle`)
@@ -115,7 +115,7 @@ def render(plan: Plan) -> dict[str, str]:
     ntp = ",".join(plan.address(h, pxe) for h in plan.site.services.ntp)
     mirror = http_url(plan, prov.install_path)
     repos = [(r.name, http_url(plan, r.path)) for r in prov.repos]
-    apply_bundle = template("apply-bundle.py.j2")  # the same script in every kickstart: once
+    apply_bundle = Lines(template("apply-bundle.py.j2"))  # the same script in every kickstart: once
     files = {}
     for host in plan.hosts:
         boot = boot_nic(plan, host)

@@ -14,7 +14,49 @@ import orjson
 from ruamel.yaml import YAML
 from ruamel.yaml.nodes import ScalarNode
 
-from compiler.errors import TargetError
+from compiler.errors import TargetError, quote
+
+
+class Lines(str):
+    """Text a target built as whole lines on purpose (a kickstart's network block, an
+    embedded script): the one kind of value a template may interpolate with line breaks."""
+
+    __slots__ = ()
+
+
+class UnsafeValue(TargetError):
+    """Raised when a template would write a value holding a line break or a control
+    character: in a line-oriented file (a kickstart, dhcpd.conf, a GRUB menu, a keyfile)
+    such a value starts lines of its own (`%pre`, a second `host` block), so the file says
+    what no one wrote. `value` is the whole value, for the caller to find where it came from."""
+
+    def __init__(self, template: str, value: str) -> None:
+        self.template, self.value = template, value
+        super().__init__(f"{template}: {quote(value)} holds a line break or a control character")
+
+
+class _Unsafe(Exception):
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+
+# C0 and C1 controls (tab, line feed and carriage return among them), DEL, and the line and
+# paragraph separators some readers break lines at; what `str.isprintable` refuses besides
+# (a no-break space, a soft hyphen) is harmless on a line and written as it is.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _finalize(value: Any) -> Any:
+    """Every `{{ ... }}` of every template goes through here before it is written (jinja's
+    `finalize`): the one guard between a value and the lines of a generated file."""
+    if type(value) is str:
+        if not value.isprintable() and CONTROL.search(value):  # the C test first: fast
+            raise _Unsafe(value)
+    elif type(value) not in (int, bool, Lines) and value is not None:
+        text = str(value)
+        if not text.isprintable() and CONTROL.search(text):
+            raise _Unsafe(text)
+    return value
 
 
 @cache
@@ -22,6 +64,7 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("compiler.targets", "templates"),
         undefined=jinja2.StrictUndefined,  # a missing fact is a bug, never an empty string
+        finalize=_finalize,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -29,7 +72,10 @@ def _env() -> jinja2.Environment:
         auto_reload=False,  # templates are package data: no stat per lookup
         # Compiling the templates was a sixth of a cold compile; jinja2 keys this cache (its
         # own private folder in the temp dir) by each template's source checksum.
-        bytecode_cache=jinja2.FileSystemBytecodeCache(),
+        # The cache files are named apart from jinja's default: a template compiled without
+        # `finalize` (by an older clusterforge, or any other jinja user on the machine) has
+        # no call to it in its code, and loaded from a shared cache it would skip the guard.
+        bytecode_cache=jinja2.FileSystemBytecodeCache(pattern="__clusterforge_guarded_%s.cache"),
     )
     # No template calls jinja's globals (range, dict, cycler, joiner, lipsum, namespace);
     # copying them into every render's fresh context was a fifth of rendering a small file
@@ -44,9 +90,12 @@ def _template(name: str) -> jinja2.Template:  # for each of a compile's hundreds
 
 
 def template(name: str, **context: Any) -> str:
-    """Render `templates/<name>`; an error names the template and its line."""
+    """Render `templates/<name>`; an error names the template and its line. Raises
+    UnsafeValue when a value (other than `Lines`) holds a line break or a control character."""
     try:
         return _template(name).render(**context)
+    except _Unsafe as exc:
+        raise UnsafeValue(name, exc.value) from None
     except jinja2.TemplateError as exc:
         line = getattr(exc, "lineno", None)
         raise TargetError(f"{name}:{line or '?'}: {exc}") from exc
@@ -177,10 +226,33 @@ def to_yaml(data: Any) -> str:
     return _ruamel_yaml(data)
 
 
+# A text cell a spreadsheet would run as a formula: OWASP, "CSV Injection"
+# (https://owasp.org/www-community/attacks/CSV_Injection): no cell may begin with = + - @,
+# a tab or a carriage return; such a cell is prefixed with a single quote, which Excel,
+# LibreOffice and Sheets read as "this is text" and the csv writer quotes as needed.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+# Where a cell starts in the written text (after a comma or at a line's start, quoted or
+# not): a table without any such start is written once, with no per-cell cost.
+_FORMULA_START = re.compile(r'(?:^|,)"?[=+\-@\t\r]', re.M)
+
+
+def _neutral(row: Sequence[object]) -> list[object]:
+    return [f"'{c}" if isinstance(c, str) and c.startswith(_FORMULA) else c for c in row]
+
+
 def to_csv(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A header row then `rows`; "\n" line ends keep committed tables diffable."""
+    """A header row then `rows`; "\n" line ends keep committed tables diffable. Text that a
+    spreadsheet would run as a formula is written as text (see `_FORMULA`)."""
+    rows = list(rows)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     writer.writerows(rows)
+    text = buf.getvalue()
+    if not _FORMULA_START.search(text):
+        return text
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(_neutral(columns))
+    writer.writerows(_neutral(row) for row in rows)
     return buf.getvalue()
