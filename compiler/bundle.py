@@ -21,13 +21,21 @@ from compiler.pipeline import Compiled
 from compiler.targets.kickstart import BUNDLE_PATH
 from contract import Deploy
 
+SERVED_MODE = 0o644  # a served bundle's files, for the HTTP server's user
+
 
 class SelectionError(ClusterforgeError):
     """Raised when --host or --role names nothing the cluster has."""
 
 
-def _overlay(compiled: Compiled, deploy: Deploy, prefix: str = "") -> dict[str, tuple[bytes, int]]:
-    files = {f"{prefix}{f.path}": (compiled.files[f.source], int(f.mode, 8)) for f in deploy.files}
+def _overlay(
+    compiled: Compiled, deploy: Deploy, prefix: str = "", mode: int | None = None
+) -> dict[str, tuple[bytes, int]]:
+    """`deploy`'s files under `prefix` at their modes, or all at `mode`; its map beside."""
+    files = {
+        f"{prefix}{f.path}": (compiled.files[f.source], int(f.mode, 8) if mode is None else mode)
+        for f in deploy.files
+    }
     manifest = json.dumps(deploy.as_json(), indent=2, sort_keys=True) + "\n"
     files[f"{prefix}.json"] = (manifest.encode(), 0o644)
     return files
@@ -54,10 +62,15 @@ def bundles(
     for name in chosen:
         out |= _overlay(compiled, compiled.deploys[name], name)
         if name == plan.site.services.provisioning:
-            # Its HTTP root serves every host's bundle to the kickstarts' %post.
+            # Its HTTP root serves every other host's bundle to that host's %post (it installs
+            # from media or upstream itself). Apache, running as its own user, reads every
+            # served file: 0644 inside a folder only root and Apache may enter (generated/http/
+            # tmpfiles.conf), each host's part served to that host alone (http/clusterforge.conf);
+            # the served map keeps the modes %post gives the files.
             for other, deploy in sorted(compiled.deploys.items()):
-                served = f"{name}{http_root}{BUNDLE_PATH}/{other}"
-                out |= _overlay(compiled, deploy, served)
+                if other != name:
+                    served = f"{name}{http_root}{BUNDLE_PATH}/{other}"
+                    out |= _overlay(compiled, deploy, served, SERVED_MODE)
     return dict(sorted(out.items()))
 
 

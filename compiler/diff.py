@@ -75,6 +75,7 @@ class RiskKind(StrEnum):
     ROUTING_ENGINE = "routing-engine"
     SM_PRIORITY = "sm-priority"
     LARGE_CHANGE = "large-change"
+    REINSTALL = "reinstall"
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,7 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
     return DiffReport(
         base=old,
         head=new,
-        risks=_risks(addresses, fabric, touched),
+        risks=_risks(addresses, fabric, touched) + _reinstall(a, b),
         nodes=_devices(
             {h.name: Place(h.rack, h.u, h.slot) for h in a.hosts},
             {h.name: Place(h.rack, h.u, h.slot) for h in b.hosts},
@@ -733,6 +734,16 @@ def _risks(
             )
         )
     return tuple(risks)
+
+
+def _reinstall(a: Plan, b: Plan) -> tuple[Risk, ...]:
+    """Hosts BASE has that HEAD newly marks `reinstall`: their next PXE boot wipes them."""
+    before = {h.name: h.reinstall for h in a.hosts}
+    marked = [h.name for h in b.hosts if h.reinstall and before.get(h.name) is False]
+    if not marked:
+        return ()
+    what = f"{len(marked)} existing host(s) marked for reinstall: the next PXE boot wipes them"
+    return (Risk(RiskKind.REINSTALL, what, tuple(sorted(marked))),)
 
 
 def _shown(value: object) -> str:

@@ -197,11 +197,18 @@ repos:
   - {name: monitoring, path: /mirror/monitoring/el8/x86_64/}  # the exporters, Prometheus, Alertmanager
 pxe_network: mgmt            # the NIC that PXE boots; only its reservation gets a boot file
 dhcp_networks: [bmc, mgmt]   # every rack's BMC and OS subnets, relayed to the provisioning host
-boot_files:                  # paths on the TFTP root
-  bios: pxelinux.0
-  uefi: shimx64.efi
-  kernel: /rocky/8.9/BaseOS/x86_64/os/images/pxeboot/vmlinuz
+boot_files:                  # the loaders on the TFTP root (pxe/tftpboot.conf copies them there)
+  bios: lpxelinux.0          # PXELINUX with its HTTP client: the menu loads the kernel by URL
+  uefi: shimx64.efi          # loads grubx64.efi, whose menu loads the kernel over HTTP
+  kernel: /rocky/8.9/BaseOS/x86_64/os/images/pxeboot/vmlinuz    # below the HTTP root
   initrd: /rocky/8.9/BaseOS/x86_64/os/images/pxeboot/initrd.img
+bootstrap:                   # the provisioning host cannot install from itself: no PXE menu for it
+  install: https://dl.rockylinux.org/vault/rocky/8.9/BaseOS/x86_64/os/   # or cdrom (the DVD)
+  repos:                     # the upstream of the repos above it needs (and `baseos` with cdrom)
+    appstream: https://dl.rockylinux.org/vault/rocky/8.9/AppStream/x86_64/os/
+    mlnx-ofed: https://linux.mellanox.com/public/repo/mlnx_ofed/23.10-1.1.9.0/rhel8.9/x86_64/
+    monitoring: https://packagecloud.io/prometheus-rpm/release/el/8/x86_64/   # node_exporter
+  nameservers: [9.9.9.9]     # its installer's resolvers (the site's DNS is itself, not up yet)
 root_password_hash:          # never in git: the compile reads it from here, else a placeholder
   env: CLUSTERFORGE_ROOT_HASH
   file: /etc/clusterforge/root.hash
@@ -261,11 +268,12 @@ services:
     files:
       - {source: dhcp/dhcpd.conf, dest: /etc/dhcp/dhcpd.conf, reload: dhcpd.service}
   tftp:
-    description: PXE boot menus by MAC for BIOS (PXELINUX) and UEFI (GRUB) clients
+    description: PXE loaders and boot menus by MAC for BIOS (PXELINUX) and UEFI (GRUB) clients
     packages: [tftp-server, syslinux-tftpboot, shim-x64, grub2-efi-x64]
     units: [tftp.socket]
     ports: [69/udp]
     files:
+      - {source: pxe/tftpboot.conf, dest: /etc/tmpfiles.d/clusterforge-tftpboot.conf, reload: systemd-tmpfiles-setup.service}
       - {source: "pxe/pxelinux.cfg/*", dest: "/var/lib/tftpboot/pxelinux.cfg/{name}", optional: true}
       - {source: "pxe/grub.cfg-*", dest: "/var/lib/tftpboot/{name}"}
   http:
@@ -275,6 +283,8 @@ services:
     ports: [80/tcp]
     files:
       - {source: "kickstart/*.ks", dest: "/var/www/html/ks/{name}", mode: "0640", owner: "root:apache", check: exists}
+      - {source: http/clusterforge.conf, dest: /etc/httpd/conf.d/clusterforge.conf, reload: httpd.service}
+      - {source: http/tmpfiles.conf, dest: /etc/tmpfiles.d/clusterforge-http.conf, reload: systemd-tmpfiles-setup.service}
   dns:
     description: authoritative DNS for the site's zones
     packages: [bind]

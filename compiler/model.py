@@ -332,6 +332,7 @@ class Node(Strict_):
     # Where this box's disks differ from its model's (another PCI slot, disks named by WWN).
     os_disks: tuple[DiskId, ...] = ()
     scratch_disk: DiskId | None = None
+    reinstall: bool = False  # PXE boot installs (wiping its disks); otherwise boots local
 
 
 class Switch(Strict_):
@@ -483,12 +484,31 @@ class Profile(Strict_):
 
 
 class BootFiles(Strict_):
-    """Paths on the provisioning server's TFTP root, as the firmware and loaders ask for them."""
+    """The loaders, on the provisioning server's TFTP root as the firmware asks for them, and
+    the installer's kernel and initrd, which the loaders fetch over HTTP."""
 
-    bios: str | None = None  # PXELINUX, for client architecture 0 (models that boot BIOS)
-    uefi: str | None = None  # shim, which loads GRUB, for client architectures 7 and 9
-    kernel: str  # the installer's kernel and initrd, loaded by either
+    # The loaders the TFTP root serves: those Rocky 8's packages install (pxe/tftpboot.conf).
+    # BIOS: PXELINUX's build with an HTTP client, since the menu loads the kernel by URL.
+    bios: Literal["lpxelinux.0"] | None = None  # for client architecture 0
+    uefi: Literal["shimx64.efi"] | None = None  # shim, which loads GRUB; architectures 7 and 9
+    kernel: str  # below the HTTP root: the install tree's images/pxeboot/vmlinuz
     initrd: str
+
+
+# The provisioning host's own install source: the installer's `cdrom`, or an upstream tree.
+InstallSource = Annotated[
+    str, _pattern(r"cdrom|https?://[A-Za-z0-9.-]+(:[0-9]+)?/\S*", "'cdrom' or an http(s) URL")
+]
+Url = Annotated[str, _pattern(r"https?://[A-Za-z0-9.-]+(:[0-9]+)?/\S*", "an http(s) URL")]
+
+
+class Bootstrap(Strict_):
+    """How the provisioning host itself is installed: it serves every other install, so its
+    own cannot come from itself; it gets no PXE menu and no DHCP boot file."""
+
+    install: InstallSource  # its installer's tree: `cdrom` (the DVD) or the upstream BaseOS URL
+    repos: dict[Name, Url] = {}  # the upstream of each of `repos`, by name, its install uses
+    nameservers: tuple[IPv4, ...] = ()  # its installer's resolvers: the site's DNS is not up yet
 
 
 class Provisioning(Strict_):
@@ -500,6 +520,7 @@ class Provisioning(Strict_):
     pxe_network: Name  # the NIC that PXE boots and installs: the only one given a boot file
     dhcp_networks: tuple[Name, ...]  # networks whose rack subnets the DHCP server serves
     boot_files: BootFiles
+    bootstrap: Bootstrap
     root_password_hash: SecretSource
     profiles: dict[Name, Profile]
     role_profiles: dict[str, Name]

@@ -267,6 +267,7 @@ class Host(NamedTuple):
     boot: BootMode
     os_disks: tuple[str, ...]  # stable names (/dev/disk/by-path/...), mirrored
     scratch_disk: str | None
+    reinstall: bool  # its PXE menu installs by default; otherwise it boots the local disk
 
     def interface(self, network: str) -> Interface | None:
         return next((i for i in self.interfaces if i.network == network), None)
@@ -536,6 +537,7 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         boot=model.boot,
         os_disks=node.os_disks or model.os_disks,
         scratch_disk=node.scratch_disk or model.scratch_disk,
+        reinstall=node.reinstall,
     )
 
 

@@ -191,6 +191,12 @@ def broken_yaml(cluster: Path) -> None:
         f.write("notes: [unclosed\n")
 
 
+def reinstall(cluster: Path) -> None:
+    """Two installed hosts marked for reinstall: their menus default to the install."""
+    for name in ("gpu001", "mon01"):
+        _edit_node(cluster, name, lambda node: node.update(reinstall=True))
+
+
 def duplicate_serial(cluster: Path) -> None:
     _, _, first = _node(cluster, "gpu001")
     _edit_node(cluster, "gpu002", lambda node: node.update(serial=first["serial"]))
@@ -207,6 +213,7 @@ CHANGES: dict[str, Callable[[Path], None]] = {
     "comment-only": comment_only,
     "broken-yaml": broken_yaml,
     "duplicate-serial": duplicate_serial,
+    "reinstall": reinstall,
 }
 
 
@@ -394,6 +401,22 @@ def test_a_subnet_manager_priority_change_is_a_risk(sides: dict[str, Side]) -> N
     [sm] = report.fabric.subnet_managers
     assert isinstance(sm.old, int) and sm.new == sm.old - 2
     assert kinds(report) == [RiskKind.SM_PRIORITY]
+
+
+def test_a_host_newly_marked_for_reinstall_is_a_risk(sides: dict[str, Side]) -> None:
+    report = compare(sides, "reinstall")
+    assert kinds(report) == [RiskKind.REINSTALL]
+    [risk] = report.risks
+    assert risk.items == ("gpu001", "mon01") and "wipes" in risk.message
+    assert "⚠️ **reinstall**: 2 existing host(s) marked for reinstall" in review.to_markdown(report)
+    [flag] = json.loads(diff.to_json(report))["risks"]
+    assert flag["kind"] == "reinstall" and flag["items"] == ["gpu001", "mon01"]
+    # Only their menus change (and the serving host's map of them).
+    [family] = [f for f in report.artifacts if f.family == "pxe"]
+    assert family.files_changed == 2
+    # Already marked on both sides, or unmarked: no flag.
+    assert diff.diff(sides["reinstall"], sides["reinstall"]).risks == ()
+    assert RiskKind.REINSTALL not in kinds(diff.diff(sides["reinstall"], sides["base"]))
 
 
 def test_a_head_that_does_not_compile_lists_its_located_errors(sides: dict[str, Side]) -> None:

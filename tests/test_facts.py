@@ -111,21 +111,34 @@ def test_uefi_hosts_get_only_the_uefi_loader(compiled: Compiled) -> None:
 
 
 def test_bios_hosts_get_pxelinux_and_biosboot(bios: Compiled) -> None:
-    """A model that boots BIOS: its hosts get the PXELINUX menu alone, the BIOS boot file in
-    their own DHCP group and Kea class, and a biosboot partition on each mirrored disk."""
-    prov01 = bios.plan.host("prov01")
-    assert prov01.boot.value == "bios"
-    mac = _boot_mac(bios, "prov01")
+    """A model that boots BIOS: its hosts get the PXELINUX menu alone (booting local unless
+    marked for reinstall, the kernel by URL), PXELINUX's HTTP build in their own DHCP group and
+    Kea class, and a biosboot partition on each mirrored disk. The provisioning host, of the
+    same model, gets neither menu nor boot file: it installs from media or upstream."""
+    mon01 = bios.plan.host("mon01")
+    assert mon01.boot.value == "bios" and bios.plan.host("prov01").boot.value == "bios"
+    mac = _boot_mac(bios, "mon01")
     assert f"pxe/pxelinux.cfg/{mac}" in bios.files and f"pxe/grub.cfg-{mac}" not in bios.files
+    assert not [p for p in bios.files if p.endswith(_boot_mac(bios, "prov01"))]
     assert f"pxe/grub.cfg-{_boot_mac(bios, 'gpu001')}" in bios.files
+    menu = _text(bios, f"pxe/pxelinux.cfg/{mac}")
+    assert "\nDEFAULT local\n" in menu and "\nLABEL local\n  LOCALBOOT 0\n" in menu
+    server = bios.plan.address("prov01", "mgmt")
+    kernel = bios.plan.cluster.provisioning.boot_files.kernel
+    assert f"\n  KERNEL http://{server}{kernel}\n" in menu
     isc = _text(bios, "dhcp/dhcpd.conf")
-    bios_group = isc[isc.index('filename "pxelinux.0"') :]
+    bios_group = isc[isc.index('filename "lpxelinux.0"') :]
     bios_group = bios_group[: bios_group.index("\n}\n")]
-    assert "host prov01 " in bios_group and "host gpu001 " not in bios_group
+    assert "host mon01 " in bios_group and "host gpu001 " not in bios_group
+    assert "host prov01 " not in bios_group
     kea = json.loads(_text(bios, "dhcp/kea-dhcp4.json"))["Dhcp4"]
     reservations = {r["hostname"]: r for s in kea["subnet4"] for r in s["reservations"]}
-    assert reservations["prov01"]["client-classes"] == ["bios"]
+    assert reservations["mon01"]["client-classes"] == ["bios"]
+    assert "client-classes" not in reservations["prov01"]
     assert reservations["gpu001"]["client-classes"] == ["uefi"]
+    assert "C /var/lib/tftpboot/lpxelinux.0 - - - - /tftpboot/lpxelinux.0\n" in _text(
+        bios, "pxe/tftpboot.conf"
+    )
     ks = _text(bios, "kickstart/prov01.ks")
     assert "/boot/efi" not in ks
     assert f"part biosboot --fstype=biosboot --size=1 --ondisk={WWN_A}\n" in ks
@@ -153,7 +166,8 @@ def test_grub_script_check_accepts_every_grub_menu(
 ) -> None:
     check = require_tool("grub-script-check")
     menus = [p for p in compiled.files if p.startswith("pxe/grub.cfg-")]
-    assert len(menus) == len([p for p in compiled.files if p.startswith("kickstart/")])
+    # Every host that installs from the provisioning host has one; that host has none.
+    assert len(menus) == len([p for p in compiled.files if p.startswith("kickstart/")]) - 1
     for path in menus:
         (tmp_path / "grub.cfg").write_bytes(compiled.files[path])
         done = subprocess.run([check, str(tmp_path / "grub.cfg")], capture_output=True, timeout=30)

@@ -34,8 +34,8 @@ from pykickstart.version import RHEL8, makeVersion
 from clusterforge.cli import main
 from compiler import bundle
 from compiler.errors import SourceError
-from compiler.load import load
-from compiler.pipeline import Compiled, compile_source
+from compiler.load import Source, load
+from compiler.pipeline import MANIFEST, Compiled, compile_source
 from compiler.targets.kickstart import PLACEHOLDER_ROOT_HASH, boot_nic
 from tests.conftest import REPO, require_tool
 
@@ -361,19 +361,22 @@ def reservation_problems(compiled: Compiled, files: dict[str, str]) -> list[str]
                 (r["ip-address"], classes[0] if classes else None)
             )
     boot_files = compiled.plan.cluster.provisioning.boot_files
+    itself = compiled.plan.site.services.provisioning  # reserved, but boots no loader
     problems, pxe_macs = [], set()
     for host in compiled.plan.hosts:
         nic = boot_nic(compiled.plan, host)
         if nic is None or nic.mac is None:
             continue
-        pxe_macs.add(nic.mac)
+        if host.name != itself:
+            pxe_macs.add(nic.mac)
         handler = parse_ks(files[f"kickstart/{host.name}.ks"])
         ks = [n.ip for n in handler.network.network if n.device == nic.mac]
-        file = getattr(boot_files, host.boot.value)
+        file = getattr(boot_files, host.boot.value) if host.name != itself else None
+        mode = host.boot.value if host.name != itself else None
         if (
             len(ks) != 1
             or isc.get(nic.mac) != [(ks[0], file)]
-            or kea.get(nic.mac) != [(ks[0], host.boot.value)]
+            or kea.get(nic.mac) != [(ks[0], mode)]
         ):
             problems.append(
                 f"{host.name} {nic.mac}: ks {ks}, isc {isc.get(nic.mac)}, kea {kea.get(nic.mac)}"
@@ -420,24 +423,103 @@ def test_the_property_catches_a_mismatch(
     assert reservation_problems(compiled, files) != []
 
 
+def menu_path(compiled: Compiled, host: str) -> str:
+    nic = boot_nic(compiled.plan, compiled.plan.host(host))
+    assert nic is not None and nic.mac is not None
+    bootif = "01-" + nic.mac.replace(":", "-")
+    return {"bios": f"pxe/pxelinux.cfg/{bootif}", "uefi": f"pxe/grub.cfg-{bootif}"}[
+        compiled.plan.host(host).boot.value
+    ]
+
+
 def test_boot_menus_point_at_the_hosts_kickstart(compiled: Compiled) -> None:
+    """One menu per host that installs from the provisioning host, for its boot mode; the
+    installer's kernel and initrd over HTTP from the mirrored install tree, which the TFTP
+    root does not hold."""
     plan, prov = compiled.plan, compiled.plan.cluster.provisioning
     server = plan.address(plan.site.services.provisioning, prov.pxe_network)
-    menus = [p for p in compiled.files if p.startswith("pxe/")]
-    assert len(menus) == len(kickstarts(compiled))  # one, for the host's boot mode
+    menus = [p for p in compiled.files if p.startswith(("pxe/grub.cfg-", "pxe/pxelinux.cfg/"))]
+    assert len(menus) == len(kickstarts(compiled)) - 1  # none for the provisioning host
     for host in plan.hosts:
-        nic = boot_nic(plan, host)
-        if nic is None or nic.mac is None:
+        if boot_nic(plan, host) is None or host.name == plan.site.services.provisioning:
             continue
-        bootif = "01-" + nic.mac.replace(":", "-")
-        loader = {"bios": f"pxe/pxelinux.cfg/{bootif}", "uefi": f"pxe/grub.cfg-{bootif}"}
-        for path in (loader[host.boot.value],):
-            menu = text(compiled, path)
-            url = re.search(r"inst\.ks=http://([0-9.]+)/ks/(\S+)\.ks", menu)
-            assert url and url[1] == server and url[2] == host.name, path
-            assert f"kickstart/{url[2]}.ks" in compiled.files
-            assert f"inst.repo=http://{server}{prov.install_path} " in menu
-            assert f"BOOTIF={bootif}" in menu
+        path = menu_path(compiled, host.name)
+        menu = text(compiled, path)
+        url = re.search(r"inst\.ks=http://([0-9.]+)/ks/(\S+)\.ks", menu)
+        assert url and url[1] == server and url[2] == host.name, path
+        assert f"kickstart/{url[2]}.ks" in compiled.files
+        assert f"inst.repo=http://{server}{prov.install_path} " in menu
+        assert f" BOOTIF={path.rsplit('grub.cfg-', 1)[-1].rsplit('/', 1)[-1]}\n" in menu
+        assert f"  linuxefi (http,{server}){prov.boot_files.kernel} inst.ks=" in menu
+        assert f"  initrdefi (http,{server}){prov.boot_files.initrd}\n" in menu
+        assert prov.boot_files.kernel.startswith(prov.install_path)  # mirrored there
+
+
+def reinstall(names: set[str]) -> Compiled:
+    """The reference cluster with the nodes `names` marked `reinstall: true`."""
+    source = load(REPO / "cluster")
+    data = copy.deepcopy(source.data)
+    data["racks"] = tuple(
+        {
+            **rack,
+            "nodes": tuple(
+                {**n, "reinstall": True} if n["name"] in names else n for n in rack.get("nodes", ())
+            ),
+        }
+        for rack in data["racks"]
+    )
+    return compile_source(Source(data, source.locations))
+
+
+def test_menus_boot_local_unless_the_host_is_marked_for_reinstall(compiled: Compiled) -> None:
+    """A PXE boot of an installed host (a boot order reset by a firmware update) must not wipe
+    it: every menu's default leaves the loader for the local disk; a node marked for reinstall
+    in its rack file, and only it, gets the install as the default."""
+    assert not [h.name for h in compiled.plan.hosts if h.reinstall]  # the reference marks none
+    for path in (p for p in compiled.files if p.startswith("pxe/grub.cfg-")):
+        menu = text(compiled, path)
+        assert "\nset default=local\n" in menu, path
+        assert "\nmenuentry 'Boot " in menu and " --id local {\n  exit\n}\n" in menu, path
+        assert " --id install {\n  linuxefi " in menu, path  # still there, not the default
+    marked = reinstall({"gpu001", "mon01"})
+    for host in compiled.plan.hosts:
+        if boot_nic(compiled.plan, host) is None or host.name == "prov01":
+            continue
+        want = "install" if host.name in {"gpu001", "mon01"} else "local"
+        assert f"\nset default={want}\n" in text(marked, menu_path(marked, host.name)), host.name
+    # Nothing else changes but the serving host's map (the menus' sha256): the kickstarts,
+    # the marked hosts' bundles and DHCP are the same.
+    changed = {p for p in compiled.files if compiled.files[p] != marked.files.get(p)}
+    menus = {menu_path(compiled, "gpu001"), menu_path(compiled, "mon01")}
+    assert changed == {*menus, "deploy/prov01.json", MANIFEST}
+
+
+@pytest.mark.realtool
+def test_grub_script_check_accepts_the_install_default(tmp_path: Path) -> None:
+    check = require_tool("grub-script-check")
+    marked = reinstall({"gpu001"})
+    (tmp_path / "grub.cfg").write_bytes(marked.files[menu_path(marked, "gpu001")])
+    done = subprocess.run([check, str(tmp_path / "grub.cfg")], capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_provisioning_host_has_no_menu_and_no_boot_file(compiled: Compiled) -> None:
+    """prov01 serves every install, so it cannot PXE-install from itself: no menu on its TFTP
+    root for its MAC, and its DHCP reservation offers no loader (only its address)."""
+    plan = compiled.plan
+    itself = plan.site.services.provisioning
+    nic = boot_nic(plan, plan.host(itself))
+    assert nic is not None and nic.mac is not None
+    bootif = "01-" + nic.mac.replace(":", "-")
+    assert not [p for p in compiled.files if p.startswith("pxe/") and bootif in p]
+    isc = text(compiled, "dhcp/dhcpd.conf")
+    line = f"host {itself} {{ hardware ethernet {nic.mac}; fixed-address {nic.address};"
+    assert line in isc
+    for group in isc.split("\ngroup {")[1:]:
+        assert line not in group[: group.index("\n}\n")], "inside a boot file's group"
+    kea = json.loads(text(compiled, "dhcp/kea-dhcp4.json"))["Dhcp4"]["subnet4"]
+    mine = [r for s in kea for r in s["reservations"] if r["hw-address"] == nic.mac]
+    assert len(mine) == 1 and "client-classes" not in mine[0]
 
 
 # --- the root password hash -----------------------------------------------------------------

@@ -24,6 +24,7 @@ from compiler.targets import (
     grafana,
     hostconf,
     hosts,
+    http,
     inventory,
     kickstart,
     labels,
@@ -72,6 +73,7 @@ TARGETS.add("alertmanager", alertmanager.render)
 TARGETS.add("grafana", grafana.render)
 TARGETS.add("dhcp", dhcp.render)
 TARGETS.add("pxe", pxe.render)
+TARGETS.add("http", http.render)
 TARGETS.add("kickstart", kickstart.render)
 TARGETS.add("labels", labels.render)
 TARGETS.add("access", access.render)

@@ -7,7 +7,8 @@ Every rack subnet of `provisioning.dhcp_networks` is declared with its router; n
 leased dynamically. Every known MAC with an address in one of those subnets (host NICs,
 BMCs, switch management ports) gets a fixed reservation, named as in generated/hosts. Only
 reservations on `provisioning.pxe_network` get the provisioning host as next-server and the
-boot file of the host's boot mode (its hardware model's), when the client architecture
+boot file of the host's boot mode (its hardware model's; none for the provisioning host
+itself, which installs from media or upstream), when the client architecture
 (option 93) asks for that mode: a UEFI host (7 or 9, x86-64) gets shim, a BIOS host (0) gets
 PXELINUX; any other answer, or no option 93, no boot file: a UEFI box that falls back to
 legacy PXE must not install a layout its firmware cannot boot. `dhcpd -t` misses duplicate
@@ -56,8 +57,11 @@ def subnets(plan: Plan) -> list[Subnet]:
     served = plan.cluster.provisioning.dhcp_networks
     pxe = plan.cluster.provisioning.pxe_network
     name_of = {address: name for address, name, _ in names(plan)}
+    # The provisioning host gets no boot file: it serves every install, its own included
+    # would be from itself (it installs from media or upstream: provisioning.yaml bootstrap).
+    itself = plan.site.services.provisioning
     macs: list[tuple[str, str, BootMode | None]] = [
-        (i.mac, i.address, h.boot if i.network == pxe else None)
+        (i.mac, i.address, h.boot if i.network == pxe and h.name != itself else None)
         for h in plan.hosts
         for i in (*h.interfaces, h.bmc)
         if i.mac and i.network in served
@@ -150,7 +154,9 @@ def render(plan: Plan) -> dict[str, str]:
     prov = plan.cluster.provisioning
     server = plan.host(plan.site.services.provisioning).interface(prov.pxe_network)
     assert server is not None, "checks: the provisioning host is on the PXE network"
-    modes = sorted({h.boot for h in plan.hosts if h.interface(prov.pxe_network)})
+    itself = plan.site.services.provisioning
+    pxe_hosts = [h for h in plan.hosts if h.interface(prov.pxe_network) and h.name != itself]
+    modes = sorted({h.boot for h in pxe_hosts})
     files = {BootMode.UEFI: prov.boot_files.uefi, BootMode.BIOS: prov.boot_files.bios}
     boot = Boot(server.address, {mode: files[mode] or "" for mode in modes})
     rows = subnets(plan)
