@@ -109,7 +109,20 @@ def lay_out(
         dest.chmod(0o644)
     tmpfiles = sorted((root / "etc/tmpfiles.d").glob("*.conf"))
     if tmpfiles:
+        # `systemd-tmpfiles --root` reads the accounts from ROOT/etc: there Rocky's apache
+        # has the uid and gid of Debian's www-data, so its folders are the web server's.
+        passwd, group = ["root:x:0:0:root:/root:/bin/bash"], ["root:x:0:"]
+        for rocky, debian in ROCKY_TO_DEBIAN.items():
+            user = pwd.getpwnam(debian)
+            passwd.append(f"{rocky}:x:{user.pw_uid}:{user.pw_gid}::/var/www:/sbin/nologin")
+            group.append(f"{rocky}:x:{user.pw_gid}:")
+            notes[f"tmpfiles.d: {rocky} is {debian}'s uid and gid"] = len(tmpfiles)
+        for name, lines in (("passwd", passwd), ("group", group)):
+            assert not (root / "etc" / name).exists(), f"the bundle has /etc/{name}"
+            (root / "etc" / name).write_text("\n".join(lines) + "\n")
         tool = require_tool("systemd-tmpfiles")
+        # Named by their paths on this machine: systemd-tmpfiles does not look for them under
+        # --root, only the paths inside them.
         command = [tool, "--create", f"--root={root}", *map(str, tmpfiles)]
         run = subprocess.run(command, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, f"systemd-tmpfiles failed:\n{run.stderr}"
@@ -247,7 +260,7 @@ def provisioning_host(
             why = f"no user {user!r} (tests/install-tools makes it)"
             pytest.fail(why) if os.environ.get("CI") == "true" else pytest.skip(why)
     address = cidr.split("/")[0]
-    assert not ipaddress.ip_address(address) in LOCAL
+    assert ipaddress.ip_address(address) not in LOCAL
     tag = f"{os.getpid() % 100000}{secrets.token_hex(2)}"
     names = {"srv": f"cfsrv{tag}", "rack": f"cfrack{tag}"}
     logs = scratch / "logs"
@@ -260,9 +273,9 @@ def provisioning_host(
             _run([ip, "netns", "add", name])
         s, r = ([ip, "-n", names[k]] for k in ("srv", "rack"))
         prefix = cidr.split("/")[1]
+        veth = [ip, "link", "add", iface, "netns", names["srv"], "type", "veth"]
         steps = [
-            [ip, "link", "add", iface, "netns", names["srv"], "type", "veth"]
-            + ["peer", "name", "up0", "netns", names["rack"]],
+            [*veth, "peer", "name", "up0", "netns", names["rack"]],
             [*s, "link", "set", "lo", "up"],
             [*s, "link", "set", iface, "up"],
             [*s, "addr", "add", cidr, "dev", iface],
@@ -289,8 +302,10 @@ def provisioning_host(
         # in.tftpd logs through syslog(3): in its namespace /dev/log is this module's socket.
         devdir = scratch / "dev"
         devdir.mkdir()
-        dev_steps = [f"touch {devdir}/{n} && mount --bind /dev/{n} {devdir}/{n}" for n in
-                     ("null", "zero", "urandom", "random")]
+        dev_steps = [
+            f"touch {devdir}/{n} && mount --bind /dev/{n} {devdir}/{n}"
+            for n in ("null", "zero", "urandom", "random")
+        ]
         dev_steps.append(f"ln -s {scratch}/devlog {devdir}/log")
         dev_steps.append(f"mount --rbind {devdir} /dev")
         leases = scratch / "dhcpd"
@@ -313,23 +328,87 @@ def provisioning_host(
             "LANG": "C",
         }
         daemons: list[tuple[str, list[str], str, list[str], dict[str, str]]] = [
-            ("dhcpd", srv, prelude, [tools["dhcpd"], "-4", "-f", "-d", "-user", "dhcpd",
-             "-group", "dhcpd", "-cf", "/etc/dhcp/dhcpd.conf", "-lf",
-             str(leases / "dhcpd.leases"), "--no-pid", iface], {}),
-            ("tftpd", srv, prelude + "; " + "; ".join(dev_steps),
-             [tools["in.tftpd"], "-L", "-u", "tftp", "-v", "-v", "-v", "-a", f"{address}:69",
-              "-s", "/var/lib/tftpboot"], {}),
-            ("apache2", srv, prelude, [tools["apache2"], "-d", str(apache), "-f",
-             str(apache / "apache2.conf"), "-DFOREGROUND"], apache_env),
-            ("dhcrelay", rack, "true", [tools["dhcrelay"], "-4", "-d", "-id", "br0", "-iu",
-             "up0", address], {}),
+            (
+                "dhcpd",
+                srv,
+                prelude,
+                [
+                    tools["dhcpd"],
+                    "-4",
+                    "-f",
+                    "-d",
+                    "-user",
+                    "dhcpd",
+                    "-group",
+                    "dhcpd",
+                    "-cf",
+                    "/etc/dhcp/dhcpd.conf",
+                    "-lf",
+                    str(leases / "dhcpd.leases"),
+                    "--no-pid",
+                    iface,
+                ],
+                {},
+            ),
+            (
+                "tftpd",
+                srv,
+                prelude + "; " + "; ".join(dev_steps),
+                [
+                    tools["in.tftpd"],
+                    "-L",
+                    "-u",
+                    "tftp",
+                    "-v",
+                    "-v",
+                    "-v",
+                    "-a",
+                    f"{address}:69",
+                    "-s",
+                    "/var/lib/tftpboot",
+                ],
+                {},
+            ),
+            (
+                "apache2",
+                srv,
+                prelude,
+                [
+                    tools["apache2"],
+                    "-d",
+                    str(apache),
+                    "-f",
+                    str(apache / "apache2.conf"),
+                    "-DFOREGROUND",
+                ],
+                apache_env,
+            ),
+            (
+                "dhcrelay",
+                rack,
+                "true",
+                [tools["dhcrelay"], "-4", "-d", "-id", "br0", "-iu", "up0", address],
+                {},
+            ),
         ]
         for name, where, pre, command, env in daemons:
-            shell = [tools["unshare"], "-m", "--propagation", "private", "sh", "-c",
-                     f"{pre}; exec \"$@\"", "sh", *command]
+            shell = [
+                tools["unshare"],
+                "-m",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                f'{pre}; exec "$@"',
+                "sh",
+                *command,
+            ]
             out = (logs / f"{name}.out").open("wb")
             lab.processes[name] = subprocess.Popen(
-                [*where, *shell], stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [*where, *shell],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **env},
             )
             out.close()

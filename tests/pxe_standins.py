@@ -18,7 +18,7 @@ and the provisioning host's own tmpfiles.d delivers them onto the TFTP root):
 - Rocky's installer kernel and initrd (`images/pxeboot/vmlinuz`, `initrd.img`): Debian's kernel
   from its linux-image package (fetched as a file by tests/install-tools, unpacked here), and a
   busybox-static initramfs whose /init does what anaconda does with the network before it
-  installs: brings up the NIC (e1000, the module from the same package) by DHCP, prints
+  installs: brings up the NIC (virtio-net, its modules from the same package) by DHCP, prints
   /proc/cmdline, fetches the `inst.ks=` kickstart, then the bundle map and every file in it
   from the URLs the kickstart's %post uses, checks each sha256 against the map, prints one
   result line per file on the serial port, and powers off.
@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import lzma
 import os
 import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO, require_tool
 
@@ -53,7 +56,7 @@ mount -t devtmpfs dev /dev
 exec >/dev/ttyS0 2>&1
 echo "cf-boot cmdline=$(cat /proc/cmdline)"
 done_() { echo "cf-done $*"; sync; poweroff -f; }
-insmod /e1000.ko || done_ "error=insmod"
+for m in /modules/*.ko; do insmod "$m" || done_ "error=insmod-$m"; done
 ip link set lo up
 ip link set eth0 up
 udhcpc -i eth0 -n -q -f -t 30 -T 2 -s /udhcpc.script || done_ "error=dhcp"
@@ -109,6 +112,11 @@ GRUB_MODULES = [
     "search", "part_msdos", "part_gpt", "fat", "chain",
 ]  # fmt: skip
 
+# The NIC's drivers (Debian builds them as modules); what they need comes from each module's
+# own `depends` (modinfo), loaded first.
+NIC_MODULES = ["virtio_pci", "virtio_net"]
+
+
 # 16-bit MBR code: DS=0, print the NUL-terminated message at 0x7c16 to COM1, halt.
 MBR_CODE = bytes.fromhex("fc31c08ed8be167cbaf803ac84c07403eeebf8f4ebfd")
 
@@ -118,8 +126,6 @@ def kernel_package() -> Path:
     found = sorted(KERNEL_CACHE.glob("linux-image-*.deb"))
     if not found:
         why = f"no kernel package in {KERNEL_CACHE} (tests/install-tools fetches it)"
-        import pytest
-
         pytest.fail(why) if os.environ.get("CI") == "true" else pytest.skip(why)
     return found[-1]
 
@@ -136,20 +142,42 @@ def kernel(work: Path) -> bytes:
     return next((_unpacked(work) / "boot").glob("vmlinuz-*")).read_bytes()
 
 
+def _load_order(modules: Path, wanted: list[str]) -> list[Path]:
+    """`wanted` and every module they depend on, each after its dependencies."""
+    modinfo = require_tool("modinfo")
+    order: list[Path] = []
+
+    def visit(name: str) -> None:
+        path = next(modules.rglob(f"{name}.ko*"))
+        if path in order:
+            return
+        run = subprocess.run(
+            [modinfo, "-F", "depends", str(path)], capture_output=True, text=True, check=True
+        )
+        for dep in filter(None, run.stdout.strip().split(",")):
+            visit(dep)
+        if path not in order:
+            order.append(path)
+
+    for name in wanted:
+        visit(name)
+    return order
+
+
 def initrd(work: Path) -> bytes:
-    """A gzip'd newc cpio: static busybox, /init, the udhcpc script and e1000.ko."""
+    """A gzip'd newc cpio: static busybox, /init, the udhcpc script and the NIC's modules."""
     tree = work / "initramfs"
     shutil.rmtree(tree, ignore_errors=True)
     for d in ("bin", "proc", "sys", "dev"):
         (tree / d).mkdir(parents=True)
     shutil.copy(require_tool("busybox"), tree / "bin/busybox")
-    e1000 = next(_unpacked(work).rglob("e1000.ko*"))
-    data = e1000.read_bytes()
-    if e1000.name.endswith(".xz"):
-        import lzma
-
-        data = lzma.decompress(data)
-    (tree / "e1000.ko").write_bytes(data)
+    modules = next(_unpacked(work).glob("lib/modules/*/kernel"))
+    (tree / "modules").mkdir()
+    for i, path in enumerate(_load_order(modules, NIC_MODULES)):
+        data = path.read_bytes()
+        if data[:6] == b"\xfd7zXZ\0":
+            data = lzma.decompress(data)
+        (tree / "modules" / f"{i:02}-{path.name.split('.')[0]}.ko").write_bytes(data)
     for name, text in (("init", INIT), ("udhcpc.script", UDHCPC)):
         (tree / name).write_text(text)
         (tree / name).chmod(0o755)
