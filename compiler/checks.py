@@ -835,6 +835,26 @@ def provisioning(c: Cluster, rep: Report) -> None:
             rep.add(
                 (*p, "os_disks"), "invalid-value", f"{node.name!r} needs two OS disks for its RAID1"
             )
+    # The loaders fetch the kernel and initrd as http://<provisioning host><path>.
+    for key in ("kernel", "initrd"):
+        path = getattr(prov.boot_files, key)
+        if not path.startswith("/") or "/../" in f"{path}/":
+            rep.add(
+                (*at, "boot_files", key),
+                "invalid-value",
+                f"{path!r} must be an absolute path below the HTTP root ({prov.http_root})",
+            )
+    # The provisioning host installs from upstream: each name is one of `repos` (or baseos).
+    repo_names = ["baseos", *(r.name for r in prov.repos)]
+    for name in prov.bootstrap.repos:
+        if name not in repo_names:
+            close = closest(name, repo_names)
+            hint = f"did you mean {close!r}?" if close else "known: " + ", ".join(repo_names)
+            rep.add(
+                (*at, "bootstrap", "repos", name),
+                "unknown-reference",
+                f"bootstrap names the upstream of repo {name!r}, which repos lacks ({hint})",
+            )
     source = prov.root_password_hash
     if source.env is None and source.file is None:
         rep.add(

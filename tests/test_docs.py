@@ -52,3 +52,11 @@ def test_the_howtos_yaml_snippets_are_what_the_model_takes() -> None:
     assert {k: model.Pin.model_validate(v).version for k, v in yaml.load(pins)["pins"].items()} == {
         "bios": "2.5"
     }
+
+
+def test_the_bootstrap_snippet_is_the_reference_s() -> None:
+    """docs/bootstrap.md shows the reference's own bootstrap, in the shape the model takes."""
+    text = (REPO / "docs" / "bootstrap.md").read_text(encoding="utf-8")
+    snippet = _Yaml().load(text.split("```yaml\n", 1)[1].split("```", 1)[0])["bootstrap"]
+    shipped = _Yaml().load((REPO / "cluster" / "provisioning.yaml").read_text())["bootstrap"]
+    assert model.Bootstrap.model_validate(snippet) == model.Bootstrap.model_validate(shipped)

@@ -522,6 +522,49 @@ def test_the_provisioning_host_has_no_menu_and_no_boot_file(compiled: Compiled) 
     assert len(mine) == 1 and "client-classes" not in mine[0]
 
 
+def test_the_provisioning_host_installs_from_its_bootstrap_not_itself(
+    compiled: Compiled,
+) -> None:
+    """prov01 serves the mirrors and the bundles, so nothing of its install may come from its
+    own address: the installer's tree, its repos and the installed system's repos are
+    `bootstrap`'s upstream ones, its resolvers `bootstrap`'s, and its bundle is not fetched
+    (it is applied after, with the installer the kickstart leaves in /root)."""
+    plan = compiled.plan
+    itself = plan.site.services.provisioning
+    server = plan.address(itself, plan.cluster.provisioning.pxe_network)
+    boot = plan.cluster.provisioning.bootstrap
+    ks = kickstarts(compiled)[itself]
+    handler = parse_ks(ks)
+    assert handler.url.url == boot.install
+    assert {r.name: r.baseurl for r in handler.repo.repoList} == {
+        name: url for name, url in boot.repos.items() if name != "baseos"
+    }
+    assert [n.nameserver for n in handler.network.network] == [",".join(boot.nameservers)]
+    assert f"http://{server}" not in ks and "/bundle/" not in ks
+    assert "\ncat > /root/clusterforge-apply-bundle.py <<'EOF'\n" in ks
+    assert f"\nbaseurl={boot.install}\n" in ks  # the installed system's baseos
+    # Every other host still installs from the provisioning host and fetches its bundle.
+    other = kickstarts(compiled)["mon01"]
+    assert parse_ks(other).url.url == f"http://{server}{plan.cluster.provisioning.install_path}"
+    assert f'curl -fsS --retry 5 -o /root/bundle.json "http://{server}/bundle/mon01.json"' in other
+
+
+def test_a_provisioning_host_bootstrapped_from_the_dvd(compiled: Compiled) -> None:
+    source = load(REPO / "cluster")
+    data = copy.deepcopy(source.data)
+    upstream = "https://dl.rockylinux.org/vault/rocky/8.9/BaseOS/x86_64/os/"
+    data["provisioning"] = {
+        **data["provisioning"],
+        "bootstrap": {"install": "cdrom", "repos": {"baseos": upstream}},
+    }
+    dvd = compile_source(Source(data, source.locations))
+    ks = kickstarts(dvd)["prov01"]
+    handler = parse_ks(ks)
+    assert handler.cdrom.seen and not handler.url.seen and not handler.repo.repoList
+    assert f"\nbaseurl={upstream}\n" in ks  # after the install, the named upstream
+    assert kickstarts(dvd)["gpu001"] == kickstarts(compiled)["gpu001"]
+
+
 # --- the root password hash -----------------------------------------------------------------
 
 
@@ -631,6 +674,18 @@ R01_GPU002 = '    guid: "0x0c42a103003484e4"\n'
             "duplicate-ip",
         ),
         ("provisioning.yaml", "pxe_network: mgmt ", "pxe_network: storage ", "invalid-value"),
+        (
+            "provisioning.yaml",
+            "  kernel: /rocky/8.9/",
+            "  kernel: rocky/8.9/",
+            "invalid-value",
+        ),
+        (
+            "provisioning.yaml",
+            "    monitoring: https://packagecloud.io/",
+            "    monitor: https://packagecloud.io/",
+            "unknown-reference",
+        ),
         (
             "provisioning.yaml",
             "dhcp_networks: [bmc, mgmt]",

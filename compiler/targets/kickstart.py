@@ -4,6 +4,10 @@ boots, served by the provisioning host at `http://<its PXE address>/ks/<host>.ks
 One template for every host; what differs comes from the plan (addresses, disks, versions)
 and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykickstart knows it
 (`ksvalidator -v RHEL8`; FORMATS.md §5).
+  sources   the provisioning host's mirrors, for every host but the provisioning host itself:
+            it serves them, so it installs from `provisioning.yaml: bootstrap` (the DVD or
+            an upstream tree, upstream repos, its own resolvers) and gets its bundle after
+            the install (docs/bootstrap.md), never anything from its own address
   network   the installer's network only: static on the PXE NIC, matched by MAC; the
             installed system is configured by the generated keyfiles, nothing else
   storage   RAID1 of the host's OS disks by stable name (/dev/disk/by-path or by-id, the
@@ -15,7 +19,7 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
   %packages the role's profile (provisioning.yaml): the environment group the first boot needs
   %post     `set -euo pipefail`, logged, fails the install on error, in an order that makes
             kernel modules match the kernel that boots:
-            1. local mirrors only;
+            1. local mirrors only (the provisioning host: bootstrap's upstream repos);
             2. the pinned kernel (and its headers), made the default;
             3. MLNX_OFED, whose kernel modules are built for that kernel, proven by ofed_info;
             4. the role's services: module streams, packages (the GPU driver after OFED, since
@@ -25,7 +29,8 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
             5. the host's bundle (BUNDLE_PATH on the provisioning host): every file of
                generated/deploy/<host>.json, checked against its sha256, installed with its
                mode and owner; the installer's own ifcfg files removed, so the keyfiles are
-               the network's one configuration;
+               the network's one configuration (the provisioning host: the installer is
+               left in /root for the bundle applied after, its network kept till then);
             6. the services' units enabled.
 """
 
@@ -76,14 +81,36 @@ def _network(plan: Plan, host: Host, boot: Interface) -> str:
     else:
         args.append("--nodefroute")
     dns = ",".join(plan.address(h, boot.network) for h in plan.site.services.dns)
+    bootstrap = plan.cluster.provisioning.bootstrap
+    if host.name == plan.site.services.provisioning and bootstrap.nameservers:
+        dns = ",".join(bootstrap.nameservers)  # the site's DNS is this host, not up yet
     args += [f"--nameserver={dns}", f"--hostname={host.name}.{plan.site.domain}", "--activate"]
     return " ".join(["network", *args, "--onboot=yes"])
+
+
+Sources = tuple[str | None, list[tuple[str, str]], list[tuple[str, str]]]
+
+
+def bootstrap_sources(plan: Plan) -> Sources:
+    """The provisioning host's own install sources, from `bootstrap`, never its own address:
+    (the installer's tree, None for `cdrom`; the installer's other repos; the installed
+    system's repos, `baseos` first), in the order of `repos`."""
+    boot = plan.cluster.provisioning.bootstrap
+    install = None if boot.install == "cdrom" else boot.install
+    repos = [
+        (r.name, boot.repos[r.name])
+        for r in plan.cluster.provisioning.repos
+        if r.name in boot.repos
+    ]
+    base = boot.repos.get("baseos", install)
+    return install, repos, ([("baseos", base)] if base else []) + repos
 
 
 def render(plan: Plan) -> dict[str, str]:
     prov = plan.cluster.provisioning
     pxe = prov.pxe_network
     ntp = ",".join(plan.address(h, pxe) for h in plan.site.services.ntp)
+    mirror = http_url(plan, prov.install_path)
     repos = [(r.name, http_url(plan, r.path)) for r in prov.repos]
     apply_bundle = template("apply-bundle.py.j2")  # the same script in every kickstart: once
     files = {}
@@ -92,13 +119,19 @@ def render(plan: Plan) -> dict[str, str]:
         if boot is None:
             continue
         streams, names = packages(plan, host)
+        sources: Sources = (mirror, repos, [("baseos", mirror), *repos])
+        bundle: str | None = http_url(plan, BUNDLE_PATH)
+        if host.name == plan.site.services.provisioning:
+            sources, bundle = bootstrap_sources(plan), None
+        install, host_repos, post_repos = sources
         files[f"kickstart/{host.name}.ks"] = template(
             "kickstart.ks.j2",
             host=host,
             site=plan.site,
             prov=prov,
-            install=http_url(plan, prov.install_path),
-            repos=repos,
+            install=install,
+            repos=host_repos,
+            post_repos=post_repos,
             ntp=ntp,
             network=_network(plan, host, boot),
             root_hash=plan.secrets.get("root_password_hash", PLACEHOLDER_ROOT_HASH),
@@ -108,7 +141,7 @@ def render(plan: Plan) -> dict[str, str]:
             packages=names,
             modules=kernel_modules(plan, host),
             units=units(plan, host),
-            bundle=http_url(plan, BUNDLE_PATH),
+            bundle=bundle,
             apply_bundle=apply_bundle,
         )
     return files
