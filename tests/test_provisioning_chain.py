@@ -72,7 +72,9 @@ from tests.provisioning_host import Lab, bundle_host, lay_out, provisioning_host
 pytestmark = pytest.mark.realtool
 
 HOST, OTHER = "gpu001", "gpu002"
-VM_TIMEOUT = 360  # seconds for one boot; TCG reaches the installer's /init in about a minute
+# Seconds for one boot: TCG reaches the installer's /init in about a minute on an idle machine,
+# several when its 2 cores are shared.
+VM_TIMEOUT = 480
 REINSTALL = {"racks/r01.yaml": (f"  - name: {HOST}\n", f"  - name: {HOST}\n    reinstall: true\n")}
 # gpu001's hardware model, its boot line: the first `boot: uefi` of hardware.yaml, after GPUs.
 BIOS = {"hardware.yaml": ("      max_corrected_ecc: 100\n    boot: uefi\n",
