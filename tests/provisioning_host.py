@@ -23,10 +23,13 @@ In a mount namespace of each daemon the laid-out `/etc/dhcp`, `/var/lib/tftpboot
 dhcpd as `dhcpd` (`-user dhcpd -group dhcpd`, as Rocky's dhcpd.service does; Debian's build
 has the options, Rocky's dhcp-server package makes the account and tests/install-tools does
 here), `in.tftpd -L -u tftp -s` with verbose logging (to syslog: a socket this module reads
-stands in for /dev/log), and Apache from a copy of Debian's stock /etc/apache2 (User
-www-data, DocumentRoot /var/www/html) with the host's generated `/etc/httpd/conf.d/*.conf`
-added to it. Everything is stopped and removed on exit: the processes by their own process
-groups, the namespaces by name; the mount namespaces go with their processes.
+stands in for /dev/log; each transfer's process drops to tftp), and Apache in the foreground
+(`-DFOREGROUND`: a root parent holding port 80 and workers as www-data, as `-k start` runs)
+from a copy of Debian's stock /etc/apache2 (User www-data, DocumentRoot /var/www/html) with
+the host's generated `/etc/httpd/conf.d/*.conf` added to it. The start checks that dhcpd and
+Apache's workers run as those users. Everything is stopped and removed on exit: the processes
+by their own process groups, the namespaces by name; the mount namespaces go with their
+processes.
 """
 
 from __future__ import annotations
@@ -232,6 +235,20 @@ def _wait(what: str, ready: object, lab: Lab, timeout: float = 30) -> None:
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{lab.tails()}")
 
 
+def _users(pid: int, children: bool = False) -> set[str]:
+    """The user names `pid` runs as (effective uid), or those of its children."""
+    pids = [pid]
+    if children:
+        pids = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    names = set()
+    for p in pids:
+        with contextlib.suppress(FileNotFoundError):
+            status = Path(f"/proc/{p}/status").read_text()
+            uid = int(next(ln for ln in status.splitlines() if ln.startswith("Uid:")).split()[2])
+            names.add(pwd.getpwuid(uid).pw_name)
+    return names
+
+
 def _listening(prefix: list[str], proto: str, port: int) -> bool:
     run = subprocess.run([*prefix, "ss", "-Hln", f"-{proto}"], capture_output=True, text=True)
     return any(line.split()[3].endswith(f":{port}") for line in run.stdout.splitlines())
@@ -416,6 +433,12 @@ def provisioning_host(
         _wait("in.tftpd to listen", lambda: _listening(srv, "u", 69), lab)
         _wait("Apache to listen", lambda: _listening(srv, "t", 80), lab)
         _wait("dhcrelay to start", lambda: "Sending on" in lab.log("dhcrelay.out"), lab)
+        # Each daemon as its own user: dhcpd itself once it has dropped root; Apache's workers
+        # (its parent stays root to hold port 80, as on a host).
+        dhcpd = lab.processes["dhcpd"].pid
+        _wait("dhcpd to drop root", lambda: _users(dhcpd) == {"dhcpd"}, lab)
+        workers = lambda: _users(lab.processes["apache2"].pid, children=True)  # noqa: E731
+        _wait("Apache's workers as www-data", lambda: workers() == {"www-data"}, lab)
         yield lab
     finally:
         for proc in lab.processes.values():

@@ -105,6 +105,7 @@ class Site:
     host_gateway: str
     mac: str
     other_address: str
+    loaders: dict[str, str | None]  # the planned boot file per firmware
 
 
 def site(repo: Path) -> Site:
@@ -129,6 +130,7 @@ def site(repo: Path) -> Site:
         host_gateway=nic.gateway,
         mac=nic.mac,
         other_address=other.address,
+        loaders={"uefi": prov.boot_files.uefi, "bios": prov.boot_files.bios},
     )
 
 
@@ -406,11 +408,14 @@ def test_a_server_pxe_boots_installs_and_boots_local(tmp_path: Path, case: str) 
     # The planned address, to the planned MAC, through the rack's relay; the planned loader.
     ack = f"DHCPACK on {s.host_address} to {s.mac} via {s.host_gateway}"
     assert ack in dhcp, f"no {ack!r}\n{evidence}"
+    planned = s.loaders[firmware]
     if firmware == "uefi":
-        loaders = ["shimx64.efi", "grubx64.efi", f"grub.cfg-{dashed}"]
-        assert "NBP filename is shimx64.efi" in console, f"OVMF was not offered shim\n{evidence}"
+        # shim loads grubx64.efi from its own folder, GRUB its menu by MAC.
+        loaders = [planned, "grubx64.efi", f"grub.cfg-{dashed}"]
+        offered = f"NBP filename is {planned}"
+        assert offered in console, f"OVMF did not print {offered!r}\n{evidence}"
     else:
-        loaders = ["lpxelinux.0", "ldlinux.c32", f"pxelinux.cfg/{dashed}"]
+        loaders = [planned, "ldlinux.c32", f"pxelinux.cfg/{dashed}"]
     missing = [f for f in loaders if f not in tftp]
     assert not missing and tftp[0] == loaders[0], (
         f"TFTP served {tftp}; want {loaders}, the loader first\n{evidence}"
