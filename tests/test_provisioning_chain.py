@@ -20,8 +20,15 @@ offered; every file of the chain served (UEFI: shim, GRUB, the host's menu; BIOS
 ldlinux.c32, the host's menu; then the kernel and initrd over HTTP); the kernel booted with
 the menu's planned command line (`inst.ks`, `inst.repo`); the kickstart and the host's whole
 bundle fetched over HTTP with every sha256 right; and that an installed host's next PXE boot
-boots local (GRUB's `exit` or PXELINUX's `LOCALBOOT 0` back to the firmware, which boots
-the disk).
+does not install: PXELINUX's `LOCALBOOT 0` hands back to SeaBIOS, which boots the disk; GRUB's
+`exit` hands back to OVMF, whose boot manager (EDK2's) opens its menu, not the disk, since
+the loader returned success (Rocky's GRUB can `exit 1`, a failure the firmware answers with
+its next boot option; Debian's GRUB has no exit code, so the UEFI case proves the hand-back
+to the firmware, and no kernel fetched, not the disk boot).
+
+The VM's NIC is virtio-net: under OVMF without an option ROM, so the firmware's own PXE client
+(as on a server) asks for the boot file; under SeaBIOS with QEMU's iPXE ROM as the NIC's PXE
+ROM, as a server NIC's is.
 
 What stands in for what (no Rocky binary can be had here; tests/pxe_standins.py builds them):
 
