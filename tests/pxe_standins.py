@@ -23,9 +23,10 @@ and the provisioning host's own tmpfiles.d delivers them onto the TFTP root):
   from the URLs the kickstart's %post uses, checks each sha256 against the map, prints one
   result line per file on the serial port, and powers off.
 - The installed host's disk: for UEFI an ESP (a folder QEMU shows as a FAT disk) whose
-  `EFI/BOOT/BOOTX64.EFI` is a GRUB image that only prints `cf-local-disk booted`; for BIOS a
-  disk whose MBR code prints the same on the serial port. Reaching it proves that the PXE menu
-  handed the machine back to its firmware, which booted the next device: the disk.
+  `EFI/rocky/shimx64.efi` (where anaconda installs Rocky's shim; `EFI/BOOT/BOOTX64.EFI` too)
+  is a GRUB image that only prints `cf-local-disk booted`; for BIOS a disk whose MBR code
+  prints the same on the serial port. Reaching it proves that the PXE menu booted the disk:
+  GRUB by chaining to the installed shim, PXELINUX by handing back to the BIOS.
 """
 
 from __future__ import annotations
@@ -225,9 +226,10 @@ def local_disk(work: Path, firmware: str) -> Path:
     """The installed host's disk: a folder (UEFI: an ESP QEMU shows as FAT) or an image."""
     if firmware == "uefi":
         esp = work / "esp"
-        (esp / "EFI/BOOT").mkdir(parents=True, exist_ok=True)
         app = grub_image(work, "local.efi", f"echo {LOCAL_DISK}\nhalt\n")
-        (esp / "EFI/BOOT/BOOTX64.EFI").write_bytes(app)
+        for path in ("EFI/rocky/shimx64.efi", "EFI/BOOT/BOOTX64.EFI"):
+            (esp / path).parent.mkdir(parents=True, exist_ok=True)
+            (esp / path).write_bytes(app)
         return esp
     disk = work / "disk.img"
     mbr = bytearray(512)

@@ -479,7 +479,9 @@ def test_menus_boot_local_unless_the_host_is_marked_for_reinstall(compiled: Comp
     for path in (p for p in compiled.files if p.startswith("pxe/grub.cfg-")):
         menu = text(compiled, path)
         assert "\nset default=local\n" in menu, path
-        assert "\nmenuentry 'Boot " in menu and " --id local {\n  exit\n}\n" in menu, path
+        # The local entry chains to the installed shim on the disk's ESP (exit only without one).
+        assert "\nmenuentry 'Boot " in menu and " --id local {\n" in menu, path
+        assert "\n    chainloader ($esp)/EFI/rocky/shimx64.efi\n" in menu, path
         assert " --id install {\n  linuxefi " in menu, path  # still there, not the default
     marked = reinstall({"gpu001", "mon01"})
     for host in compiled.plan.hosts:

@@ -385,11 +385,12 @@ def test_the_spare_howto_is_one_change_whose_diff_is_exactly_the_swap(
     out = tmp_path / "diff.json"
     assert main(["-C", str(root), "diff", "main~1", "main", "--json", str(out)]) == 0
     diff = json.loads(out.read_text(encoding="utf-8"))
-    # The one risk is the swap itself, shown for the reviewer: two roles change.
+    # The risks are the swap itself, shown for the reviewer: two roles change, and with them
+    # the two hosts' kickstarts (their services' packages and units).
     assert diff["compiles"]
-    assert [(r["kind"], r["items"]) for r in diff["risks"]] == [
-        ("role-changed", ["gpu017: gpu → spare", "gpu125: spare → gpu"])
-    ]
+    risks = {r["kind"]: r["items"] for r in diff["risks"]}
+    assert sorted(risks) == ["kickstart-changed", "role-changed"]
+    assert risks["role-changed"] == ["gpu017: gpu → spare", "gpu125: spare → gpu"]
     assert diff["nodes"] == {"added": [], "removed": [], "moved": [], "renamed": []}
     assert diff["addresses"] == [] and diff["renumbered_nothing"]
     (added,) = diff["cables"]["added"]

@@ -5,7 +5,8 @@ Per-host boot menus, named the way the loaders look them up by the MAC of the NI
   pxelinux.cfg/01-aa-bb-cc-dd-ee-ff   PXELINUX, for hosts whose model boots BIOS
   grub.cfg-01-aa-bb-cc-dd-ee-ff       GRUB (loaded by shim), for hosts whose model boots UEFI
 One menu per host, for its boot mode (the DHCP server offers only that loader). Its default
-entry boots the local disk (GRUB `exit`, back to the firmware and its next boot option;
+entry boots the local disk (GRUB chains to the installed system's shim on its ESP, since
+EDK2-based firmware answers a loader's plain `exit` with its own menu, not the disk;
 PXELINUX `LOCALBOOT 0`), so a PXE boot of an installed host, after a boot order reset,
 never wipes it; only a node marked `reinstall: true` in its rack file gets the install entry
 as the default. The install entry starts the installer with that host's kickstart
@@ -39,9 +40,10 @@ TFTP_ROOT = "/var/lib/tftpboot"  # tftp-server's root on Rocky 8 (tftp.service: 
 # noarch) installs PXELINUX and its modules into /tftpboot ("make bios install-all
 # TFTPBOOT=/tftpboot", `%files tftpboot` /tftpboot in the Fedora/RHEL syslinux spec);
 # lpxelinux.0, the build with an HTTP client, needs ldlinux.c32 beside it.
+ESP_VENDOR = "/EFI/rocky"  # on the ESP, mounted at /boot/efi: where anaconda puts shim too
 LOADERS = {
-    "shimx64.efi": "/boot/efi/EFI/rocky/shimx64.efi",
-    "grubx64.efi": "/boot/efi/EFI/rocky/grubx64.efi",  # shim loads it from beside itself
+    "shimx64.efi": f"/boot/efi{ESP_VENDOR}/shimx64.efi",
+    "grubx64.efi": f"/boot/efi{ESP_VENDOR}/grubx64.efi",  # shim loads it from beside itself
     "lpxelinux.0": "/tftpboot/lpxelinux.0",
     "ldlinux.c32": "/tftpboot/ldlinux.c32",
 }
@@ -87,6 +89,12 @@ def render(plan: Plan) -> dict[str, str]:
             BootMode.UEFI: ("grub", f"grub.cfg-{bootif}"),
         }[host.boot]
         files[f"pxe/{path}"] = template(
-            f"{loader}.cfg.j2", host=host, nic=nic, prov=prov, args=args, server=server(plan)
+            f"{loader}.cfg.j2",
+            host=host,
+            nic=nic,
+            prov=prov,
+            args=args,
+            server=server(plan),
+            local=f"{ESP_VENDOR}/shimx64.efi",
         )
     return files
