@@ -659,6 +659,14 @@ def _run_as_audit(lab: twin.Lab, host: str, command: str) -> asyncssh.SSHComplet
         "ethtool_i ib0;id",
         "ethtool_i $(id)",
         "sha256sum /etc/../etc/shadow",
+        # The hash probe reads as root: only the host's own list of deployed files.
+        "sha256sum /etc/shadow",
+        "sha256sum /etc/ssh/ssh_host_ed25519_key",
+        "sha256sum /dev/zero",
+        "sha256sum /dev/watchdog",
+        "sha256sum /proc/self/environ",
+        "sha256sum /etc/chrony.conf",  # in the map, but not the host's whole list
+        "file_exists /etc/shadow",
         "systemctl_show sshd",
         "--within 0 uname_r",
         "",
