@@ -94,6 +94,8 @@ def _parse(name: str, text: str) -> tuple[Any, str | None]:
         return parse(text), None
     except ParseError as exc:
         return None, str(exc)
+    except RecursionError:  # a log nested deeper than the parser follows: the log's fault
+        return None, f"{name}: output nested too deep to parse"
 
 
 def judge(inputs: Inputs, results: Path) -> dict[str, Any]:

@@ -26,8 +26,10 @@ and hands on what replay reads back, so any report can be reproduced from its in
 
 `collected_at` is ISO 8601 with a UTC offset: when the state was read. A requested key with
 neither a file nor a `failed` entry counts as failed ("not recorded"); files nobody asked for
-are not read. Unreachable means the connection failed (refused, timeout, authentication);
-`failed` is for a host that answered (command missing, non-zero exit, command timeout).
+are not read, and of a file no more than its probe's `max_output` (compiler/probes.py): a
+longer one is failed, as the live run fails a probe that prints more. Unreachable means the
+connection failed (refused, timeout, authentication); `failed` is for a host that answered
+(command missing, non-zero exit, command timeout).
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from audits.model import AuditError, HostKeyFact
+from audits.probes import PROBES
 
 SCHEMA = 1
 NOT_RECORDED = "not recorded"
+_DEFAULT_CAP = 16 * 2**20  # a key of no probe (never asked for by the audit)
 
 
 def probe_key(probe: str, iface: str | None = None) -> str:
@@ -55,6 +59,18 @@ def probe_key(probe: str, iface: str | None = None) -> str:
 def probe_of(key: str) -> str:
     """The probe (and parser) name of a key."""
     return key.split("@", 1)[0]
+
+
+def output_cap(key: str) -> int:
+    """The bytes of a probe key's output that count (the probe's `max_output`): more is a
+    failure of the probe, live and replayed alike."""
+    probe = PROBES.get(probe_of(key))
+    return probe.max_output if probe is not None else _DEFAULT_CAP
+
+
+def over_cap(cap: int) -> str:
+    """Why a probe whose output ran over `cap` bytes gave nothing usable."""
+    return f"output over {cap} bytes: the recording keeps the first"
 
 
 @dataclass(frozen=True)
@@ -246,7 +262,14 @@ def _subject(folder: Path, keys: Sequence[str]) -> Collected:
         if key in noted:
             failed[key] = str(noted[key])
         elif path.is_file():
-            outputs[key] = path.read_text(encoding="utf-8", errors="replace")
+            # No more than the probe's cap is read, as the live run keeps no more: a hostile
+            # host's recording costs what its caps allow, whatever its files hold.
+            cap = output_cap(key)
+            # Sized first: a read of cap + 1 bytes would allocate the whole cap each time.
+            if path.stat().st_size > cap:
+                failed[key] = over_cap(cap)
+            else:
+                outputs[key] = path.read_bytes()[:cap].decode("utf-8", errors="replace")
         else:
             failed[key] = NOT_RECORDED
     return Collected(outputs, failed)

@@ -21,7 +21,8 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 | gpus         | gpu      | nvidia_smi_gpus, _nvlink,     | node admission (audits/admission.py): |
 |              |          | _ecc, xid                     | GPU count and model, NVLinks, ECC, Xid|
 | files        | file     | sha256sum (the deploy map's   | deploy.files: each file there, with   |
-|              |          | paths)                        | generated/'s bytes (or just there)    |
+|              |          | paths), file_exists (those    | generated/'s bytes (or just there:    |
+|              |          | never to be read)             | the secret-bearing ones)              |
 | units        | service  | systemctl_show (its units)    | deploy.units: installed, active and   |
 |              |          |                               | enabled                               |
 | gpudirect    | gpudirect| nccl_conf, ibstat, lsmod,     | gpudirect (audits/gpudirect.py): NCCL |
@@ -228,15 +229,34 @@ def probe_arguments(c: Contract) -> dict[str, tuple[str, ...]]:
     """The arguments of the probes that take the host's own list: its deployed paths, its
     units (from generated/deploy/<host>.json)."""
     out: dict[str, tuple[str, ...]] = {}
-    if _deployed(c):
-        out["sha256sum"] = tuple(f["path"] for f in _deployed(c))
+    hashed, present = _hashed(c), _present(c)
+    if hashed:
+        out["sha256sum"] = hashed
+    if present:
+        out["file_exists"] = present
     if _units_of(c):
         out["systemctl_show"] = tuple(_units_of(c))
     return out
 
 
+def _hashed(c: Contract) -> tuple[str, ...]:
+    """The deployed files whose bytes are planned: hashed on the host."""
+    return tuple(f["path"] for f in _deployed(c) if f["sha256"] is not None)
+
+
+def _present(c: Contract) -> tuple[str, ...]:
+    """The deployed files whose bytes carry a secret: checked for presence only, never read
+    (a digest of a one-line password file gives the password away to a word list)."""
+    return tuple(f["path"] for f in _deployed(c) if f["sha256"] is None)
+
+
+def _file_probes(c: Contract) -> tuple[str, ...]:
+    return (("sha256sum",) if _hashed(c) else ()) + (("file_exists",) if _present(c) else ())
+
+
 def _files(c: Contract, facts: Facts, sink: Sink) -> None:
-    seen: dict[str, str] = facts["sha256sum"]
+    seen: dict[str, str] = dict(facts.get("sha256sum", {}))
+    seen |= dict.fromkeys(facts.get("file_exists", ()), "present")
     for f in _deployed(c):
         path, source, want = f["path"], f["source"], f["sha256"]
         where = f"files[{path}]"
@@ -316,7 +336,7 @@ CHECKS = build_checks(
             _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
             admission.gpus,
         ),
-        Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _fixed("sha256sum"), _files),
+        Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files),
         Check(
             "units", Kind.SERVICE, lambda c: bool(_units_of(c)), _fixed("systemctl_show"), _units
         ),

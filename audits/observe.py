@@ -33,4 +33,9 @@ def observe(subject: str, collected: Collected) -> Observed:
             facts[key] = get_parser(probe_of(key))(text)
         except ParseError as exc:
             failures.append(ProbeFailure(probe=key, message=str(exc.at_host(subject))))
+        except RecursionError:
+            # Output nested deeper than a parser can follow (100,000 '[' as `ip -j` output):
+            # the host's output is at fault, not the audit.
+            message = f"{subject}: {probe_of(key)}: output nested too deep to parse"
+            failures.append(ProbeFailure(probe=key, message=message))
     return Observed(facts, sorted(failures, key=lambda f: f["probe"]))

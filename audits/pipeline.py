@@ -15,10 +15,11 @@ from typing import Any, Protocol
 
 from audits import expected, shard
 from audits.collect import Collected, Collection, Collector, ReplayCollector, read_object
-from audits.compare import INTERNAL_ERROR, compare_host, crashed_host, host_probes
+from audits.compare import INTERNAL_ERROR, HostAudit, compare_host, crashed_host, host_probes
 from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_probes, not_scanned
 from audits.model import AuditError
 from audits.report import Report, build, to_json
+from audits.sanitize import clean
 
 
 def audit(
@@ -63,11 +64,14 @@ def audit(
             collected = Collected({}, {}, crashed=_bug(exc))
         try:
             if collected.crashed is not None:
-                audits.append(crashed_host(hosts[name], collected.crashed))
+                judged = crashed_host(hosts[name], collected.crashed)
             else:
-                audits.append(compare_host(hosts[name], collected, when))
+                judged = compare_host(hosts[name], collected, when)
         except Exception as exc:  # a bug: this host is error, exit 3
-            audits.append(crashed_host(hosts[name], _bug(exc)))
+            judged = crashed_host(hosts[name], _bug(exc))
+        # What the host said, made safe and bounded before the next host is read: the report
+        # holds each host's strings escaped and cut (audits.sanitize), never its raw text.
+        audits.append(HostAudit(clean(judged.entry), clean(judged.findings)))
     # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
     ports = {p["port_guid"]: name for name, c in hosts.items() for p in c["ib_ports"]}
     try:
@@ -79,6 +83,7 @@ def audit(
             fabric = compare_fabric(expectations.fabric, ports, collection.fabric)
     except Exception as exc:  # a bug: the fabric is error, exit 3
         fabric = crashed_fabric(_bug(exc))
+    fabric = FabricAudit(clean(fabric.entry), clean(fabric.findings))
     report = build(expectations, collection.collected_at, when, audits, fabric, previous)
     return report if selection is None else shard.mark(report, selection)
 

@@ -13,6 +13,7 @@ from datetime import date
 from typing import Any
 
 from audits.model import Accepted, Finding, Kind, Severity, VersionPair, VersionState
+from audits.sanitize import VALUE_LIMIT, text
 from audits.versions import leading, same
 
 Contract = Mapping[str, Any]  # one expected/hosts/<host>.json
@@ -61,6 +62,9 @@ class Sink:
     def version(self, c: Contract, key: str, observed: str | None) -> None:
         """Compare version `key` in full, or at the precision the contract's `mask` gives
         it, honouring a rollout's `accept` window."""
+        if observed is not None:
+            # Short enough to leave the sentence it goes into its expected value.
+            observed = text(observed, VALUE_LIMIT)
         expected: str = c["versions"][key]
         parts: int = c.get("mask", {}).get(key, 0)
         state = self._judge(c, key, expected, observed, parts)

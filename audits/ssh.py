@@ -56,6 +56,8 @@ from audits.collect import (
     Collection,
     Recorder,
     ReplayCollector,
+    output_cap,
+    over_cap,
     probe_of,
     read_object,
     write_status,
@@ -122,7 +124,9 @@ class SshOptions:
     concurrency: int = 32  # hosts connected at once
     timeout: float = 120.0  # seconds per host: connect and all its probes
     probe_timeout: float = 60.0  # seconds one probe may take, within the host's
-    max_output: int = 16 * 2**20  # bytes kept of one probe's output; more makes the host error
+    # Bytes kept of one probe's output at most; each probe's own cap (its `max_output`) is
+    # lower for most: more makes the host error.
+    max_output: int = 16 * 2**20
     passphrase_env: str | None = None  # the environment variable holding the key's passphrase
     passphrase_file: Path | None = None  # or the file holding it
     agent: str | None = None  # an SSH agent's socket, to log in with instead of `key`
@@ -412,9 +416,10 @@ class _Runner:
             command = shlex.join(["--within", str(max(1, math.ceil(until - now))), *words])
             ok = PROBES[probe_of(key)].ok_exits
             path = folder / f"{key}.txt"
+            cap = min(self.cap, output_cap(key))
             try:
                 async with asyncio.timeout_at(until):
-                    why = await self.one(command, path, ok)
+                    why = await self.one(command, path, ok, cap)
             except TimeoutError:
                 # Half an output is never a reading; timeout(1) on the host ends the command.
                 path.unlink(missing_ok=True)
@@ -427,8 +432,9 @@ class _Runner:
                 failed[key] = why
         return Collected({}, failed)
 
-    async def one(self, command: str, path: Path, ok: tuple[int, ...]) -> str | None:
-        """Run `command`, its stdout into `path`; None when it succeeded, else why not."""
+    async def one(self, command: str, path: Path, ok: tuple[int, ...], cap: int) -> str | None:
+        """Run `command`, its stdout into `path` (at most `cap` bytes); None when it
+        succeeded, else why not."""
         process = await self.conn.create_process(command, encoding=None)
         process.stdin.write_eof()
         stderr = asyncio.ensure_future(_tail(process.stderr))
@@ -436,19 +442,21 @@ class _Runner:
         try:
             with path.open("wb") as out:
                 while chunk := await process.stdout.read(_CHUNK):
-                    if size + len(chunk) > self.cap:
-                        out.write(chunk[: self.cap - size])
-                        out.write(TRUNCATED.format(cap=self.cap).encode())
+                    if size + len(chunk) > cap:
+                        out.write(chunk[: cap - size])
+                        out.write(TRUNCATED.format(cap=cap).encode())
                         process.close()  # the host's probe gets EPIPE, or timeout(1) ends it
-                        return f"output over {self.cap} bytes: the recording keeps the first"
+                        return over_cap(cap)
                     out.write(chunk)
                     size += len(chunk)
             done = await process.wait(check=False)
+            # The channel is closed once wait returns: stderr is at its end, and read to it
+            # before it counts (cancelled there, a loaded host's last line was lost).
+            said = await stderr
         finally:
-            stderr.cancel()
+            stderr.cancel()  # a no-op once it is done; else the probe failed half-way
             if not process.is_closing():
                 process.close()  # a probe cut short: the channel goes, the connection stays
-        said = stderr.result() if stderr.done() and not stderr.cancelled() else b""
         if done.exit_status in ok:
             return None
         path.unlink()

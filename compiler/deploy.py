@@ -21,6 +21,7 @@ from compiler.errors import Diagnostic, SourceError
 from compiler.load import Source
 from compiler.model import FileCheck, FirewallPolicy, Role, Service
 from compiler.plan import Host, Plan, derived
+from compiler.probes import forbidden_path
 from contract import Deploy, Placed
 
 DEPLOY_DIR = "deploy"
@@ -140,6 +141,12 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
                     problems.append(Diagnostic(source.where(home_at), "missing-source", message))
                 for src in found:
                     dest = home.dest.format(host=host.name, role=role, name=src.rsplit("/", 1)[-1])
+                    if forbidden_path(dest):
+                        # The audit reads every deployed file as root: never a device's.
+                        at = source.where(("services", "services", name, "files", i, "dest"))
+                        message = f"{host.name}: {dest} is a device's or the kernel's file"
+                        problems.append(Diagnostic(at, "file-home-forbidden", message))
+                        continue
                     if dest in placed and placed[dest].source != src:
                         message = (
                             f"{host.name}: {dest} would hold both generated/"
@@ -166,6 +173,21 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
         problems.append(Diagnostic(at, "homeless-file", message))
     if problems:
         raise SourceError(problems)
+    return out
+
+
+def with_digests(deploys: Mapping[str, Deploy], digests: Mapping[str, str]) -> dict[str, Deploy]:
+    """`deploys` with the planned sha256 of the files in `digests` (by source) put in: the
+    files rendered from the deploy map itself (the audit account's per-role files)."""
+    out = {}
+    for host, d in deploys.items():
+        files = tuple(
+            f._replace(sha256=digests[f.source])
+            if f.source in digests and f.sha256 is not None
+            else f
+            for f in d.files
+        )
+        out[host] = d._replace(files=files)
     return out
 
 

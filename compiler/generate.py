@@ -492,14 +492,15 @@ _EXPECTED_HOME = (
     '      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}\n'
 )
 _ACCESS_HOMES = """\
-      - source: access/clusterforge-probe
+      - source: "access/{role}/clusterforge-probe"
         dest: /usr/local/libexec/clusterforge-probe
         mode: "0755"
       - {source: access/authorized_keys, dest: /etc/ssh/authorized_keys/clusterforge-audit}
       - {source: access/sshd_config, dest: /etc/ssh/sshd_config.d/50-clusterforge-audit.conf, reload: sshd.service}
-      - {source: access/sudoers, dest: /etc/sudoers.d/clusterforge-audit, mode: "0440"}
+      - {source: "access/{role}/sudoers", dest: /etc/sudoers.d/clusterforge-audit, mode: "0440"}
       - {source: access/sysusers.conf, dest: /usr/lib/sysusers.d/clusterforge-audit.conf}
       - {source: access/tmpfiles.conf, dest: /usr/lib/tmpfiles.d/clusterforge-audit.conf}
+      - {source: access/limits.conf, dest: /etc/security/limits.d/50-clusterforge-audit.conf}
 """
 assert _EXPECTED_HOME in _SERVICES, "the base service's expected-state home"
 

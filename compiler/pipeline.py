@@ -22,6 +22,7 @@ from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
 from compiler.plan import Plan, build, oversized
+from compiler.targets import access
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
 from compiler.targets.render import CONTROL, UnsafeValue, to_json
@@ -168,7 +169,15 @@ def compile_source(
     except UnsafeValue as exc:
         raise SourceError([unsafe_value(source, exc)]) from None
     digests = {path: sha256(data).hexdigest() for path, data in files.items()}
-    deploys = deploy.deploy_map(plan, digests, source)
+    # The audit account's per-role files allow exactly the paths of the deploy map, which
+    # places them too: named first, filled from the map, their digests put in after.
+    named = dict.fromkeys(access.role_sources(plan), "")
+    deploys = deploy.deploy_map(plan, digests | named, source)
+    per_role = {p: t.encode() for p, t in access.role_files(plan, deploys).items()}
+    role_digests = {path: sha256(data).hexdigest() for path, data in per_role.items()}
+    files |= per_role
+    digests |= role_digests
+    deploys = deploy.with_digests(deploys, role_digests)
     files |= {path: text.encode() for path, text in deploy.deploy_files(deploys).items()}
     files = dict(sorted(files.items()))
     files[MANIFEST] = manifest(files, source.digest(), digests)

@@ -7,10 +7,13 @@ node, its program found at `program`; nothing else is ever run there. `scope` sa
 probes run on every node, `fabric` probes once from a host attached to the fabric.
 `ethtool_i` runs once per interface: its argv holds the placeholder `{iface}`, filled by
 `Probe.argv_for` with a name checked against what Linux allows, so no text from inventory
-reaches a remote shell unchecked. `sha256sum` and `systemctl_show` take the host's own list of
-arguments (`takes`: the paths and units of its deploy map, `probe_arguments`), each checked
-against a strict pattern (here, and again by the forced command) and passed after `--`, so
-none can be read as an option or reach a shell as anything but one word. Probes with `root`
+reaches a remote shell unchecked. `sha256sum`, `file_exists` and `systemctl_show` take the
+host's own list of arguments (`takes`: the paths and units of its deploy map,
+`probe_arguments`), each checked against a strict pattern (here, and again by the forced
+command, which allows the file probes only the exact lists of the role's deploy maps) and
+passed after `--`, so none can be read as an option or reach a shell as anything but one
+word; no path under /dev, /proc or /sys is ever one. Each probe's output is kept up to its
+`max_output`, sized to what the command prints. Probes with `root`
 (`dmidecode`, `ipmitool`, the kernel log, the fabric scans, `sha256sum` of the 0600 keyfiles)
 run through sudo, granted exactly those command lines.
 """
@@ -32,10 +35,17 @@ IFACE_MAX = 15
 _IFACE_NAME = re.compile(f"(?!-)[{IFACE_CHARS}]{{1,{IFACE_MAX}}}")
 # What a deploy map may name: absolute paths of plain characters, no "..", and unit names.
 UNIT_SUFFIXES = ("service", "socket", "timer", "target")
+# Where no deployed file lives and nothing may be read as root: devices (a read of /dev/zero
+# never ends, an open of /dev/watchdog arms it) and the kernel's files.
+FORBIDDEN_ROOTS = ("/dev", "/proc", "/sys")
 _ARGUMENT = {
     "paths": re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._-]*)+"),
     "units": re.compile(rf"[A-Za-z0-9@_.-]+\.({'|'.join(UNIT_SUFFIXES)})"),
 }
+
+
+_KIB = 1024
+_MIB = 1024 * _KIB
 
 
 class ProbeError(ClusterforgeError):
@@ -54,6 +64,10 @@ class Probe:
     per_interface: bool = False
     takes: Literal["paths", "units"] | None = None  # arguments from the host's deploy map
     ok_exits: tuple[int, ...] = (0,)  # sha256sum exits 1 when a file is missing: a finding
+    # Bytes of output kept, sized to what the command prints on the largest host or fabric
+    # planned (a BIOS version is one short line, a kernel log since boot can be megabytes);
+    # more is a hostile or broken host: the probe fails, and no host costs more than its caps.
+    max_output: int = 16 * _KIB
 
     def __post_init__(self) -> None:
         if (IFACE in self.argv) != self.per_interface:
@@ -68,7 +82,13 @@ class Probe:
         `arguments` appended (after `--`) for a probe that takes them."""
         if self.takes is not None:
             pattern = _ARGUMENT[self.takes]
-            bad = [a for a in arguments if pattern.fullmatch(a) is None or ".." in a]
+            bad = [
+                a
+                for a in arguments
+                if pattern.fullmatch(a) is None
+                or ".." in a
+                or (self.takes == "paths" and forbidden_path(a))
+            ]
             if bad or not arguments:
                 raise ProbeError(f"probe {self.name!r} needs {self.takes}, got {bad or 'none'}")
             return (*self.argv, "--", *arguments)
@@ -81,6 +101,11 @@ class Probe:
         if iface is None or _IFACE_NAME.fullmatch(iface) is None:
             raise ProbeError(f"probe {self.name!r} needs a valid interface name, got {iface!r}")
         return tuple(iface if arg == IFACE else arg for arg in self.argv)
+
+
+def forbidden_path(path: str) -> bool:
+    """Whether `path` is a device's or the kernel's: never deployed, never read."""
+    return any(path == root or path.startswith(f"{root}/") for root in FORBIDDEN_ROOTS)
 
 
 def build_probes(probes: Iterable[Probe]) -> dict[str, Probe]:
@@ -98,40 +123,78 @@ _ECC_QUERY = "index,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.v
 
 PROBES: dict[str, Probe] = build_probes(
     (
-        Probe("ofed_info", ("ofed_info", "-s"), "host", "/usr/bin/ofed_info"),
-        Probe("ibstat", ("ibstat",), "host", "/usr/sbin/ibstat"),
+        Probe("ofed_info", ("ofed_info", "-s"), "host", "/usr/bin/ofed_info", max_output=4 * _KIB),
+        Probe("ibstat", ("ibstat",), "host", "/usr/sbin/ibstat", max_output=256 * _KIB),
         Probe(
             "nvidia_smi_gpus",
             ("nvidia-smi", f"--query-gpu={_GPU_QUERY}", "--format=csv,noheader"),
             "host",
             "/usr/bin/nvidia-smi",
+            max_output=64 * _KIB,
         ),
-        Probe("nvidia_smi_xml", ("nvidia-smi", "-q", "-x"), "host", "/usr/bin/nvidia-smi"),
+        # About 40 KB a GPU (nvidia-smi 535 on an H100): 4 MiB holds 16 GPUs with room.
+        Probe(
+            "nvidia_smi_xml",
+            ("nvidia-smi", "-q", "-x"),
+            "host",
+            "/usr/bin/nvidia-smi",
+            max_output=4 * _MIB,
+        ),
         Probe(
             "dmidecode_bios",
             ("dmidecode", "-s", "bios-version"),
             "host",
             "/usr/sbin/dmidecode",
             root=True,
+            max_output=4 * _KIB,  # one line: SMBIOS strings are at most 255 bytes
         ),
-        Probe("ipmitool_mc_info", ("ipmitool", "mc", "info"), "host", "/usr/bin/ipmitool", True),
         Probe(
-            "ethtool_i", ("ethtool", "-i", IFACE), "host", "/usr/sbin/ethtool", per_interface=True
+            "ipmitool_mc_info",
+            ("ipmitool", "mc", "info"),
+            "host",
+            "/usr/bin/ipmitool",
+            True,
+            max_output=16 * _KIB,
         ),
-        Probe("ip_route", ("ip", "-j", "route", "show"), "host", "/usr/sbin/ip"),
-        Probe("ip_addr", ("ip", "-j", "addr", "show"), "host", "/usr/sbin/ip"),
-        Probe("uname_r", ("uname", "-r"), "host", "/usr/bin/uname"),
-        Probe("nvidia_smi_nvlink", ("nvidia-smi", "nvlink", "-s"), "host", "/usr/bin/nvidia-smi"),
+        Probe(
+            "ethtool_i",
+            ("ethtool", "-i", IFACE),
+            "host",
+            "/usr/sbin/ethtool",
+            per_interface=True,
+            max_output=16 * _KIB,
+        ),
+        Probe("ip_route", ("ip", "-j", "route", "show"), "host", "/usr/sbin/ip", max_output=_MIB),
+        Probe("ip_addr", ("ip", "-j", "addr", "show"), "host", "/usr/sbin/ip", max_output=_MIB),
+        Probe("uname_r", ("uname", "-r"), "host", "/usr/bin/uname", max_output=4 * _KIB),
+        # One line a link: 18 NVLinks of 16 GPUs is under 20 KB.
+        Probe(
+            "nvidia_smi_nvlink",
+            ("nvidia-smi", "nvlink", "-s"),
+            "host",
+            "/usr/bin/nvidia-smi",
+            max_output=256 * _KIB,
+        ),
         Probe(
             "nvidia_smi_ecc",
             ("nvidia-smi", f"--query-gpu={_ECC_QUERY}", "--format=csv,noheader"),
             "host",
             "/usr/bin/nvidia-smi",
+            max_output=64 * _KIB,
         ),
         # -k implies -b: Xids of earlier boots were seen by earlier audits. Root: the kernel
-        # log is not for every user to read.
-        Probe("xid", ("journalctl", "-k", "--no-pager"), "host", "/usr/bin/journalctl", True),
-        # Root: some deployed files are 0600 (NetworkManager keyfiles).
+        # log is not for every user to read. A long boot's log runs to megabytes.
+        Probe(
+            "xid",
+            ("journalctl", "-k", "--no-pager"),
+            "host",
+            "/usr/bin/journalctl",
+            True,
+            max_output=16 * _MIB,
+        ),
+        # Root: some deployed files are 0600 (NetworkManager keyfiles). Only the files whose
+        # bytes the deploy map plans are hashed; the forced command and sudoers allow exactly
+        # the lists of the host's role (compiler/targets/access.py).
         Probe(
             "sha256sum",
             ("sha256sum",),
@@ -140,6 +203,20 @@ PROBES: dict[str, Probe] = build_probes(
             root=True,
             takes="paths",
             ok_exits=(0, 1),
+            max_output=_MIB,  # a line a file: the provisioning host has one a server
+        ),
+        # The files whose deployed bytes carry secrets (`check: exists`: the BMC password, the
+        # root password hash): present or not, never read. stat(1) opens no file; as root, so
+        # a 0750 folder above one does not hide it.
+        Probe(
+            "file_exists",
+            ("stat", "--format=%n"),
+            "host",
+            "/usr/bin/stat",
+            root=True,
+            takes="paths",
+            ok_exits=(0, 1),
+            max_output=_MIB,
         ),
         Probe(
             "systemctl_show",
@@ -147,26 +224,62 @@ PROBES: dict[str, Probe] = build_probes(
             "host",
             "/usr/bin/systemctl",
             takes="units",
+            max_output=64 * _KIB,
         ),
         # GPUDirect: the PCIe paths between GPUs and HCAs, the modules loaded, NCCL's config
         # (0644, like /proc/modules: no root needed).
-        Probe("nvidia_smi_topo", ("nvidia-smi", "topo", "-m"), "host", "/usr/bin/nvidia-smi"),
-        Probe("lsmod", ("lsmod",), "host", "/usr/sbin/lsmod"),
-        Probe("nccl_conf", ("cat", "--", "/etc/nccl.conf"), "host", "/usr/bin/cat"),
+        Probe(
+            "nvidia_smi_topo",
+            ("nvidia-smi", "topo", "-m"),
+            "host",
+            "/usr/bin/nvidia-smi",
+            max_output=64 * _KIB,
+        ),
+        Probe("lsmod", ("lsmod",), "host", "/usr/sbin/lsmod", max_output=256 * _KIB),  # a page
+        Probe(
+            "nccl_conf",
+            ("cat", "--", "/etc/nccl.conf"),
+            "host",
+            "/usr/bin/cat",
+            max_output=64 * _KIB,
+        ),
         # Slurm: the CPUs and memory slurmd sees on the node; on the controller, every node
         # held out of work with its reason, in a fixed format (audits/parsers/sinfo_r.py).
-        Probe("slurmd_c", ("slurmd", "-C"), "host", "/usr/sbin/slurmd"),
+        Probe("slurmd_c", ("slurmd", "-C"), "host", "/usr/sbin/slurmd", max_output=4 * _KIB),
         Probe(
             "sinfo_r",
             ("sinfo", "--list-reasons", "--Node", "--noheader", "--format=%N,%T,%u,%H,%E"),
             "host",
             "/usr/bin/sinfo",
+            max_output=_MIB,  # a line a held-out node
         ),
-        # The fabric scans open the umad devices, which only root may.
-        Probe("ibnetdiscover", ("ibnetdiscover",), "fabric", "/usr/sbin/ibnetdiscover", True),
-        Probe("iblinkinfo", ("iblinkinfo", "-l"), "fabric", "/usr/sbin/iblinkinfo", True),
+        # The fabric scans open the umad devices, which only root may. A few hundred bytes a
+        # port: 64 MiB holds the largest fat tree the model plans (three tiers, 4,096 servers).
+        Probe(
+            "ibnetdiscover",
+            ("ibnetdiscover",),
+            "fabric",
+            "/usr/sbin/ibnetdiscover",
+            True,
+            max_output=64 * _MIB,
+        ),
+        Probe(
+            "iblinkinfo",
+            ("iblinkinfo", "-l"),
+            "fabric",
+            "/usr/sbin/iblinkinfo",
+            True,
+            max_output=64 * _MIB,
+        ),
         # The switches' firmware, in-band from the fabric host (audits/parsers/mlxfwmanager.py);
         # MFT reads the in-band devices as root.
-        Probe("mlxfwmanager", ("mlxfwmanager", "--query"), "fabric", "/usr/bin/mlxfwmanager", True),
+        Probe(
+            "mlxfwmanager",
+            ("mlxfwmanager", "--query"),
+            "fabric",
+            "/usr/bin/mlxfwmanager",
+            True,
+            max_output=16 * _MIB,
+        ),
     )
 )

@@ -10,7 +10,10 @@ as JSON (`--json`, default build/bench.json):
   normalised per doubling, and its peak memory;
 - the drift audit of the reference fleet replayed from a recording;
 - the live drift audit of a generated cluster (`--lab-servers`, default 1,024; 0 skips it)
-  played by the loopback lab, and the replay of its recording (`audit_live` in the JSON).
+  played by the loopback lab, and the replay of its recording (`audit_live` in the JSON);
+  then, side by side at one fanout (16), the audit and ClusterShell (`clush`'s library, the
+  `ClusterShell` package, over OpenSSH) running the same command lines, one session each,
+  and their ratio (`versus_clush`).
 Every figure comes from a fresh process: its time is measured inside it, after the imports
 (the cold-start rows measure those), and its peak memory is its own VmHWM. Ratios are of CPU
 seconds (user + system), which a shared, loaded machine disturbs far less than wall time; the
@@ -43,6 +46,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -57,6 +61,7 @@ SIZES = (124, 256, 512, 1024, 2048, 4096)
 FLOOR = "import pydantic, ruamel.yaml, jinja2, netaddr"
 LAB_SERVERS = 1024
 LAB_CONCURRENCY = 32  # the audit's default
+CLUSH_FANOUT = 16  # ClusterShell's comparison: one fanout for both, clush's usual setting
 # The lab logs in through the audit account, which generated clusters have only when asked.
 AUDIT_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM bench"
 
@@ -370,6 +375,13 @@ def audit_live(servers: int) -> dict[str, Any]:
             argv = [*lab.audit_args()[2:], "--out", str(report)]
             argv += ["--concurrency", str(LAB_CONCURRENCY)]
             live = child(repo, argv, 1, ok=(0, 1, 2))
+            # Side by side with ClusterShell at one fanout: the audit at that concurrency,
+            # then clush running the same command lines, taken back to back.
+            versus = [*lab.audit_args()[2:], "--out", f"{tmp}/versus"]
+            versus += ["--concurrency", str(CLUSH_FANOUT)]
+            same = child(repo, versus, 1, ok=(0, 1, 2))
+            clush = clush_run(lab, repo, CLUSH_FANOUT, Path(tmp), multiplex=True)
+            clush_plain = clush_run(lab, repo, CLUSH_FANOUT, Path(tmp), multiplex=False)
         finally:
             twin.down(state)
         summary = json.loads((report / "report.json").read_text())["summary"]["status"]
@@ -378,7 +390,15 @@ def audit_live(servers: int) -> dict[str, Any]:
         )
     sshds = math.ceil(hosts / twin.PER_SSHD)
     live |= {"hosts_per_s": hosts / live["wall"]}
+    ratio = clush["wall"] / same["wall"] if clush else None  # over the multiplexed clush
     figures = {
+        "versus_clush": {
+            "fanout": CLUSH_FANOUT,
+            "audit": same,
+            "clush": clush,
+            "ratio": ratio,
+            "clush_one_connection_a_session": clush_plain,
+        },
         "servers": servers,
         "hosts": hosts,
         "sshd": sshds,
@@ -395,7 +415,94 @@ def audit_live(servers: int) -> dict[str, Any]:
         f"peak {live['peak_mib']:.1f} MiB; replay {replay['wall']:.1f} s, "
         f"peak {replay['peak_mib']:.1f} MiB; {summary}"
     )
+    if clush:
+        print(
+            f"audit vs ClusterShell at fanout {CLUSH_FANOUT}, {clush['commands']} command lines "
+            f"({clush['sessions']} sessions, {clush['failed']} failed): audit "
+            f"{same['wall']:.1f} s, clush {clush['wall']:.1f} s (one connection a host, "
+            f"OpenSSH multiplexing): the audit {ratio:.2f}x faster"
+        )
+    if clush_plain:
+        print(
+            f"  clush with a connection a session, as it runs by default: "
+            f"{clush_plain['wall']:.1f} s ({clush_plain['failed']} failed), "
+            f"{clush_plain['wall'] / same['wall']:.2f}x the audit's time"
+        )
     return figures
+
+
+def clush_run(
+    lab: Any, repo: Path, fanout: int, tmp: Path, multiplex: bool
+) -> dict[str, Any] | None:
+    """ClusterShell (`clush`'s library, over OpenSSH) running the command lines the audit sends,
+    one session each, `fanout` at once; each host's lines as the audit words them (its probes,
+    its own arguments), the fabric scans on the scan host, without the audit's `--within`
+    (ssh would take a command starting with `-` for an option; the host's default limit
+    applies). With `multiplex`, OpenSSH's ControlMaster carries a host's sessions over one
+    connection, as the audit does with its one connection a host; without, each session is a
+    connection of its own, as clush runs by default. None without ClusterShell."""
+    try:
+        from ClusterShell.NodeSet import NodeSet
+        from ClusterShell.Task import task_self
+    except ImportError:
+        print("ClusterShell is not installed (pip install ClusterShell): no comparison")
+        return None
+    from audits import expected
+    from audits.compare import host_probes, probe_arguments
+    from audits.fabric import fabric_probes
+    from audits.ssh import fabric_host, probe_words
+
+    found = expected.read(repo)
+    by_line: dict[str, list[str]] = {}
+    config = []
+    for host, where in sorted(lab.hosts.items()):
+        contract = found.hosts[host]
+        arguments = probe_arguments(contract)
+        for key in host_probes(contract):
+            words = probe_words(key, arguments.get(key, ()))
+            by_line.setdefault(shlex.join(words), []).append(host)
+        address, port = where.rsplit(":", 1)
+        config += [
+            f"Host {host}",
+            f"  HostName {address}",
+            f"  Port {port}",
+            f"  User {lab.user}",
+            f"  IdentityFile {lab.client_key}",
+            f"  UserKnownHostsFile {lab.known_hosts}",
+            "  IdentitiesOnly yes",
+            "  BatchMode yes",
+            "  StrictHostKeyChecking yes",
+        ]
+        if multiplex:
+            config += [
+                "  ControlMaster auto",
+                f"  ControlPath {tmp}/cm-%C",
+                "  ControlPersist 120",
+            ]
+        else:
+            config.append("  ControlMaster no")
+    scan = fabric_host(found.hosts, None)
+    if scan is not None and scan in lab.hosts:
+        for key in fabric_probes(found.fabric):
+            by_line.setdefault(shlex.join(probe_words(key)), []).append(scan)
+    ssh_config = tmp / f"clush_ssh_config{'_mux' if multiplex else ''}"
+    ssh_config.write_text("\n".join(config) + "\n")
+    task = task_self()  # this thread's task: resume() runs it here, to its end
+    task.set_info("fanout", fanout)
+    task.set_info("ssh_options", f"-F {ssh_config}")
+    start = time.perf_counter()
+    for line, hosts in by_line.items():
+        task.shell(line, nodes=NodeSet.fromlist(hosts))
+    task.resume()
+    wall = time.perf_counter() - start
+    sessions = sum(len(h) for h in by_line.values())
+    # 1 is a finding's exit for sha256sum and stat (a file missing), not a failure.
+    failed = sum(len(nodes) for rc, nodes in task.iter_retcodes() if rc not in (0, 1))
+    failed += task.num_timeout()
+    ran = sum(len(nodes) for _, nodes in task.iter_retcodes())
+    if ran != sessions:  # a comparison with sessions that never ran would flatter clush
+        raise RuntimeError(f"clush ran {ran} of {sessions} sessions")
+    return {"wall": wall, "commands": len(by_line), "sessions": sessions, "failed": failed}
 
 
 if __name__ == "__main__":

@@ -1,44 +1,113 @@
 """generated/access/: the audit account, checked by the programs that read each file.
 
-`visudo -c` reads the sudoers file, `systemd-sysusers --root` creates the user from the
-sysusers file, `sshd -T` loads the authorized_keys options through a test config, and the
-forced command runs under `sh` (dash) with `SSH_ORIGINAL_COMMAND` as sshd sets it, its
-programs replaced by a recorder, so every refusal is proven to run nothing. The SSH lab
-(tests/test_audit_live.py) runs the same files behind a real sshd.
+`visudo -c` reads each role's sudoers file and `cvtsudoers` says what it grants,
+`systemd-sysusers --root` creates the user from the sysusers file, `sshd -T` loads the Match
+block and the authorized_keys options through a test config, and the forced command runs under
+`sh` (dash) with `SSH_ORIGINAL_COMMAND` as sshd sets it, its programs replaced by a recorder,
+so every refusal is proven to run nothing. A real sshd on loopback runs the Match block with a
+key that has no `command=` (the ForceCommand backstop) and replays the attacks on the hash
+probe; the SSH lab (tests/test_audit_live.py) runs the same files behind a real sshd.
 """
 
 from __future__ import annotations
 
+import getpass
+import json
 import os
 import shlex
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from audits.compare import probe_arguments
 from compiler.probes import PROBES
-from compiler.targets.access import PROBE_COMMAND, REFUSED
+from compiler.targets.access import FORCED, PROBE_COMMAND, REFUSED, SUDOERS
 from tests.conftest import require_tool
 
-ACCESS = Path(__file__).resolve().parent.parent / "generated" / "access"
-# Arguments of the probes that take a host's own list, as a deploy map names them.
-TAKES = {
-    "paths": ("/etc/chrony.conf", "/etc/NetworkManager/system-connections/eno1.nmconnection"),
-    "units": ("sshd.service", "tftp.socket", "node_exporter.service"),
-}
+GENERATED = Path(__file__).resolve().parent.parent / "generated"
+ACCESS = GENERATED / "access"
+ROLES = sorted(p.parent.name for p in ACCESS.glob(f"*/{FORCED}"))
+# The role whose hosts have files of both kinds: hashed, and secret ones only stat'ed.
+ROLE = "provisioning"
+SUDO = "/usr/bin/sudo"
 
 
-def test_the_sudoers_file_is_valid_and_grants_exactly_the_root_probes(tmp_path: Path) -> None:
+def _contract(host: str) -> dict[str, object]:
+    contract = json.loads((GENERATED / "expected" / "hosts" / f"{host}.json").read_text("utf-8"))
+    contract["deploy"] = json.loads((GENERATED / "deploy" / f"{host}.json").read_text("utf-8"))
+    return contract
+
+
+def _hosts_of(role: str) -> list[str]:
+    return sorted(
+        p.stem
+        for p in (GENERATED / "expected" / "hosts").glob("*.json")
+        if json.loads(p.read_text("utf-8"))["role"] == role
+    )
+
+
+# What the audit sends to the probes that take arguments, for a host of ROLE.
+TAKES = probe_arguments(_contract(_hosts_of(ROLE)[0]))
+TAKES["systemctl_show"] = ("sshd.service", "tftp.socket", "node_exporter.service")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_sudoers_file_is_valid_and_grants_exactly_the_root_probes(
+    tmp_path: Path, role: str
+) -> None:
     visudo = require_tool("visudo")
+    cvtsudoers = require_tool("cvtsudoers")
     sudoers = tmp_path / "sudoers"
-    sudoers.write_text((ACCESS / "sudoers").read_text(encoding="utf-8"), encoding="utf-8")
+    sudoers.write_text((ACCESS / role / SUDOERS).read_text(encoding="utf-8"), encoding="utf-8")
     sudoers.chmod(0o440)
     done = subprocess.run([visudo, "-c", "-f", str(sudoers)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    text = sudoers.read_text(encoding="utf-8")
+    # What sudo itself makes of the file: every command line it grants, word for word.
+    parsed = subprocess.run(
+        [cvtsudoers, "-f", "json", str(sudoers)], capture_output=True, text=True, check=True
+    )
+    granted = {
+        c["command"] for c in json.loads(parsed.stdout)["Command_Aliases"]["CLUSTERFORGE_PROBES"]
+    }
+    assert not any("*" in c or "?" in c or "[" in c for c in granted)
+    want = set()
     for probe in PROBES.values():
-        assert (probe.program in text) == probe.root, probe.name
-    assert '/usr/sbin/ibnetdiscover ""' in text  # no arguments: a bare path would allow any
+        if not probe.root:
+            continue
+        if probe.takes is None:
+            want.add(
+                " ".join((probe.program, *probe.argv[1:]))
+                if len(probe.argv) > 1
+                else f'{probe.program} ""'
+            )
+            continue
+        for host in _hosts_of(role):
+            paths = probe_arguments(_contract(host)).get(probe.name)
+            if paths:
+                want.add(" ".join((probe.program, *probe.argv[1:], "--", *paths)))
+    assert granted == want
+    assert not any(
+        c.startswith("/usr/bin/sha256sum") and "/etc/prometheus/ipmi_remote.yml" in c
+        for c in granted
+    )
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_secret_files_are_never_hashed_only_stat_ed(role: str) -> None:
+    script = (ACCESS / role / FORCED).read_text(encoding="utf-8")
+    hashing = script[script.index("\nsha256sum)") : script.index("\nsystemctl_show)")]
+    sudoers = (ACCESS / role / SUDOERS).read_text(encoding="utf-8")
+    hashed_lines = sudoers.split("/usr/bin/sha256sum")[1:]
+    for host in _hosts_of(role):
+        deploy = _contract(host)["deploy"]
+        assert isinstance(deploy, dict)
+        for f in deploy["files"]:
+            if f["sha256"] is None:  # check: exists in services.yaml
+                assert f"{f['path']} " not in hashing and f"{f['path']}'" not in hashing
+                assert not any(f["path"] in part.split("/usr/bin/stat")[0] for part in hashed_lines)
 
 
 def test_the_sysusers_file_creates_the_account_with_a_shell(tmp_path: Path) -> None:
@@ -74,20 +143,31 @@ def test_the_authorized_keys_line_restricts_the_key_to_the_forced_command() -> N
     assert done.returncode == 0, done.stderr
 
 
-@pytest.fixture
-def forced(tmp_path: Path) -> Path:
-    """The forced command with every program a recorder that logs its argv and prints OK."""
-    script = (ACCESS / "clusterforge-probe").read_text(encoding="utf-8")
+def _shimmed(tmp_path: Path, role: str = ROLE) -> Path:
+    """The role's forced command with every program, sudo included, a recorder that logs its
+    argv and prints OK (sudo's just runs the rest: `sudo -n -- COMMAND...`)."""
+    script = (ACCESS / role / FORCED).read_text(encoding="utf-8")
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for program in sorted({p.program for p in PROBES.values()}):
+    bin_dir.mkdir(exist_ok=True)
+    for program in sorted({p.program for p in PROBES.values()} | {SUDO}):
         shim = bin_dir / program.rsplit("/", 1)[1]
-        shim.write_text(f'#!/bin/sh\necho "$0 $*" >> {tmp_path}/ran\necho OK\n', "utf-8")
+        body = (
+            'shift 2\nexec "$@"\n'
+            if program == SUDO
+            else f'echo "$0 $*" >> {tmp_path}/ran\necho OK\n'
+        )
+        shim.write_text(f"#!/bin/sh\n{body}", "utf-8")
         shim.chmod(0o755)
         script = script.replace(f"set -- {program}", f"set -- {shim}")
-    path = tmp_path / "clusterforge-probe"
+    path = tmp_path / FORCED
     path.write_text(script, encoding="utf-8")
+    path.chmod(0o755)
     return path
+
+
+@pytest.fixture
+def forced(tmp_path: Path) -> Path:
+    return _shimmed(tmp_path)
 
 
 def _run(forced: Path, command: str | None) -> subprocess.CompletedProcess[str]:
@@ -102,7 +182,7 @@ def _run(forced: Path, command: str | None) -> subprocess.CompletedProcess[str]:
 def test_every_probe_runs_by_name_with_exactly_its_command(forced: Path, name: str) -> None:
     probe = PROBES[name]
     iface = "ib0" if probe.per_interface else None
-    arguments = TAKES.get(probe.takes or "", ())
+    arguments = TAKES.get(name, ())
     words = [name, *([iface] if iface else []), *arguments]
     done = _run(forced, shlex.join(["--within", "7", *words]))
     assert done.returncode == 0 and done.stdout == "OK\n", done.stderr
@@ -138,6 +218,24 @@ def test_every_probe_runs_by_name_with_exactly_its_command(forced: Path, name: s
         "sha256sum /etc/",
         "sha256sum /-x",
         "sha256sum /etc/$(id)",
+        # Root's secrets, devices and the kernel's files: none is in any deploy map.
+        "sha256sum /etc/shadow",
+        "sha256sum /etc/ssh/ssh_host_ed25519_key",
+        "sha256sum /dev/zero",
+        "sha256sum /dev/watchdog",
+        "sha256sum /dev/sda",
+        "sha256sum /proc/self/environ",
+        "sha256sum /proc/kcore",
+        "sha256sum /sys/firmware/efi/efivars",
+        # A secret-bearing file of the map is stat'ed, never hashed.
+        "sha256sum /etc/prometheus/ipmi_remote.yml",
+        # A path of the map on its own: only the host's whole list, as the audit sends it.
+        "sha256sum /etc/chrony.conf",
+        "sha256sum " + " ".join(TAKES["sha256sum"]) + " /etc/shadow",
+        "sha256sum /etc/shadow " + " ".join(TAKES["sha256sum"]),
+        "file_exists /etc/shadow",
+        "file_exists /dev/watchdog",
+        "file_exists " + " ".join(TAKES["file_exists"]) + " /root/.ssh/id_ed25519",
         "systemctl_show",
         "systemctl_show sshd",
         "systemctl_show a..b.service",
@@ -158,7 +256,32 @@ def test_a_probe_runs_no_longer_than_within(forced: Path) -> None:
     assert done.returncode == 124  # timeout(1): the time ran out, the probe was ended
 
 
-def test_sshd_finds_the_key_in_roots_file_for_the_account_only(tmp_path: Path) -> None:
+# What the Match block must give the account, as `sshd -T` prints it; every keyword is one
+# OpenSSH 8.0 (Rocky 8) takes in a Match block.
+ACCOUNT_SETTINGS = {
+    "authorizedkeysfile": "/etc/ssh/authorized_keys/%u",
+    "forcecommand": PROBE_COMMAND,
+    "authenticationmethods": "publickey",
+    "passwordauthentication": "no",
+    "kbdinteractiveauthentication": "no",
+    "maxauthtries": "2",
+    "maxsessions": "4",
+    "clientaliveinterval": "15",
+    "clientalivecountmax": "4",
+    "disableforwarding": "yes",
+    "allowagentforwarding": "no",
+    "allowtcpforwarding": "no",
+    "allowstreamlocalforwarding": "no",
+    "x11forwarding": "no",
+    "permittunnel": "no",
+    "permitlisten": "none",
+    "permitopen": "none",
+    "permittty": "no",
+    "permituserrc": "no",
+}
+
+
+def test_sshd_gives_the_account_its_limits_and_no_one_else(tmp_path: Path) -> None:
     sshd = require_tool("sshd")
     keygen = require_tool("ssh-keygen")
     key = tmp_path / "host_key"
@@ -166,24 +289,160 @@ def test_sshd_finds_the_key_in_roots_file_for_the_account_only(tmp_path: Path) -
     config = tmp_path / "sshd_config"
     config.write_text(f"HostKey {key}\nInclude {ACCESS / 'sshd_config'}\n", encoding="utf-8")
 
-    def effective(user: str) -> list[str]:
+    def effective(user: str) -> dict[str, str]:
         done = subprocess.run(
             [sshd, "-T", "-f", str(config), "-C", f"user={user},host=h,addr=127.0.0.1"],
             capture_output=True,
             text=True,
         )
         assert done.returncode == 0, done.stderr
-        return [
-            ln
-            for ln in done.stdout.splitlines()
-            if ln.startswith(("authorizedkeysfile", "permittty"))
-        ]
+        pairs = (ln.split(" ", 1) for ln in done.stdout.splitlines() if " " in ln)
+        return {k: v for k, v in pairs if k in ACCOUNT_SETTINGS}
 
-    assert effective("clusterforge-audit") == [
-        "permittty no",
-        "authorizedkeysfile /etc/ssh/authorized_keys/%u",
+    assert effective("clusterforge-audit") == ACCOUNT_SETTINGS
+    others = effective("alice")
+    assert others["authorizedkeysfile"] == ".ssh/authorized_keys .ssh/authorized_keys2"
+    assert others["permittty"] == "yes" and others["maxsessions"] == "10"
+    assert "forcecommand" not in others or others["forcecommand"] == "none"
+
+
+def test_the_limits_file_caps_the_account_s_processes() -> None:
+    # pam_limits' format (limits.conf(5)): <domain> <type> <item> <value>.
+    lines = [
+        ln.split()
+        for ln in (ACCESS / "limits.conf").read_text(encoding="utf-8").splitlines()
+        if ln and not ln.startswith("#")
     ]
-    assert effective("alice") == [
-        "permittty yes",
-        "authorizedkeysfile .ssh/authorized_keys .ssh/authorized_keys2",
+    assert ["clusterforge-audit", "hard", "nproc", "64"] in lines
+    assert all(len(words) == 4 and words[1] == "hard" for words in lines)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def account_sshd(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A real sshd on loopback running the generated Match block for this test's own user,
+    whose key is in the account's authorized_keys file *without* `command=` or `restrict`:
+    whatever it sends, the ForceCommand backstop runs the role's forced command (programs
+    recorded, not run). Yields a function that sends one command and returns (rc, stderr)."""
+    sshd = require_tool("sshd")
+    keygen = require_tool("ssh-keygen")
+    ssh = require_tool("ssh")
+    user = getpass.getuser()
+    command = _shimmed(tmp_path)
+    for name in ("host_key", "client_key"):
+        subprocess.run(
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True
+        )
+    keys = tmp_path / "authorized_keys"
+    keys.write_text((tmp_path / "client_key.pub").read_text(encoding="utf-8"), encoding="utf-8")
+    match = (
+        (ACCESS / "sshd_config")
+        .read_text(encoding="utf-8")
+        .replace("Match User clusterforge-audit", f"Match User {user}")
+        .replace("/etc/ssh/authorized_keys/%u", str(keys))
+        .replace(PROBE_COMMAND, f"/bin/sh {command}")
+    )
+    port = _free_port()
+    config = tmp_path / "sshd_config"
+    config.write_text(
+        f"ListenAddress 127.0.0.1:{port}\nHostKey {tmp_path / 'host_key'}\nPidFile none\n"
+        "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n"
+        f"Subsystem sftp internal-sftp\n{match}",
+        encoding="utf-8",
+    )
+    known = tmp_path / "known_hosts"
+    host_pub = (tmp_path / "host_key.pub").read_text(encoding="utf-8").split()
+    known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n", encoding="utf-8")
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    base = [
+        ssh,
+        "-F",
+        "/dev/null",
+        "-p",
+        str(port),
+        "-i",
+        str(tmp_path / "client_key"),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        f"UserKnownHostsFile={known}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "ControlMaster=no",
     ]
+
+    def send(*args: str) -> tuple[int, str]:
+        done = subprocess.run(
+            [*base, *args[:-1], "--", f"{user}@127.0.0.1", args[-1]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        return done.returncode, done.stdout + done.stderr
+
+    try:
+        yield send
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+ATTACKS = [
+    "sha256sum /etc/shadow",
+    "sha256sum /etc/ssh/ssh_host_ed25519_key",
+    "sha256sum /etc/prometheus/ipmi_remote.yml",
+    "sha256sum /dev/zero",
+    "sha256sum /dev/watchdog",
+    "sha256sum /proc/self/environ",
+    "sha256sum /proc/1/mem",
+    "sha256sum /etc/not/in/the/map",
+    "sha256sum /etc/chrony.conf",
+    "file_exists /etc/shadow",
+    "file_exists /dev/watchdog",
+    "sh -c id",
+    "/usr/bin/sha256sum -- /etc/shadow",
+]
+
+
+@pytest.mark.realtool
+def test_a_real_sshd_refuses_every_attack_on_the_hash_probe_whatever_the_key_says(
+    account_sshd,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    for attack in ATTACKS:
+        rc, said = account_sshd(attack)
+        assert rc == REFUSED and "clusterforge-probe: refused:" in said, (attack, rc, said)
+    # A subsystem goes to the forced command too: sftp never starts.
+    rc, said = account_sshd("-s", "sftp")
+    assert rc == REFUSED, said
+    assert not (tmp_path / "ran").exists()  # nothing ran, as root or otherwise
+    # The host's own list, word for word, is what runs.
+    rc, said = account_sshd(shlex.join(["--within", "30", "sha256sum", *TAKES["sha256sum"]]))
+    assert rc == 0 and said == "OK\n", said
+    ran = (tmp_path / "ran").read_text(encoding="utf-8").split()
+    assert ran[1:] == ["--", *TAKES["sha256sum"]]
+
+
+def test_a_role_s_forced_command_refuses_another_role_s_files(tmp_path: Path) -> None:
+    gpu = _shimmed(tmp_path, "gpu")
+    done = _run(gpu, shlex.join(["sha256sum", *TAKES["sha256sum"]]))
+    assert done.returncode == REFUSED, done.stderr
+    done = _run(gpu, shlex.join(["file_exists", *TAKES["file_exists"]]))
+    assert done.returncode == REFUSED, done.stderr
+    assert not (tmp_path / "ran").exists()

@@ -592,12 +592,13 @@ def test_a_stalled_probe_is_ended_on_the_host(stalled: Stall) -> None:
 
 CAP = 4 * 2**20  # --max-output in the unruly run: a 50 MB answer is cut at 4 MiB
 CHATTY = "Nov 30 06:00:00 gpu002 kernel: a line of an unusually chatty kernel log"
+LAST_WORD = "uname: the last line on stderr, read to its end before the reason is taken"
 
 
 @pytest.fixture(scope="module")
 def unruly(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    """gpu001's NICs carry other names than planned, gpu002's kernel log is 50 MB, mon01
-    never answers; prov01 and sm01 are as planned."""
+    """gpu001's NICs carry other names than planned, gpu002's kernel log is 50 MB, mon01's
+    probes hang, prov01's `uname -r` fails saying why; sm01 is as planned."""
     tmp = tmp_path_factory.mktemp("unruly")
     for lab in lab_with(lab_repo, tmp, [{"fault": "probe-hangs", "hosts": "mon01"}]):
         renamed = json.loads(Fleet.load(lab_repo / "generated").outputs("gpu001")["ip_addr"])
@@ -606,6 +607,12 @@ def unruly(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         _answer(lab, "gpu001", "ip -j addr show", f"printf %s {shlex.quote(json.dumps(renamed))}")
         chatty = f"yes {shlex.quote(CHATTY)} | head -c {50 * 2**20}"
         _answer(lab, "gpu002", "journalctl -k --no-pager", chatty)
+        # A 10 MB "BIOS version": dmidecode prints one short line, and no more is kept.
+        _answer(
+            lab, "gpu002", "dmidecode -s bios-version", f"yes A | tr -d '\\n' | head -c {10**7}"
+        )
+        # A command that fails says why on stderr: its last line is the reason, every time.
+        _answer(lab, "prov01", "uname -r", f"printf '%s\\n' {shlex.quote(LAST_WORD)} >&2; exit 3")
         yield audit_live(lab, tmp, "--timeout", "40", "--max-output", str(CAP))
 
 
@@ -616,9 +623,12 @@ def test_each_unruly_host_gets_its_status_and_every_other_is_reported(unruly: Ru
         "gpu001": "drift",
         "gpu002": "error",
         "mon01": "error",  # reached; its probes hang
-        "prov01": "ok",
+        "prov01": "error",  # one probe fails, saying why on stderr
         "sm01": "ok",
     }
+    assert unruly.host("prov01")["failures"] == [
+        {"probe": "uname_r", "message": f"exit 3: {LAST_WORD}"}
+    ]
     for name in ("report.json", "report.md", "junit.xml"):
         assert (unruly.out / name).is_file(), name
     assert unruly.report["fabric"]["status"] == "ok"
@@ -634,9 +644,13 @@ def test_renamed_nics_are_missing_interfaces_not_a_crash(unruly: Run, lab_repo: 
 @pytest.mark.realtool
 def test_a_huge_output_is_cut_and_recorded_with_a_marker(unruly: Run) -> None:
     entry = unruly.host("gpu002")
+    bios = PROBES["dmidecode_bios"].max_output  # the probe's own cap, under --max-output
     assert [(f["probe"], f["message"]) for f in entry["failures"]] == [
-        ("xid", f"output over {CAP} bytes: the recording keeps the first")
+        ("dmidecode_bios", f"output over {bios} bytes: the recording keeps the first"),
+        ("xid", f"output over {CAP} bytes: the recording keeps the first"),
     ]
+    line = (unruly.out / "recording/hosts/gpu002/dmidecode_bios.txt").read_bytes()
+    assert line == b"A" * bios + TRUNCATED.format(cap=bios).encode()
     kept = (unruly.out / "recording/hosts/gpu002/xid.txt").read_bytes()
     marker = TRUNCATED.format(cap=CAP).encode()
     assert len(kept) == CAP + len(marker) and kept.endswith(marker)
@@ -684,6 +698,14 @@ def _run_as_audit(lab: twin.Lab, host: str, command: str) -> asyncssh.SSHComplet
         "ethtool_i ib0;id",
         "ethtool_i $(id)",
         "sha256sum /etc/../etc/shadow",
+        # The hash probe reads as root: only the host's own list of deployed files.
+        "sha256sum /etc/shadow",
+        "sha256sum /etc/ssh/ssh_host_ed25519_key",
+        "sha256sum /dev/zero",
+        "sha256sum /dev/watchdog",
+        "sha256sum /proc/self/environ",
+        "sha256sum /etc/chrony.conf",  # in the map, but not the host's whole list
+        "file_exists /etc/shadow",
         "systemctl_show sshd",
         "--within 0 uname_r",
         "",

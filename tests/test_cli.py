@@ -327,7 +327,7 @@ def test_init_writes_the_audit_account_with_the_key_given_or_a_placeholder(
         assert main(["-C", str(site), "compile"]) == 0
         access = site / "generated" / "access"
         assert wanted in (access / "authorized_keys").read_text()
-        assert (access / "clusterforge-probe").is_file()
+        assert list(access.glob("*/clusterforge-probe"))  # one per role
         deploy = json.loads((site / "generated" / "deploy" / "gpu001.json").read_text())
         homes = {f["path"] for f in deploy["files"]}
         assert {

@@ -291,14 +291,14 @@ def test_howto_the_audit_account(site: Path, tmp_path: Path) -> None:
     assert argv[argv.index("--") - 1].startswith(f"{user}@")
     command = " ".join(argv[argv.index("--") + 1 :])
     done = subprocess.run(
-        ["sh", str(site / "generated" / "access" / "clusterforge-probe")],
+        ["sh", str(site / "generated" / "access" / "gpu" / "clusterforge-probe")],
         env={"SSH_ORIGINAL_COMMAND": command, "PATH": os.environ["PATH"]},
         capture_output=True,
         text=True,
     )
     assert done.returncode != 126 and "refused" not in done.stderr, done.stderr
     refused = subprocess.run(
-        ["sh", str(site / "generated" / "access" / "clusterforge-probe")],
+        ["sh", str(site / "generated" / "access" / "gpu" / "clusterforge-probe")],
         env={"SSH_ORIGINAL_COMMAND": "rm -rf /", "PATH": os.environ["PATH"]},
         capture_output=True,
     )

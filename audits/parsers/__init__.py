@@ -16,6 +16,7 @@ from audits.parsers import (
     dcgmi_diag,
     dmidecode_bios,
     ethtool_i,
+    file_exists,
     ib_write_bw,
     iblinkinfo,
     ibnetdiscover,
@@ -67,6 +68,7 @@ def build_registry(entries: Iterable[tuple[str, Parser]]) -> dict[str, Parser]:
 _MODULES: tuple[ModuleType, ...] = (
     dmidecode_bios,
     ethtool_i,
+    file_exists,
     ibnetdiscover,
     iblinkinfo,
     ibstat,

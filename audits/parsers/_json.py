@@ -16,6 +16,8 @@ def json_objects(probe: str, text: str) -> list[dict[str, Any]]:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ParseError(probe, error.lineno, f"not JSON ({error.msg}); cut off?") from None
+    except RecursionError:
+        raise ParseError(probe, 0, "JSON nested too deep to decode") from None
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
         raise ParseError(probe, 0, "expected a JSON array of objects")
     return data

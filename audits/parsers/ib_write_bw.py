@@ -4,7 +4,9 @@ Output: a banner (`RDMA_Write BW Test`, `Device : mlx5_0`, ...), the two ends' a
 `local address: LID 0x1041 QPN ...` and `remote address: LID 0x1082 ...`, then a table whose
 header names the unit, `BW peak[Gb/sec] BW average[Gb/sec]` with `--report_gbits` (decimal,
 as links are rated) or `[MB/sec]` without (perftest's MB is 2^20 bytes), and one row per
-message size. The LIDs say which ports ran the test: with the plan's static LIDs, which hosts.
+message size (newer perftest says `[MiB/sec]`, the same unit). The LIDs say which ports ran
+the test: with the plan's static LIDs, which hosts. Over RoCE there are no LIDs: perftest
+prints `LID 0000` (its `%#04x` of 0), read as 0, and the GIDs name the ends instead.
 Output without a result row (a failed connection: `Couldn't connect to ...`, `Failed to
 modify QP ...`) is an error naming the first line that says why.
 
@@ -36,11 +38,14 @@ from audits.parsers.base import ParseError
 PROBE = "ib_write_bw"
 
 _DEVICE = re.compile(r"Device\s*:\s*(\S+)")
-_ADDRESS = re.compile(r"(local|remote) address: LID (0x[0-9a-fA-F]+)\b")
-_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(Gb|MB)/sec\]\s+BW average\[(Gb|MB)/sec\]")
+# perftest prints a LID with %#04x: 0 (RoCE has no LIDs) comes out as `0000`, without `0x`.
+_ADDRESS = re.compile(r"(local|remote) address: LID (0x[0-9a-fA-F]+|0+)\b")
+_HEADER = re.compile(
+    r"#bytes\s+#iterations\s+BW peak\[(Gb|MB|MiB)/sec\]\s+BW average\[(Gb|MB|MiB)/sec\]"
+)
 _ROW = re.compile(r"(\d+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)(?:\s+\S+)?")
 _FAILURE = re.compile(r"(?i)(couldn't|failed|unable|error)")
-_TO_GB_S = {"Gb": 1 / 8, "MB": 2**20 / 1e9}
+_TO_GB_S = {"Gb": 1 / 8, "MB": 2**20 / 1e9, "MiB": 2**20 / 1e9}  # perftest's MB is MiB
 
 
 class WriteBw(TypedDict):

@@ -8,12 +8,16 @@ once `mst ib add` has run on that host (at boot, by its unit; the audit itself w
 
 Output (MFT 4.x) is a `Device #N:` block per device, `Key:  value` lines, and a `Versions:`
 table whose rows are `<image> <current> <available>`; `Base GUID` (hex, no 0x) is the node
-GUID. A device without a readable FW row, or a block without a Base GUID, is an error.
+GUID. An Ethernet-only card (a ConnectX in Ethernet mode, a BlueField's, the host's own NIC)
+has no GUID: it prints `Base MAC` alone, and older MFT or older cards `Port1 MAC` (and
+`Port2 MAC`) instead; such a device is read with `base_guid` null, and matched to no switch.
+A device without a readable FW row, or a block with neither a GUID nor a MAC, is an error.
 
 Schema:
 
     [{"device_type": str, "psid": str | None, "device": str, "base_guid": str ("0x" + 16
-      hex digits), "firmware": str}]
+      hex digits) | None, "base_mac": str (12 hex digits) | None, "firmware": str}]
+    sorted by base_guid (devices without one last), then base_mac
 
 Example:
 
@@ -36,7 +40,7 @@ Example:
 
     [{"device_type": "Quantum", "psid": "MT_0000000063",
       "device": "/dev/mst/SW_MT54000_leaf01_lid-0x0101", "base_guid": "0xb8cef603007ad8a3",
-      "firmware": "27.2010.6102"}]
+      "base_mac": None, "firmware": "27.2010.6102"}]
 """
 
 from __future__ import annotations
@@ -49,16 +53,18 @@ from audits.parsers.base import ParseError
 PROBE = "mlxfwmanager"
 
 _DEVICE = re.compile(r"Device #(\d+):")
-_FIELD = re.compile(r"\s+([A-Za-z][A-Za-z ]*?):\s*(.*)")
+_FIELD = re.compile(r"\s*([A-Za-z][A-Za-z0-9 ]*?):\s*(.*)")  # indented, or not (some pages)
 _FW = re.compile(r"\s+FW\s+(\S+)(?:\s+\S+)?\s*")
 _GUID = re.compile(r"[0-9a-fA-F]{16}")
+_MAC = re.compile(r"[0-9a-fA-F]{12}")
 
 
 class Device(TypedDict):
     device_type: str
     psid: str | None
     device: str
-    base_guid: str
+    base_guid: str | None
+    base_mac: str | None
     firmware: str
 
 
@@ -81,17 +87,25 @@ def parse(text: str) -> list[Device]:
     out: list[Device] = []
     for start, fields, firmware in blocks:
         guid = fields.get("Base GUID", "")
-        if _GUID.fullmatch(guid) is None:
-            raise ParseError(PROBE, start, f"device without a Base GUID: {guid!r}")
+        mac = fields.get("Base MAC") or fields.get("Port1 MAC") or ""
+        # "Base GUID:  N/A" on some cards in Ethernet mode: as good as none.
+        has_guid = _GUID.fullmatch(guid) is not None
+        has_mac = _MAC.fullmatch(mac) is not None
+        if not has_guid and not has_mac:
+            raise ParseError(PROBE, start, f"device without a Base GUID or MAC: {guid or mac!r}")
         if firmware is None or firmware == "N/A":
-            raise ParseError(PROBE, start, f"device {guid} without a current FW version")
+            name = guid if has_guid else mac
+            raise ParseError(PROBE, start, f"device {name} without a current FW version")
         out.append(
             {
                 "device_type": fields.get("Device Type", ""),
                 "psid": fields.get("PSID") or None,
                 "device": fields.get("PCI Device Name", ""),
-                "base_guid": "0x" + guid.lower(),
+                "base_guid": "0x" + guid.lower() if has_guid else None,
+                "base_mac": mac.lower() if has_mac else None,
                 "firmware": firmware,
             }
         )
-    return sorted(out, key=lambda d: d["base_guid"])
+    return sorted(
+        out, key=lambda d: (d["base_guid"] is None, d["base_guid"] or "", d["base_mac"] or "")
+    )

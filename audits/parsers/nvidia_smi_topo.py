@@ -5,7 +5,8 @@ older drivers or `NIC0` with a `NIC Legend:` below mapping `NIC0: mlx5_0` on new
 `CPU Affinity`, `NUMA Affinity` (and `GPU NUMA ID` on newer drivers); one row per device with
 `X` for itself, `NV#` for # bonded NVLinks, or a PCIe path type: PIX (one switch), PXB (several
 switches, no host bridge), PHB (through a host bridge), NODE (between host bridges of one NUMA
-node), SYS (across sockets). Header cells may carry terminal underline codes (ESC[4m), which
+node), SYS (across sockets; drivers before about 384 call it SOC, read here as SYS, the one
+path it names). Header cells may carry terminal underline codes (ESC[4m), which
 are dropped. A row whose cells do not match the header, an unknown path type, or no GPU row
 is an error.
 
@@ -42,7 +43,8 @@ PROBE = "nvidia_smi_topo"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DEVICE = re.compile(r"GPU\d+|NIC\d+|mlx\d+_\d+")
-_CELL = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS")
+_CELL = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC")
+_RENAMED = {"SOC": "SYS"}  # older drivers' name of the cross-socket path
 _NIC_NAME = re.compile(r"(NIC\d+):\s*(\S+)")
 
 
@@ -80,7 +82,7 @@ def parse(text: str) -> Topology:
         if len(values) < len(devices) or bad:
             raise ParseError(PROBE, number, f"row {cells[0]}: expected {len(devices)} path "
                              f"types, got {' '.join(values)!r}")  # fmt: skip
-        rows[cells[0]] = dict(zip(devices, values, strict=True))
+        rows[cells[0]] = {d: _RENAMED.get(v, v) for d, v in zip(devices, values, strict=True)}
     hcas = [names.get(d, d) for d in devices if not d.startswith("GPU")]
     gpus: list[GpuPaths] = []
     for device in devices:

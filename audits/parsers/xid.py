@@ -5,8 +5,10 @@ Only lines naming `NVRM: Xid` are read; every other line, whatever its prefix (a
 Xid gives `[]`. The driver prints `NVRM: Xid (PCI:<domain:bus:dev>): <code>, <details>`, where
 details start with `pid=<n>, ` and `name=<comm>, ` on current drivers (either may be
 `<unknown>`, sometimes in quotes: null here) and then the message. Older drivers print the
-message straight after the code. A line naming `NVRM: Xid` that does not have this shape, or
-has no message, is an error: a half-read Xid must not pass for no Xid.
+address without `PCI:` (`NVRM: Xid (0000:03:00): 13, ...`) and the message straight after
+the code, and some end the line at `<code>, ` with the details on the next line (the
+message is then empty: the Xid and its GPU are what count). A line naming `NVRM: Xid` that
+does not have this shape is an error: a half-read Xid must not pass for no Xid.
 
 Schema:
 
@@ -33,9 +35,9 @@ PROBE = "xid"
 
 _MARK = "NVRM: Xid"
 _XID = re.compile(
-    r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\): "
-    r"(?P<xid>\d+), (?:pid=(?P<pid>'?<unknown>'?|\d+), )?"
-    r"(?:name=(?P<name>'?<unknown>'?|[^,]+), )?(?P<message>\S.*)"
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\): "
+    r"(?P<xid>\d+),(?: (?:pid=(?P<pid>'?<unknown>'?|\d+), )?"
+    r"(?:name=(?P<name>'?<unknown>'?|[^,]+), )?(?P<message>\S.*))?"
 )
 
 
@@ -64,7 +66,7 @@ def parse(text: str) -> list[Xid]:
                 "xid": int(match["xid"]),
                 "pid": None if pid is None or "<unknown>" in pid else int(pid),
                 "name": None if name is None or "<unknown>" in name else name,
-                "message": match["message"],
+                "message": match["message"] or "",
             }
         )
     return events

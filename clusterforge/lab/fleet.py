@@ -206,8 +206,15 @@ class Fleet:
             out |= _gpus(h, host)
         if "gpudirect" in s:
             out |= _gpudirect(h)
-        if "sha256sum" in self.arguments(host):
-            out["sha256sum"] = "".join(f"{sha}  {path}\n" for path, sha in h.files.items())
+        asked = self.arguments(host)
+        if "sha256sum" in asked:
+            hashed = set(asked["sha256sum"])
+            out["sha256sum"] = "".join(
+                f"{sha}  {path}\n" for path, sha in h.files.items() if path in hashed
+            )
+        if "file_exists" in asked:
+            present = set(asked["file_exists"])
+            out["file_exists"] = "".join(f"{path}\n" for path in h.files if path in present)
         if "slurm" in s:
             out["slurmd_c"] = _slurmd_c(host, s["slurm"], h.memory_mib)
         if "slurm_controller" in s:

@@ -62,7 +62,7 @@ from clusterforge.lab.ibsim import LabError, find_umad2sim, require
 from compiler import output, pipeline
 from compiler.hostlist import expand
 from compiler.output import MANIFEST
-from compiler.targets.access import PROBE_COMMAND
+from compiler.targets.access import FORCED, PROBE_COMMAND
 
 PER_SSHD = 16  # sshd's MAX_LISTEN_SOCKS
 SUBNET_MANAGER = "subnet-manager"
@@ -358,6 +358,7 @@ def _serve(
     folder = state / "hosts" / host
     folder.mkdir(parents=True)
     (folder / "name").write_text(f"{host}\n", encoding="utf-8")
+    (folder / "role").write_text(f"{contract['role']}\n", encoding="utf-8")
     (state / "at").mkdir(exist_ok=True)
     (state / "at" / address).symlink_to(Path("..") / "hosts" / host)
     outputs = fleet.outputs(host)
@@ -437,16 +438,19 @@ def _chown(state: Path, user: _User) -> None:
 
 
 def _access(state: Path, access: Path) -> None:
-    """The audit account of `access` (generated/access/) as the lab plays it: the forced
-    command with every program, sudo included, a shim in STATE/bin (the lab has no root to
-    grant: its sudo shim just runs the command), and the key's authorized_keys line."""
-    if not (access / "clusterforge-probe").is_file():
+    """The audit account of `access` (generated/access/) as the lab plays it: each role's
+    forced command with every program, sudo included, a shim in STATE/bin (the lab has no
+    root to grant: its sudo shim just runs the command), and the key's authorized_keys line,
+    whose command runs the forced command of the role of the host the connection came to
+    (one sshd plays hosts of several roles; a real host has its own role's only)."""
+    roles = sorted(p.parent.name for p in access.glob(f"*/{FORCED}"))
+    if not roles:
         raise LabError(f"{access} has no audit account: site.yaml names no `audit`")
     bin_dir = state / "bin"
     bin_dir.mkdir()
     respond = shlex.join(["/bin/sh", str(state / RESPONDER.name), str(state)])
-    script = (access / "clusterforge-probe").read_text(encoding="utf-8")
     programs = {p.program for p in PROBES.values()} | {SUDO}
+    scripts = {r: (access / r / FORCED).read_text(encoding="utf-8") for r in roles}
     for program in sorted(programs):
         name = program.rsplit("/", 1)[1]
         shim = bin_dir / name
@@ -458,15 +462,34 @@ def _access(state: Path, access: Path) -> None:
         shim.write_text(f"#!/bin/sh\n{body}", encoding="utf-8")
         shim.chmod(0o755)
         # Each program path starts a word of a `set --` line: replaced there, nowhere else.
-        script, count = re.subn(f"(?<=set -- ){re.escape(program)}\\b", str(shim), script)
+        # A role may run without some (a stat of secret files where it has none).
+        count = 0
+        for role, script in scripts.items():
+            pattern = f"(?<=set -- ){re.escape(program)}\\b"
+            scripts[role], n = re.subn(pattern, str(shim), script)
+            count += n
         if not count:
-            raise LabError(f"{program} is not in {access / 'clusterforge-probe'}")
-    command = state / "clusterforge-probe"
-    command.write_text(script, encoding="utf-8")
-    command.chmod(0o755)
+            raise LabError(f"{program} is in no forced command of {access}")
+    for role, script in scripts.items():
+        command = state / "access" / role / FORCED
+        command.parent.mkdir(parents=True, exist_ok=True)
+        command.write_text(script, encoding="utf-8")
+        command.chmod(0o755)
+    # The host is the one at the connection's local address, as respond.sh finds it.
+    dispatch = state / FORCED
+    dispatch.write_text(
+        "#!/bin/sh\n"
+        "set -f\n"
+        "IFS=' '\n"
+        "set -- $SSH_CONNECTION\n"
+        f'read -r role < "{state}/at/$3/role" || exit 255\n'
+        f'exec /bin/sh "{state}/access/$role/{FORCED}"\n',
+        encoding="utf-8",
+    )
+    dispatch.chmod(0o755)
     generated = (access / "authorized_keys").read_text(encoding="utf-8")
     entry = next(ln for ln in generated.splitlines() if ln.startswith("restrict,"))
-    options = entry.split(" ", 1)[0].replace(PROBE_COMMAND, str(command))
+    options = entry.split(" ", 1)[0].replace(PROBE_COMMAND, str(dispatch))
     public = (state / "client" / "id_ed25519.pub").read_text(encoding="utf-8").strip()
     (state / "client" / "authorized_keys").write_text(f"{options} {public}\n", encoding="utf-8")
 

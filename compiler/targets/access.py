@@ -5,56 +5,132 @@ through a forced command, which runs only the allowlisted probes of `compiler/pr
 name, with their arguments checked, and sudo grants that account exactly the probes needing
 root. Each file, where it goes on every host (the host's bundle), its mode and owner:
 
-| file                | destination                                           | mode | owner     |
-| ------------------- | ----------------------------------------------------- | ---- | --------- |
-| `clusterforge-probe`| `/usr/local/libexec/clusterforge-probe`               | 0755 | root:root |
-| `authorized_keys`   | `/etc/ssh/authorized_keys/<user>` (dir 0755 root)     | 0644 | root:root |
-| `sshd_config`       | `/etc/ssh/sshd_config.d/50-<user>.conf` (included by  | 0644 | root:root |
-|                     | sshd_config: RHEL 9 does; on Rocky 8 add the Include) |      |           |
-| `sudoers`           | `/etc/sudoers.d/<user>`                               | 0440 | root:root |
-| `sysusers.conf`     | `/usr/lib/sysusers.d/<user>.conf` (the user itself)   | 0644 | root:root |
-| `tmpfiles.conf`     | `/usr/lib/tmpfiles.d/clusterforge-audit.conf` (its    | 0644 | root:root |
-|                     | home: systemd-sysusers makes no home directory)       |      |           |
+| file                       | destination                                    | mode | owner     |
+| -------------------------- | ---------------------------------------------- | ---- | --------- |
+| `<role>/clusterforge-probe`| `/usr/local/libexec/clusterforge-probe`        | 0755 | root:root |
+| `authorized_keys`          | `/etc/ssh/authorized_keys/<user>` (dir 0755)   | 0644 | root:root |
+| `sshd_config`              | `/etc/ssh/sshd_config.d/50-<user>.conf`        | 0644 | root:root |
+|                            | (included by sshd_config: RHEL 9 does; on      |      |           |
+|                            | Rocky 8 the kickstart adds the Include)        |      |           |
+| `<role>/sudoers`           | `/etc/sudoers.d/<user>`                        | 0440 | root:root |
+| `sysusers.conf`            | `/usr/lib/sysusers.d/<user>.conf` (the user)   | 0644 | root:root |
+| `limits.conf`              | `/etc/security/limits.d/50-<user>.conf`        | 0644 | root:root |
+| `tmpfiles.conf`            | `/usr/lib/tmpfiles.d/clusterforge-audit.conf`  | 0644 | root:root |
+|                            | (its home: systemd-sysusers makes none)        |      |           |
 
 The key and the files being root's, the account can change none of them. `restrict` turns off
-forwarding, a PTY, ~/.ssh/rc and agent use; the forced command ignores what the client asks
-for and reads it from `SSH_ORIGINAL_COMMAND`: `[--within SECONDS] PROBE [ARGUMENT]`. The probe
-runs under timeout(1) for SECONDS (the audit sends what is left of the host's time; at most
+forwarding, a PTY, ~/.ssh/rc and agent use; the Match block says the same again for any key
+of the account (`ForceCommand`: a key added without `command=` still runs only the forced
+command, sftp included) and bounds what one login may hold: `MaxSessions` channels, a dead
+client dropped after `ClientAliveInterval` x `ClientAliveCountMax` seconds, no forwarding of
+any kind, no TTY, no ~/.ssh/rc. All of them are Match keywords of OpenSSH 8.0 (Rocky 8's):
+its servconf.c marks them SSHCFG_ALL; ChannelTimeout and UnusedConnectionTimeout came in 9.2
+and are left out. The account's processes are bounded by pam_limits (`limits.conf`): Rocky
+8's sshd runs with UsePAM yes and its /etc/pam.d/sshd includes password-auth, whose session
+stack has pam_limits.so, so `nproc` caps every login of the account together (a systemd
+user slice's TasksMax would need the account's uid, which sysusers picks on the host, and a
+logind session, which sshd without a TTY still makes but pam_systemd may be absent).
+
+The forced command ignores what the client asks for and reads it from
+`SSH_ORIGINAL_COMMAND`: `[--within SECONDS] PROBE [ARGUMENT...]`. The probe runs under
+timeout(1) for SECONDS (the audit sends what is left of the host's time; at most
 `probe_timeout_s`), so it ends on the host even when the audit has hung up: sshd neither
 kills a session's command when the client goes nor delivers signals to a forced command.
 Refused with exit 126 before anything runs: an unknown probe, a wrong number of arguments,
-an interface name outside the Linux rules, a path that is not plain and absolute (a `..`, a
-`-` or `.` starting a component), a unit name of other characters or suffixes. In sudoers, a
-command without arguments is written with `""`: a bare path would allow it any arguments;
-`sha256sum` takes each host's own list of deployed paths, so it is granted `-- *` and its
-paths are the forced command's to check.
+an interface name outside the Linux rules, a unit name of other characters or suffixes, and
+for the probes that read files as root (`sha256sum`, `file_exists`) any list of paths but
+one a host of this role has in its deploy map, word for word: the forced command and sudoers
+are rendered per role from the deploy map (`role_files`, after it), so neither holds a `*`.
+Files whose deployed bytes carry a secret (`check: exists`) are only ever stat'ed, never
+hashed; a deploy map cannot place a file under /dev, /proc or /sys (compiler/deploy.py), and
+the forced command refuses such a path again. In sudoers, a command without arguments is
+written with `""`: a bare path would allow it any arguments.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from compiler.errors import TargetError
 from compiler.model import AuditAccess
 from compiler.plan import Plan
-from compiler.probes import IFACE, IFACE_CHARS, IFACE_MAX, PROBES, UNIT_SUFFIXES, Probe
+from compiler.probes import (
+    FORBIDDEN_ROOTS,
+    IFACE,
+    IFACE_CHARS,
+    IFACE_MAX,
+    PROBES,
+    UNIT_SUFFIXES,
+    Probe,
+)
+from contract import Deploy
 
 PROBE_COMMAND = "/usr/local/libexec/clusterforge-probe"
 REFUSED = 126  # the forced command's exit code for anything not allowlisted
+FORCED, SUDOERS = "clusterforge-probe", "sudoers"  # the per-role files, in access/<role>/
 _WITHIN_DIGITS = 4  # --within takes 1..9999 seconds, capped at probe_timeout_s
 _KILL_AFTER_S = 5  # SIGKILL this long after the SIGTERM, for a probe that ignores it
+# One login: the audit runs its probes one after another on one channel; a few more leave
+# room for a retry while the last channel closes.
+_MAX_SESSIONS = 4
+_ALIVE_INTERVAL_S, _ALIVE_COUNT = 15, 4  # a client gone silent is dropped within a minute
+# Processes of the account on a host, all logins together: each probe is sshd's session
+# process, the forced command's sh, timeout(1), sudo and the program (nvidia-smi's threads
+# count too); 64 is a dozen probes at once, far under what would starve the host.
+_NPROC = 64
+# The probes whose arguments are files read as root: only the lists of the role's deploy maps.
+_FILE_PROBES = ("sha256sum", "file_exists")
 
 
 def render(plan: Plan) -> dict[str, str]:
+    """The files every host shares; the forced command and sudoers are per role and come
+    after the deploy map (`role_files`)."""
     access = plan.site.audit
     if access is None:
         return {}
     return {
-        "access/clusterforge-probe": forced_command(access),
         "access/authorized_keys": authorized_keys(access),
         "access/sshd_config": sshd_config(access),
-        "access/sudoers": sudoers(access),
         "access/sysusers.conf": sysusers(access),
         "access/tmpfiles.conf": home(access),
+        "access/limits.conf": limits(access),
     }
+
+
+def role_sources(plan: Plan) -> list[str]:
+    """The per-role files' names under generated/, known before their contents: the deploy
+    map places them (`access/{role}/...` in services.yaml) before `role_files` fills them."""
+    if plan.site.audit is None:
+        return []
+    roles = sorted({h.role.value for h in plan.hosts})
+    return [f"access/{role}/{name}" for role in roles for name in (FORCED, SUDOERS)]
+
+
+def role_files(plan: Plan, deploys: Mapping[str, Deploy]) -> dict[str, str]:
+    """Each role's forced command and sudoers, allowing the file probes exactly the lists of
+    paths its hosts' deploy maps give them (one list where the role's hosts are alike)."""
+    access = plan.site.audit
+    if access is None:
+        return {}
+    lists: dict[str, dict[str, dict[tuple[str, ...], None]]] = {}
+    for host in plan.hosts:
+        mine = lists.setdefault(host.role.value, {p: {} for p in _FILE_PROBES})
+        for probe, paths in file_arguments(deploys[host.name]).items():
+            mine[probe][paths] = None
+    out: dict[str, str] = {}
+    for role, by_probe in sorted(lists.items()):
+        allowed = {p: sorted(v) for p, v in by_probe.items()}
+        out[f"access/{role}/{FORCED}"] = forced_command(access, allowed)
+        out[f"access/{role}/{SUDOERS}"] = sudoers(access, allowed)
+    return out
+
+
+def file_arguments(deploy: Deploy) -> dict[str, tuple[str, ...]]:
+    """What the audit asks the file probes for on a host (as `audits.compare.probe_arguments`
+    reads its deploy map): the planned files' paths to hash, the secret-bearing ones' to stat."""
+    hashed = tuple(f.path for f in deploy.files if f.sha256 is not None)
+    present = tuple(f.path for f in deploy.files if f.sha256 is None)
+    return {p: v for p, v in zip(_FILE_PROBES, (hashed, present), strict=True) if v}
 
 
 def authorized_keys(access: AuditAccess, command: str = PROBE_COMMAND) -> str:
@@ -65,15 +141,44 @@ def authorized_keys(access: AuditAccess, command: str = PROBE_COMMAND) -> str:
     )
 
 
-def sshd_config(access: AuditAccess) -> str:
+def sshd_config(access: AuditAccess, command: str = PROBE_COMMAND) -> str:
     """Where sshd finds the account's key: a root-owned file outside its home, so nothing in
-    the home (which the account may write) can add a key or drop `restrict`."""
+    the home (which the account may write) can add a key or drop `restrict`; and what any
+    login of the account may do, whatever its key says."""
     return (
         f"# The drift audit's account (generated by clusterforge; do not edit)\n"
         f"Match User {access.user}\n"
         f"    AuthorizedKeysFile /etc/ssh/authorized_keys/%u\n"
+        f"    ForceCommand {command}\n"
+        "    AuthenticationMethods publickey\n"
+        "    PasswordAuthentication no\n"
+        "    KbdInteractiveAuthentication no\n"
+        "    MaxAuthTries 2\n"
+        f"    MaxSessions {_MAX_SESSIONS}\n"
+        f"    ClientAliveInterval {_ALIVE_INTERVAL_S}\n"
+        f"    ClientAliveCountMax {_ALIVE_COUNT}\n"
         "    DisableForwarding yes\n"
+        "    AllowAgentForwarding no\n"
+        "    AllowTcpForwarding no\n"
+        "    AllowStreamLocalForwarding no\n"
+        "    X11Forwarding no\n"
+        "    PermitTunnel no\n"
+        "    PermitListen none\n"
+        "    PermitOpen none\n"
         "    PermitTTY no\n"
+        "    PermitUserRC no\n"
+    )
+
+
+def limits(access: AuditAccess) -> str:
+    """pam_limits' file for the account: at most `_NPROC` processes, all its logins together
+    (RLIMIT_NPROC counts every process of the uid), so no number of sessions can crowd the
+    host; no core files of root probes' memory."""
+    return (
+        f"# /etc/security/limits.d/50-{access.user}.conf (generated by clusterforge; do not edit)\n"
+        "# The drift audit's account: read by pam_limits at every sshd login.\n"
+        f"{access.user} hard nproc {_NPROC}\n"
+        f"{access.user} hard core 0\n"
     )
 
 
@@ -94,16 +199,22 @@ def home(access: AuditAccess) -> str:
     )
 
 
-def sudoers(access: AuditAccess) -> str:
-    """Exactly the root probes' command lines, nothing else."""
+def sudoers(
+    access: AuditAccess, allowed: Mapping[str, Sequence[tuple[str, ...]]] | None = None
+) -> str:
+    """Exactly the root probes' command lines, nothing else: the file probes with each list
+    of paths `allowed` (by probe), word for word; without a list, a file probe is not granted."""
     lines = []
     for probe in _root_probes():
         args = [_sudo_escape(a) for a in probe.argv[1:]]
-        if probe.takes is not None:
-            # Each host asks for its own list; the forced command lets through only plain
-            # absolute paths (or unit names), and this account can run nothing but it.
-            args += ["--", "*"]
-        lines.append(" ".join((probe.program, *(args or ['""']))))
+        if probe.takes is None:
+            lines.append(" ".join((probe.program, *(args or ['""']))))
+            continue
+        for paths in (allowed or {}).get(probe.name, ()):
+            # One word a line (sudoers joins a continued line with a space), so that a host
+            # with hundreds of files still reads as lines a person can check.
+            words = [probe.program, *args, "--", *(_sudo_escape(p) for p in paths)]
+            lines.append(" \\\n        ".join(words))
     alias = ", \\\n    ".join(lines)
     return (
         f"# /etc/sudoers.d/{access.user} (generated by clusterforge; do not edit)\n"
@@ -129,9 +240,14 @@ def _sudo_escape(arg: str) -> str:
     return arg
 
 
-def forced_command(access: AuditAccess) -> str:
-    """The POSIX sh script sshd runs for every command of the audit key."""
-    cases = "".join(_case(probe) for _, probe in sorted(PROBES.items()))
+def forced_command(
+    access: AuditAccess, allowed: Mapping[str, Sequence[tuple[str, ...]]] | None = None
+) -> str:
+    """The POSIX sh script sshd runs for every command of the audit key; the file probes may
+    be given only a list of `allowed` (by probe), else they are refused."""
+    cases = "".join(
+        _case(probe, (allowed or {}).get(name, ())) for name, probe in sorted(PROBES.items())
+    )
     limit = access.probe_timeout_s
     digits = " | ".join("[1-9]" + "[0-9]" * n for n in range(_WITHIN_DIGITS))
     return f"""#!/bin/sh
@@ -178,19 +294,9 @@ exec timeout -k {_KILL_AFTER_S} "$within" "$@"
 """
 
 
-# How the forced command checks each argument of a probe that `takes` the host's own list:
-# the same rules as compiler.probes._ARGUMENT, as sh patterns (C locale).
+# How the forced command checks each unit name systemctl_show is asked for: the rules of
+# compiler.probes._ARGUMENT, as sh patterns (C locale).
 _TAKES = {
-    "paths": (
-        "        case $a in\n"
-        "        /*) ;;\n"
-        '        *) refuse "{name}: not an absolute path" ;;\n'
-        "        esac\n"
-        "        case $a in\n"
-        "        *[!A-Za-z0-9_./-]* | */[.-]* | *//* | */ | *..*)\n"
-        '            refuse "{name}: not a plain path" ;;\n'
-        "        esac\n"
-    ),
     "units": (
         "        case $a in\n"
         '        *[!A-Za-z0-9@_.-]* | *..*) refuse "{name}: not a unit name" ;;\n'
@@ -201,9 +307,26 @@ _TAKES = {
 }
 
 
-def _case(probe: Probe) -> str:
+def _case(probe: Probe, allowed: Sequence[tuple[str, ...]] = ()) -> str:
     words = [probe.program, *(_sh_word(a) for a in probe.argv[1:])]
-    if probe.takes is not None:
+    if probe.takes == "paths":
+        if not allowed:
+            return (
+                f'{probe.name})\n    refuse "{probe.name}: no files of this role to read"\n    ;;\n'
+            )
+        # The words as split at spaces, joined again: exactly one list a host of the role
+        # has, so no path outside a deploy map, nor a subset to probe for files one by one.
+        lists = " |\n    ".join(_sh_word(" ".join(paths), quote=True) for paths in allowed)
+        forbidden = " | ".join(f"*\\ {root}/* | {root}/*" for root in FORBIDDEN_ROOTS)
+        check = (
+            '    case "$*" in\n'
+            f'    {forbidden}) refuse "{probe.name}: a device or kernel file" ;;\n'
+            f"    {lists}) ;;\n"
+            f'    *) refuse "{probe.name}: not the files of a host of this role" ;;\n'
+            "    esac\n"
+        )
+        words += ["--", '"$@"']
+    elif probe.takes is not None:
         suffixes = " | ".join(f"?*.{s}" for s in UNIT_SUFFIXES)
         check = (
             f'    [ $# -ge 1 ] || refuse "{probe.name} takes {probe.takes}"\n'
@@ -227,9 +350,9 @@ def _case(probe: Probe) -> str:
     return f"{probe.name})\n{check}    set -- {' '.join(words)}\n{root}    ;;\n"
 
 
-def _sh_word(arg: str) -> str:
+def _sh_word(arg: str, quote: bool = False) -> str:
     if arg == IFACE:
         return arg
-    if all(c.isalnum() or c in "-_./=,:@" for c in arg):
+    if not quote and all(c.isalnum() or c in "-_./=,:@" for c in arg):
         return arg
     return "'" + arg.replace("'", "'\\''") + "'"

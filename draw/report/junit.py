@@ -22,6 +22,7 @@ from collections import defaultdict
 from audits.fabric import UNPLANNED
 from audits.model import FABRIC, Finding
 from audits.report import Report
+from audits.sanitize import xml_legal
 
 _UNCOLLECTED = ("unreachable", "error")
 
@@ -55,7 +56,10 @@ def render(report: Report) -> str:
     for suite in (root, hosts, fabric):
         _count(suite)
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+    # ElementTree writes a control character as is, which no XML parser reads: the report's
+    # text is sanitized already (audits.sanitize), this keeps the document well-formed anyway.
+    body = xml_legal(ET.tostring(root, "unicode"))
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
 
 
 def _suite(root: ET.Element, name: str, timestamp: str) -> ET.Element:
