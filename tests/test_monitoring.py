@@ -74,6 +74,24 @@ def rule_names(compiled: Compiled) -> set[str]:
     return {r["alert"] for g in rules["groups"] for r in g["rules"]}
 
 
+def _scrape_ipmi(proc: subprocess.Popen[Any], url: str) -> str:
+    """What the running ipmi_exporter `proc` answers at `url` (30 s to start); it is ended
+    after. Exiting first means it refused its config."""
+    try:
+        until = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, f"ipmi_exporter refused its config: {proc.communicate()}"
+            try:
+                with urllib.request.urlopen(url, timeout=20) as response:
+                    return str(response.read().decode())
+            except OSError:
+                assert time.monotonic() < until, "ipmi_exporter did not answer"
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
 @pytest.mark.realtool
 def test_config_targets_and_rules_pass_promtool(compiled: Compiled, tmp_path: Path) -> None:
     conf = monitoring_overlay(compiled, tmp_path / "bundle") / PROMETHEUS_DIR
@@ -442,20 +460,7 @@ def test_ipmi_exporter_reads_its_config_and_reports_a_silent_bmc(
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}/ipmi?target=127.0.0.1&module=default"
-    try:
-        until = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "ipmi_exporter refused the generated config"
-            try:
-                with urllib.request.urlopen(url, timeout=20) as response:
-                    text = response.read().decode()
-                break
-            except OSError:
-                assert time.monotonic() < until, "ipmi_exporter did not answer"
-                time.sleep(0.2)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    text = _scrape_ipmi(proc, url)
     for collector in ("bmc", "ipmi", "chassis"):
         assert f'ipmi_up{{collector="{collector}"}} 0' in text
     text = (conf / "ipmi_remote.yml").read_text()
@@ -523,20 +528,7 @@ def test_ipmi_exporter_as_the_packaged_unit_runs_it_loads_the_generated_config(
         text=True,
     )  # fmt: skip
     url = f"http://{address}/ipmi?target=127.0.0.1&module={monitoring.PROBES['ipmi'].module}"
-    try:
-        until = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            try:
-                with urllib.request.urlopen(url, timeout=20) as response:
-                    text = response.read().decode()
-                break
-            except OSError:
-                assert time.monotonic() < until, "ipmi_exporter did not answer"
-                time.sleep(0.2)
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)
+    text = _scrape_ipmi(proc, url)
     # The generated module's three collectors, each tried (no BMC on loopback: up 0).
     for collector in ("bmc", "ipmi", "chassis"):
         assert f'ipmi_up{{collector="{collector}"}} 0' in text
