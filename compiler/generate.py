@@ -1,7 +1,9 @@
 """A valid cluster of N GPU servers, as a `cluster/` tree: for the bench, tests and `init`.
 
-Pure: parameters in, `{path below cluster/: YAML text}` out (`source` parses it). Identities
-(MACs, GUIDs, serials) are derived from rack and slot, so the same call gives the same bytes.
+Pure: parameters in, `{path below cluster/: YAML text}` out (`source` parses it); the
+reference site's policy files, which hold for any size, are read once from the package.
+Identities (MACs, GUIDs, serials) are derived from rack and slot, so the same call gives the
+same bytes.
 The layout follows the reference site's rules: one leaf, management and storage switch per
 GPU rack, the spines in a network rack, the service hosts in a service rack.
 """
@@ -9,6 +11,8 @@ GPU rack, the spines in a network rack, the service hosts in a service rack.
 from __future__ import annotations
 
 import math
+import re
+from importlib import resources
 
 from compiler.load import Source, parse
 
@@ -189,237 +193,37 @@ rings:
 rollouts: []
 """
 
-# The policy sections are the reference site's (cluster/provisioning.yaml, services.yaml).
-_PROVISIONING = """\
-os: rocky
-os_version: "8.9"
-http_root: /var/www/html     # httpd's DocumentRoot on Rocky 8: /ks/, /bundle/ and the mirrors
-install_path: /rocky/8.9/BaseOS/x86_64/os/
-repos:
-  - {name: appstream, path: /rocky/8.9/AppStream/x86_64/os/}
-  - {name: cuda, path: /mirror/cuda/rhel8/x86_64/}
-  - {name: mlnx-ofed, path: /mirror/mlnx-ofed/23.10-1.1.9.0/rhel8.9/x86_64/}
-  - {name: epel, path: /mirror/epel/8/Everything/x86_64/}      # dkms
-  - {name: monitoring, path: /mirror/monitoring/el8/x86_64/}  # the exporters, Prometheus, Alertmanager
-pxe_network: mgmt            # the NIC that PXE boots; only its reservation gets a boot file
-dhcp_networks: [bmc, mgmt]   # every rack's BMC and OS subnets, relayed to the provisioning host
-boot_files:                  # the loaders on the TFTP root (pxe/tftpboot.conf copies them there)
-  bios: lpxelinux.0          # PXELINUX with its HTTP client: the menu loads the kernel by URL
-  uefi: shimx64.efi          # loads grubx64.efi, whose menu loads the kernel over HTTP
-  kernel: /rocky/8.9/BaseOS/x86_64/os/images/pxeboot/vmlinuz    # below the HTTP root
-  initrd: /rocky/8.9/BaseOS/x86_64/os/images/pxeboot/initrd.img
-bootstrap:                   # the provisioning host cannot install from itself: no PXE menu for it
-  install: https://dl.rockylinux.org/vault/rocky/8.9/BaseOS/x86_64/os/   # or cdrom (the DVD)
-  repos:                     # the upstream of the repos above it needs (and `baseos` with cdrom)
-    appstream: https://dl.rockylinux.org/vault/rocky/8.9/AppStream/x86_64/os/
-    mlnx-ofed: https://linux.mellanox.com/public/repo/mlnx_ofed/23.10-1.1.9.0/rhel8.9/x86_64/
-    monitoring: https://packagecloud.io/prometheus-rpm/release/el/8/x86_64/   # node_exporter
-  nameservers: [9.9.9.9]     # its installer's resolvers (the site's DNS is itself, not up yet)
-root_password_hash:          # never in git: the compile reads it from here, else a placeholder
-  env: CLUSTERFORGE_ROOT_HASH
-  file: /etc/clusterforge/root.hash
-profiles:
-  gpu:
-    packages: ["@^minimal-environment", nvme-cli, ipmitool, pciutils]
-  login:
-    packages: ["@^server-product-environment", ipmitool, git, tmux]
-  service:
-    packages: ["@^server-product-environment", ipmitool]
-role_profiles:
-  gpu: gpu
-  spare: gpu
-  login: login
-  subnet-manager: service
-  provisioning: service
-  monitoring: service
-"""
 
-_SERVICES = """\
-services:
-  base:
-    description: every host; SSH, time, the firewall, NetworkManager with the generated keyfiles
-    packages: [chrony, firewalld, NetworkManager, openssh-server]
-    units: [chronyd.service, firewalld.service, NetworkManager.service, sshd.service]
-    ports: [22/tcp]
-    files:
-      - {source: "routes/{host}/*.nmconnection", dest: "/etc/NetworkManager/system-connections/{name}", mode: "0600", reload: NetworkManager.service}
-      - {source: "firewall/{role}/*.xml", dest: "/etc/firewalld/zones/{name}", reload: firewalld.service}
-      - {source: "chrony/{host}.conf", dest: /etc/chrony.conf, reload: chronyd.service}
-      - {source: "modules/{role}.conf", dest: /etc/modules-load.d/clusterforge.conf}
-      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}
-  node-exporter:
-    description: host metrics for Prometheus
-    packages: [node_exporter]
-    units: [node_exporter.service]
-    ports: [9100/tcp]
-    scrape: {job: node, port: 9100}
-    files:
-      - {source: monitoring/node_exporter.conf, dest: /etc/default/node_exporter, reload: node_exporter.service}
-      - {source: "monitoring/textfile/{host}.sysusers", dest: /usr/lib/sysusers.d/clusterforge-metrics.conf, optional: true}
-      - {source: "monitoring/textfile/{host}.tmpfiles", dest: /usr/lib/tmpfiles.d/clusterforge-metrics.conf, optional: true}
-  opensm:
-    description: the InfiniBand subnet manager, master or standby by priority
-    packages: [opensm]
-    units: [opensmd.service]
-    files:
-      - {source: "opensm/{host}/opensm.conf", dest: /etc/opensm/opensm.conf, reload: opensmd.service}
-      - {source: opensm/root_guids, dest: /etc/opensm/root_guids, reload: opensmd.service}
-      - {source: opensm/cn_guids, dest: /etc/opensm/cn_guids, reload: opensmd.service}
-      - {source: opensm/ib-node-name-map, dest: /etc/opensm/ib-node-name-map, reload: opensmd.service}
-      - {source: opensm/partitions.conf, dest: /etc/opensm/partitions.conf, reload: opensmd.service}
-      - {source: opensm/guid2lid, dest: /var/cache/opensm/guid2lid, reload: opensmd.service}
-  dhcpd:
-    description: DHCP for the BMC and OS subnets of every rack, relayed by the rack routers
-    packages: [dhcp-server]
-    units: [dhcpd.service]
-    ports: [67/udp]
-    files:
-      - {source: dhcp/dhcpd.conf, dest: /etc/dhcp/dhcpd.conf, reload: dhcpd.service}
-  tftp:
-    description: PXE loaders and boot menus by MAC for BIOS (PXELINUX) and UEFI (GRUB) clients
-    packages: [tftp-server, syslinux-tftpboot, shim-x64, grub2-efi-x64]
-    units: [tftp.socket]
-    ports: [69/udp]
-    files:
-      - {source: pxe/tftpboot.conf, dest: /etc/tmpfiles.d/clusterforge-tftpboot.conf, reload: systemd-tmpfiles-setup.service}
-      - {source: "pxe/pxelinux.cfg/*", dest: "/var/lib/tftpboot/pxelinux.cfg/{name}", optional: true}
-      - {source: "pxe/grub.cfg-*", dest: "/var/lib/tftpboot/{name}"}
-  http:
-    description: the kickstarts, every host's bundle and the package mirrors, over HTTP
-    packages: [httpd]
-    units: [httpd.service]
-    ports: [80/tcp]
-    files:
-      - {source: "kickstart/*.ks", dest: "/var/www/html/ks/{name}", mode: "0640", owner: "root:apache", check: exists}
-      - {source: http/clusterforge.conf, dest: /etc/httpd/conf.d/clusterforge.conf, reload: httpd.service}
-      - {source: http/tmpfiles.conf, dest: /etc/tmpfiles.d/clusterforge-http.conf, reload: systemd-tmpfiles-setup.service}
-  dns:
-    description: authoritative DNS for the site's zones
-    packages: [bind]
-    units: [named.service]
-    ports: [53/udp, 53/tcp]
-    files:
-      - {source: dns/named.conf, dest: /etc/named.conf, mode: "0640", owner: "root:named", reload: named.service}
-      - {source: dns/named.conf.zones, dest: /etc/named/named.conf.zones, mode: "0640", owner: "root:named", reload: named.service}
-      - {source: "dns/db.*", dest: "/var/named/{name}", mode: "0640", owner: "root:named", reload: named.service}
-  ntp:
-    description: the site's time server; every other host's chrony follows it
-    ports: [123/udp]
-  prometheus:
-    description: scrapes every exporter, evaluates the alert rules
-    packages: [prometheus2]
-    units: [prometheus.service]
-    ports: [9090/tcp]
-    files:
-      - {source: monitoring/prometheus.yml, dest: /etc/prometheus/prometheus.yml, reload: prometheus.service}
-      - {source: monitoring/alerts.yml, dest: /etc/prometheus/alerts.yml, reload: prometheus.service}
-      - {source: monitoring/recording.yml, dest: /etc/prometheus/recording.yml, reload: prometheus.service}
-      - {source: "monitoring/targets/*", dest: "/etc/prometheus/targets/{name}"}
-  alertmanager:
-    description: routes the alerts Prometheus raises
-    packages: [alertmanager]
-    units: [alertmanager.service]
-    ports: [9093/tcp]
-    files:
-      - {source: monitoring/alertmanager.yml, dest: /etc/prometheus/alertmanager.yml, mode: "0640", owner: "root:prometheus", reload: alertmanager.service, check: exists}
-  ipmi-exporter:
-    description: reads every BMC over IPMI for Prometheus (runs beside it)
-    packages: [ipmi_exporter, freeipmi]
-    units: [ipmi_exporter.service]
-    files:
-      - {source: monitoring/ipmi_exporter.default, dest: /etc/default/ipmi_exporter, reload: ipmi_exporter.service}
-      - {source: monitoring/ipmi_exporter.yml, dest: /etc/prometheus/ipmi_remote.yml, mode: "0640", owner: "root:prometheus", reload: ipmi_exporter.service, check: exists}
-  blackbox-exporter:
-    description: pings every BMC and every host's management address for Prometheus (beside it)
-    packages: [blackbox_exporter]
-    units: [blackbox_exporter.service]
-    files:
-      - {source: monitoring/blackbox.yml, dest: /etc/prometheus/blackbox.yml, reload: blackbox_exporter.service}
-  grafana:
-    description: the cluster overview dashboard over Prometheus
-    packages: [grafana]
-    units: [grafana-server.service]
-    ports: [3000/tcp]
-    files:
-      - {source: monitoring/grafana/datasources.yaml, dest: /etc/grafana/provisioning/datasources/clusterforge.yaml, mode: "0640", owner: "root:grafana", reload: grafana-server.service}
-      - {source: monitoring/grafana/dashboards.yaml, dest: /etc/grafana/provisioning/dashboards/clusterforge.yaml, mode: "0640", owner: "root:grafana", reload: grafana-server.service}
-      - {source: "monitoring/grafana/dashboards/*", dest: "/var/lib/grafana/dashboards/clusterforge/{name}"}
-  rdma:
-    description: the InfiniBand HCA's user space and IPoIB (rdma-core comes with MLNX_OFED)
-    packages: [infiniband-diags]
-    units: [openibd.service]
-  nvidia-driver:
-    description: the NVIDIA driver, built for the pinned kernel after MLNX_OFED
-    module_streams: ["nvidia-driver:{gpu_driver_major}-dkms"]
-    packages: [dkms, "nvidia-driver-{gpu_driver}", "nvidia-driver-cuda-{gpu_driver}", "kmod-nvidia-latest-dkms-{gpu_driver}"]
-    kernel_modules: [nvidia]
-  nvidia-persistenced:
-    description: keeps the GPUs initialised between jobs
-    packages: ["nvidia-persistenced-{gpu_driver}"]
-    units: [nvidia-persistenced.service]
-  fabric-manager:
-    description: programs the NVSwitches so the 8 GPUs of an HGX board can talk over NVLink
-    packages: ["nvidia-fabric-manager-{gpu_driver}"]
-    units: [nvidia-fabricmanager.service]
-  gpudirect:
-    description: GPUDirect RDMA, so NCCL moves GPU memory straight to the HCA
-    kernel_modules: [nvidia-peermem]
-    files:
-      - {source: "gpudirect/{role}/nccl.conf", dest: /etc/nccl.conf}
-      - {source: "gpudirect/{role}/modprobe.conf", dest: /etc/modprobe.d/clusterforge-nvidia.conf}
-  dcgm-exporter:
-    description: GPU metrics (DCGM) for Prometheus
-    packages: ["datacenter-gpu-manager-4-cuda{cuda_major}", datacenter-gpu-manager-exporter]
-    units: [nvidia-dcgm.service, nvidia-dcgm-exporter.service]
-    ports: [9400/tcp]
-    scrape: {job: dcgm, port: 9400}
-    files:
-      - {source: monitoring/dcgm-counters.csv, dest: /etc/dcgm-exporter/default-counters.csv, reload: nvidia-dcgm-exporter.service}
-  nccl-bootstrap:
-    description: NCCL/MPI bootstrap between GPU servers
-    ports: [32768-60999/tcp]
-  slurm:
-    # EPEL's Slurm (its config in /etc/slurm) with MUNGE for authentication; the site's own
-    # slurm.conf includes the generated files, and munge.key is the site's, never generated.
-    description: slurmd, which runs the jobs Slurm gives the node
-    packages: [munge, slurm, slurm-slurmd]
-    units: [munge.service, slurmd.service]
-    ports: [6818/tcp]
-    files:
-      - {source: slurm/nodes.conf, dest: /etc/slurm/nodes.conf, reload: slurmd.service}
-      - {source: slurm/partitions.conf, dest: /etc/slurm/partitions.conf, reload: slurmd.service}
-      - {source: slurm/gres.conf, dest: /etc/slurm/gres.conf, reload: slurmd.service}
-      - {source: fabric/slurm-topology.conf, dest: /etc/slurm/topology.conf, reload: slurmd.service}
-  slurm-controller:
-    description: slurmctld, Slurm's controller, and the commands that ask it (sinfo, squeue)
-    packages: [munge, slurm, slurm-slurmctld]
-    units: [munge.service, slurmctld.service]
-    ports: [6817/tcp]
-    files:
-      - {source: slurm/nodes.conf, dest: /etc/slurm/nodes.conf, reload: slurmctld.service}
-      - {source: slurm/partitions.conf, dest: /etc/slurm/partitions.conf, reload: slurmctld.service}
-      - {source: slurm/gres.conf, dest: /etc/slurm/gres.conf, reload: slurmctld.service}
-      - {source: fabric/slurm-topology.conf, dest: /etc/slurm/topology.conf, reload: slurmctld.service}
-roles:
-  gpu: [base, rdma, node-exporter, nvidia-driver, nvidia-persistenced, fabric-manager, gpudirect, dcgm-exporter, nccl-bootstrap, slurm]
-  spare: [base, rdma, node-exporter, nvidia-driver, nvidia-persistenced, fabric-manager, gpudirect, dcgm-exporter, nccl-bootstrap, slurm]
-  login: [base, rdma, node-exporter, slurm-controller]
-  subnet-manager: [base, rdma, node-exporter, opensm]
-  provisioning: [base, node-exporter, dhcpd, tftp, http, dns, ntp]
-  monitoring: [base, node-exporter, prometheus, alertmanager, ipmi-exporter, blackbox-exporter, grafana]
-review_only:
-  - inventory.json              # every host and switch with its derived facts
-  - expected/fabric.json
-  - "deploy/*"                  # this map itself, read by `clusterforge bundle` and the audit
-  - "fabric/*"                  # ibsim topology, cable schedule, BOM (Slurm's topology: slurm services)
-  - "firmware/*"                # the firmware manifest, applied by the vendor tools
-  - "labels/*"                  # for the label printer
-  - dhcp/kea-dhcp4.json         # for sites that choose Kea over dhcpd
-  - hosts                       # /etc/hosts form of the names, for hosts outside DNS
-  - "acceptance/*"              # the acceptance run: plan.json, scripts, read by `accept`
-  - "acceptance/ib_write_bw/*"
-  - "acceptance/nccl/*"
-"""
+def _policy(name: str) -> str:
+    """The reference site's `cluster/<name>`, as the package ships it: `compiler/policy/` holds
+    links to cluster/'s own files, which a wheel carries as files (pyproject.toml)."""
+    return (resources.files("compiler") / "policy" / name).read_text(encoding="utf-8")
+
+
+# The reference site's policy files (what each role runs, how hosts are installed) hold for a
+# site of any size, so a generated tree takes them whole, comments and all.
+_PROVISIONING = _policy("provisioning.yaml")
+_SERVICES = _policy("services.yaml")
+# A file of the drift audit's account (the `access/` target's), one item of the base
+# service's files; a tree without the account has none of them.
+_AUDIT_HOME = re.compile(r' +- \{source: "?access/')
+
+
+def _without_audit_homes(services: str) -> str:
+    """services.yaml less the audit account's files and the comment that introduces them:
+    they name files the `access/` target writes only for a site with an audit account."""
+    out: list[str] = []
+    for line in services.splitlines(keepends=True):
+        if _AUDIT_HOME.match(line):
+            while out and out[-1].lstrip().startswith("#"):
+                out.pop()
+        else:
+            out.append(line)
+    return "".join(out)
+
+
+_SERVICES_UNAUDITED = _without_audit_homes(_SERVICES)
+assert _SERVICES_UNAUDITED != _SERVICES, "the base service's audit-account files"
 
 # name, model, role, whether it is on the InfiniBand fabric
 _SERVICE_HOSTS = (
@@ -488,21 +292,6 @@ CHASSIS_U = 4
 BOUGHT_PER_RACK = 10
 HDR_SPINE_PORTS = LEAF_PORTS
 MIN_SPINES = 2  # one spine is a fabric with a single point of failure
-_EXPECTED_HOME = (
-    '      - {source: "expected/hosts/{host}.json", dest: /etc/clusterforge/expected.json}\n'
-)
-_ACCESS_HOMES = """\
-      - source: "access/{role}/clusterforge-probe"
-        dest: /usr/local/libexec/clusterforge-probe
-        mode: "0755"
-      - {source: access/authorized_keys, dest: /etc/ssh/authorized_keys/clusterforge-audit}
-      - {source: access/sshd_config, dest: /etc/ssh/sshd_config.d/50-clusterforge-audit.conf, reload: sshd.service}
-      - {source: "access/{role}/sudoers", dest: /etc/sudoers.d/clusterforge-audit, mode: "0440"}
-      - {source: access/sysusers.conf, dest: /usr/lib/sysusers.d/clusterforge-audit.conf}
-      - {source: access/tmpfiles.conf, dest: /usr/lib/tmpfiles.d/clusterforge-audit.conf}
-      - {source: access/limits.conf, dest: /etc/security/limits.d/50-clusterforge-audit.conf}
-"""
-assert _EXPECTED_HOME in _SERVICES, "the base service's expected-state home"
 
 
 def generate(
@@ -590,9 +379,7 @@ def generate(
         ),
         "firmware.yaml": _FIRMWARE.format(canary=f"gpu{1:0{width}d}"),
         "provisioning.yaml": _PROVISIONING,
-        "services.yaml": _SERVICES.replace(_EXPECTED_HOME, _EXPECTED_HOME + _ACCESS_HOMES)
-        if audit_key
-        else _SERVICES,
+        "services.yaml": _SERVICES if audit_key else _SERVICES_UNAUDITED,
     }
     gpu = 0
     for r in range(1, racks + 1):

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from compiler import generate, pipeline
@@ -10,6 +16,7 @@ from compiler.load import Source, load, parse
 from compiler.plan import oversized
 from tests.conftest import REPO
 
+_POLICY = ("provisioning.yaml", "services.yaml")
 AUDIT_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKMkD0LRYwYL3yRGeueMOJgv++Palp7O9dNIJ5nt3pjM t"
 
 
@@ -40,19 +47,74 @@ def test_an_audit_key_adds_the_audit_account_and_its_homes() -> None:
     assert "/etc/ssh/authorized_keys/clusterforge-audit" in homes
 
 
-def test_the_policy_sections_are_the_reference_site_s() -> None:
-    """The generator carries its own copy of cluster/provisioning.yaml and services.yaml (it
-    ships without cluster/): as data they must be the reference's, less the audit account's
-    homes when no audit key is given."""
+@pytest.mark.parametrize("name", _POLICY)
+def test_the_policy_files_are_the_reference_site_s_own(name: str) -> None:
+    """The package's policy files are links to cluster/'s (one file to edit, none to keep
+    equal), and a tree with the audit account takes each whole, byte for byte."""
+    shipped = REPO / "compiler" / "policy" / name
+    assert shipped.is_symlink() and shipped.resolve() == (REPO / "cluster" / name).resolve()
+    reference = (REPO / "cluster" / name).read_text(encoding="utf-8")
+    assert generate.generate(4, audit_key=AUDIT_KEY)[name] == reference
+
+
+def test_without_an_audit_key_services_lose_only_the_account_s_files() -> None:
+    """As data, a tree without the audit account has the reference's policy less the base
+    service's `access/` files; nothing else is left out."""
     reference = load(REPO / "cluster").data
-    audited = parse_tree(generate.generate(4, audit_key=AUDIT_KEY)).data
     plain = parse_tree(generate.generate(4)).data
-    for section in ("provisioning", "services"):
-        assert audited[section] == reference[section], section
-    base = reference["services"]["services"]["base"]["files"]
-    assert plain["services"]["services"]["base"]["files"] == tuple(
-        f for f in base if not f["source"].startswith("access/")
+    assert plain["provisioning"] == reference["provisioning"]
+    services = reference["services"]
+    base = services["services"]["base"]
+    kept = tuple(f for f in base["files"] if not f["source"].startswith("access/"))
+    assert len(base["files"]) - len(kept) == 7
+    unaudited = {**services, "services": {**services["services"], "base": {**base, "files": kept}}}
+    assert plain["services"] == unaudited
+
+
+# What a wheel is built from: the packages, the metadata pyproject.toml reads, and the two
+# files of cluster/ the policy links point at.
+_BUILT_FROM = ("pyproject.toml", "README.md", "LICENSE", *(f"cluster/{n}" for n in _POLICY))
+_PACKAGES = ("compiler", "audits", "draw", "clusterforge", "contract")
+
+
+def test_an_installed_package_writes_the_policy_files_itself(tmp_path: Path) -> None:
+    """`pip install .`, not editable: the wheel carries the policy files as files (the links
+    followed), and `init` run from the installed package writes the reference's bytes. Built
+    from a copy of the project, links kept as links, so the build writes nothing here."""
+    src, site = tmp_path / "src", tmp_path / "site"
+    for rel in _BUILT_FROM:
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, src / rel)
+    for package in _PACKAGES:
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(REPO / package, src / package, symlinks=True, ignore=ignore)
+    assert (src / "compiler" / "policy" / "services.yaml").is_symlink()
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*pip, "--no-index", "--target", str(site), str(src)], check=True)
+    for name in _POLICY:
+        shipped = site / "compiler" / "policy" / name
+        assert not shipped.is_symlink()
+        assert shipped.read_bytes() == (REPO / "cluster" / name).read_bytes()
+
+    # The installed package first on the path (the project's dependencies after it), run
+    # from a folder with no project in it.
+    run = (
+        "import sys, compiler; from clusterforge.cli import main\n"
+        "assert compiler.__file__.startswith(sys.argv[1]), compiler.__file__\n"
+        "sys.exit(main(['init', sys.argv[2]]))\n"
     )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = tmp_path / "new"
+    done = subprocess.run(
+        [sys.executable, "-c", run, str(site), str(out)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    for name in _POLICY:
+        assert (out / "cluster" / name).read_bytes() == (REPO / "cluster" / name).read_bytes()
 
 
 def small_three_tier() -> dict[str, str]:
