@@ -35,6 +35,7 @@ from compiler.plan import (
     route_network,
     wires,
 )
+from compiler.rules import Rule
 from contract import Route
 
 # Baseline keys a model must have, by what the model carries.
@@ -47,7 +48,7 @@ FLEET_KEYS = ("ofed", "kernel")
 # Rules whose collision makes the two objects collide in everything derived from it: two
 # racks with one id get the same subnets, addresses and spine ports; two nodes with one slot
 # the same addresses and switch ports. Those later collisions are consequences, not causes.
-CAUSES = ("duplicate-name", "duplicate-slot")
+CAUSES = (Rule.DUPLICATE_NAME, Rule.DUPLICATE_SLOT)
 
 
 @dataclass
@@ -59,12 +60,12 @@ class Report:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     involves: list[tuple[Path_, ...]] = field(default_factory=list)
 
-    def add(self, path: Path_, rule: str, message: str, involves: tuple[Path_, ...] = ()) -> None:
+    def add(self, path: Path_, rule: Rule, message: str, involves: tuple[Path_, ...] = ()) -> None:
         self.diagnostics.append(Diagnostic(self.source.where(path), rule, message))
         self.involves.append(involves)
 
     def add_cause(
-        self, path: Path_, rule: str, message: str, consequences: Iterable[tuple[Path_, str]]
+        self, path: Path_, rule: Rule, message: str, consequences: Iterable[tuple[Path_, str]]
     ) -> None:
         """One problem with what follows from it at each of its `consequences` (path,
         message), folded under it: one cause, one line, however many devices it reaches."""
@@ -74,7 +75,7 @@ class Report:
         self.diagnostics.append(Diagnostic(self.source.where(path), rule, message, folded))
         self.involves.append(())
 
-    def unique(self, rule: str, what: str, items: Iterable[tuple[object, Path_]]) -> None:
+    def unique(self, rule: Rule, what: str, items: Iterable[tuple[object, Path_]]) -> None:
         """Report every item whose key was already seen, naming where it was first."""
         seen: dict[object, Path_] = {}
         for key, path in items:
@@ -113,7 +114,7 @@ def _between(paths: tuple[Path_, ...], objects: set[Path_]) -> bool:
     return len(paths) >= 2 and None not in owners and len(owners) > 1
 
 
-Rule = Callable[[Cluster, Report], None]
+Check = Callable[[Cluster, Report], None]  # one of CHECKS: reports each problem it finds
 
 
 def _nodes(c: Cluster) -> Iterable[tuple[Path_, int, int]]:
@@ -130,24 +131,24 @@ def _switches(c: Cluster) -> Iterable[tuple[Path_, int, int]]:
 
 def names(c: Cluster, rep: Report) -> None:
     rep.unique(
-        "duplicate-name",
+        Rule.DUPLICATE_NAME,
         "rack",
         ((rack.name, ("racks", r, "name")) for r, rack in enumerate(c.racks)),
     )
     rep.unique(
-        "duplicate-name",
+        Rule.DUPLICATE_NAME,
         "rack id",
         ((rack.id, ("racks", r, "id")) for r, rack in enumerate(c.racks)),
     )
     hosts = [(c.racks[r].nodes[n].name, (*p, "name")) for p, r, n in _nodes(c)]
     hosts += [(c.racks[r].switches[s].name, (*p, "name")) for p, r, s in _switches(c)]
-    rep.unique("duplicate-name", "host or switch name", hosts)
+    rep.unique(Rule.DUPLICATE_NAME, "host or switch name", hosts)
     models = [(m, ("hardware", "servers", m)) for m in c.hardware.servers]
     models += [(m, ("hardware", "switches", m)) for m in c.hardware.switches]
-    rep.unique("duplicate-name", "model name", models)
+    rep.unique(Rule.DUPLICATE_NAME, "model name", models)
     # Each SM host has one opensm.conf: a second entry would overwrite the first's.
     rep.unique(
-        "duplicate-subnet-manager",
+        Rule.DUPLICATE_SUBNET_MANAGER,
         "subnet manager host",
         (
             (sm.host, ("fabric", "subnet_managers", i, "host"))
@@ -170,9 +171,9 @@ def identities(c: Cluster, rep: Report) -> None:
         macs.append((sw.mac, (*p, "mac")))
         if sw.guid:
             guids.append((sw.guid, (*p, "guid")))
-    rep.unique("duplicate-serial", "serial", serials)
-    rep.unique("duplicate-mac", "MAC", macs)
-    rep.unique("duplicate-guid", "GUID", guids)
+    rep.unique(Rule.DUPLICATE_SERIAL, "serial", serials)
+    rep.unique(Rule.DUPLICATE_MAC, "MAC", macs)
+    rep.unique(Rule.DUPLICATE_GUID, "GUID", guids)
 
 
 def references(c: Cluster, rep: Report) -> None:
@@ -189,7 +190,7 @@ def references(c: Cluster, rep: Report) -> None:
             if close
             else "known: " + ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
         )
-        rep.add(path, "unknown-reference", f"{what} {name!r} is not defined ({hint})")
+        rep.add(path, Rule.UNKNOWN_REFERENCE, f"{what} {name!r} is not defined ({hint})")
         return False
 
     services = c.site.services
@@ -220,7 +221,9 @@ def references(c: Cluster, rep: Report) -> None:
         for port in ports:
             if port not in node.mac and (port == "bmc" or not _is_ib(c, node.model, port)):
                 rep.add(
-                    (*p, "mac"), "missing-field", f"{node.name!r} has no MAC for its {port!r} port"
+                    (*p, "mac"),
+                    Rule.MISSING_FIELD,
+                    f"{node.name!r} has no MAC for its {port!r} port",
                 )
         for port in node.mac:
             need(ports, port, f"port of model {node.model!r}", (*p, "mac", port))
@@ -231,7 +234,7 @@ def references(c: Cluster, rep: Report) -> None:
             need(switches, link.switch, "switch", (*p, "links", net, "switch"))
         has_ib = any(_is_ib(c, node.model, nic) for nic in ports)
         if has_ib and not node.guid:
-            rep.add(p, "missing-field", f"{node.name!r} has an InfiniBand HCA but no guid")
+            rep.add(p, Rule.MISSING_FIELD, f"{node.name!r} has an InfiniBand HCA but no guid")
         for key in node.pins:
             need(
                 (*SERVER_KEYS, *IB_KEYS, *GPU_KEYS, *FLEET_KEYS),
@@ -285,7 +288,9 @@ def _baseline_keys(c: Cluster, model: str) -> tuple[str, ...]:
 def baselines(c: Cluster, rep: Report) -> None:
     for key in FLEET_KEYS:
         if key not in c.firmware.software:
-            rep.add(("firmware", "software"), "missing-baseline", f"no fleet-wide {key!r} version")
+            rep.add(
+                ("firmware", "software"), Rule.MISSING_BASELINE, f"no fleet-wide {key!r} version"
+            )
     used = {node.model for rack in c.racks for node in rack.nodes}
     used |= {sw.model for rack in c.racks for sw in rack.switches}
     first_use: dict[str, Path_] = {}
@@ -299,7 +304,7 @@ def baselines(c: Cluster, rep: Report) -> None:
             if model in c.hardware.servers or model in c.hardware.switches:
                 rep.add(
                     first_use[model],
-                    "missing-baseline",
+                    Rule.MISSING_BASELINE,
                     f"model {model!r} is in use but has no firmware baseline",
                 )
             continue
@@ -308,7 +313,7 @@ def baselines(c: Cluster, rep: Report) -> None:
         if missing:
             rep.add(
                 ("firmware", "baselines", model),
-                "missing-baseline",
+                Rule.MISSING_BASELINE,
                 f"baseline of {model!r} lacks {', '.join(missing)}",
             )
         # A key the model has no part for would make the audit expect a version it cannot read.
@@ -316,7 +321,7 @@ def baselines(c: Cluster, rep: Report) -> None:
             if key not in keys:
                 rep.add(
                     ("firmware", "baselines", model, key),
-                    "unknown-reference",
+                    Rule.UNKNOWN_REFERENCE,
                     f"model {model!r} has no {key!r} (its keys: {', '.join(keys)})",
                 )
     for p, r, n in _nodes(c):
@@ -326,7 +331,7 @@ def baselines(c: Cluster, rep: Report) -> None:
             if key not in keys:
                 rep.add(
                     (*p, "pins", key),
-                    "unknown-reference",
+                    Rule.UNKNOWN_REFERENCE,
                     f"{node.name!r} pins {key!r}, but model {node.model!r} has none "
                     f"(its keys: {', '.join(keys)})",
                 )
@@ -336,7 +341,7 @@ def baselines(c: Cluster, rep: Report) -> None:
             if getattr(baseline, key, None) is None or key == "mask":
                 rep.add(
                     ("firmware", "baselines", model, "mask", key),
-                    "unknown-reference",
+                    Rule.UNKNOWN_REFERENCE,
                     f"mask of {key!r}, which baseline {model!r} does not set",
                 )
     # A rollout naming no real ring or key would silently accept nothing, and two rollouts
@@ -348,17 +353,17 @@ def baselines(c: Cluster, rep: Report) -> None:
         at: Path_ = ("firmware", "rollouts", i)
         for j, ring in enumerate(rollout.rings):
             if ring not in rings:
-                rep.add((*at, "rings", j), "unknown-reference", f"no ring named {ring!r}")
+                rep.add((*at, "rings", j), Rule.UNKNOWN_REFERENCE, f"no ring named {ring!r}")
         for key in rollout.previous:
             if key not in version_keys:
                 rep.add(
-                    (*at, "previous", key), "unknown-reference", f"{key!r} is not a version key"
+                    (*at, "previous", key), Rule.UNKNOWN_REFERENCE, f"{key!r} is not a version key"
                 )
             for ring in rollout.rings:
                 if (ring, key) in claimed:
                     rep.add(
                         (*at, "previous", key),
-                        "duplicate-rollout",
+                        Rule.DUPLICATE_ROLLOUT,
                         f"{key!r} of ring {ring!r} is already rolling out",
                     )
                 claimed.add((ring, key))
@@ -366,16 +371,16 @@ def baselines(c: Cluster, rep: Report) -> None:
     if defaults != [len(c.firmware.rings) - 1]:
         rep.add(
             ("firmware", "rings"),
-            "rings",
+            Rule.RINGS,
             "exactly one ring, the last, must list no nodes: it takes every other node",
         )
     rep.unique(
-        "duplicate-name",
+        Rule.DUPLICATE_NAME,
         "ring",
         ((ring.name, ("firmware", "rings", i, "name")) for i, ring in enumerate(c.firmware.rings)),
     )
     rep.unique(
-        "duplicate-ring-member",
+        Rule.DUPLICATE_RING_MEMBER,
         "node",
         (
             (n, ("firmware", "rings", i, "nodes", j))
@@ -410,7 +415,7 @@ def addresses(c: Cluster, rep: Report) -> None:
             if address is None:
                 rep.add(
                     at,
-                    "rack-subnet-too-small",
+                    Rule.RACK_SUBNET_TOO_SMALL,
                     f"slot {node.slot} needs host part {net.host_base + node.slot}, beyond "
                     f"{net_name!r} subnet {subnet} of rack {rack.name!r}",
                 )
@@ -421,7 +426,7 @@ def addresses(c: Cluster, rep: Report) -> None:
             if not block.first <= address <= block.last:
                 rep.add(
                     at,
-                    "address-outside-subnet",
+                    Rule.ADDRESS_OUTSIDE_SUBNET,
                     f"{text} is outside {net_name!r} subnet {block} of rack {rack.name!r}",
                 )
                 continue
@@ -430,7 +435,7 @@ def addresses(c: Cluster, rep: Report) -> None:
             if host_part is not None and any(lo <= host_part <= hi for lo, hi in net.reserved):
                 rep.add(
                     at,
-                    "address-reserved",
+                    Rule.ADDRESS_RESERVED,
                     f"{text} is in a reserved range of {net_name!r} {net.reserved}",
                 )
     for p, r, s in _switches(c):
@@ -448,7 +453,7 @@ def addresses(c: Cluster, rep: Report) -> None:
             if not 0 < part < subnet.size - 1:
                 rep.add(
                     (*p, "u"),
-                    "rack-subnet-too-small",
+                    Rule.RACK_SUBNET_TOO_SMALL,
                     f"switch at U{sw.u} needs host part {part}, beyond {subnet}",
                 )
             else:
@@ -465,14 +470,14 @@ def addresses(c: Cluster, rep: Report) -> None:
         fix = f"give rack {rack.name!r} a free id up to {top}" + (f" (e.g. {pick})" if pick else "")
         rep.add_cause(
             ("racks", r, "id"),
-            "rack-subnet-too-small",
+            Rule.RACK_SUBNET_TOO_SMALL,
             f"network {net_name!r} ({net.cidr}, a /{net.rack_prefix} per rack, stride "
             f"{net.stride}, offset {net.offset}) has no subnet for rack id {rack.id}: it holds "
             f"rack ids up to {top}, so {len(devices)} device(s) of {rack.name!r} would have no "
             f"{net_name!r} address; {fix}, or widen {net_name!r}'s cidr",
             devices,
         )
-    rep.unique("duplicate-ip", "address", used)
+    rep.unique(Rule.DUPLICATE_IP, "address", used)
 
 
 def subnets(c: Cluster, rep: Report) -> None:
@@ -485,7 +490,7 @@ def subnets(c: Cluster, rep: Report) -> None:
             if na != nb and (na in nb or nb in na):
                 rep.add(
                     ("networks", b_name, "cidr"),
-                    "subnet-overlap",
+                    Rule.SUBNET_OVERLAP,
                     f"{b_name!r} {b.cidr} overlaps {a_name!r} {a.cidr}",
                 )
     # Sweep the rack subnets in address order: each overlaps the widest one still open.
@@ -505,7 +510,7 @@ def subnets(c: Cluster, rep: Report) -> None:
                 reported.add((name, o_name))
                 rep.add(
                     ("networks", name),
-                    "subnet-overlap",
+                    Rule.SUBNET_OVERLAP,
                     f"rack {rack_name!r} subnet {cidr} of {name!r} overlaps {o_cidr} "
                     f"({o_name!r}, rack {o_rack!r})",
                     (("racks", r, "id"), ("racks", o_r, "id")),
@@ -540,20 +545,20 @@ def positions(c: Cluster, rep: Report) -> None:
             if top > rack.height_u:
                 rep.add(
                     (*path, "u"),
-                    "rack-position",
+                    Rule.RACK_POSITION,
                     f"{name!r} at U{u}-U{top} does not fit a {rack.height_u}U rack",
                 )
             clash = sorted({taken[x] for x in range(u, top + 1) if x in taken})
             if clash:
                 rep.add(
                     (*path, "u"),
-                    "rack-position",
+                    Rule.RACK_POSITION,
                     f"{name!r} at U{u}-U{top} overlaps {', '.join(map(repr, clash))} "
                     f"in rack {rack.name!r}",
                 )
             taken.update({x: name for x in range(u, top + 1)})
         rep.unique(
-            "duplicate-slot",
+            Rule.DUPLICATE_SLOT,
             f"rack {rack.name!r}: slot",
             ((node.slot, ("racks", r, "nodes", n, "slot")) for n, node in enumerate(rack.nodes)),
         )
@@ -562,7 +567,7 @@ def positions(c: Cluster, rep: Report) -> None:
             for s, sw in enumerate(rack.switches)
             if sw.role not in (SwitchRole.SPINE, SwitchRole.CORE)
         ]
-        rep.unique("duplicate-switch-role", f"switch role in rack {rack.name!r}", roles)
+        rep.unique(Rule.DUPLICATE_SWITCH_ROLE, f"switch role in rack {rack.name!r}", roles)
 
 
 def ports(c: Cluster, rep: Report) -> None:
@@ -581,7 +586,7 @@ def ports(c: Cluster, rep: Report) -> None:
         if model and not 1 <= port <= model.ports:
             rep.add(
                 w.path,
-                "port-out-of-range",
+                Rule.PORT_OUT_OF_RANGE,
                 f"{w.device!r} needs port {port} of {w.switch!r}, which has {model.ports} ports",
             )
         used.append(((w.switch, port), w.path))
@@ -590,7 +595,7 @@ def ports(c: Cluster, rep: Report) -> None:
             # in a rack (R01-IB05), which a rack of spines does not have.
             rep.add(
                 w.path,
-                "link-to-spine",
+                Rule.LINK_TO_SPINE,
                 f"{w.device!r} is cabled to spine {w.switch!r}; hosts connect to a leaf",
             )
         if w.device in switch:  # a link up a tier: the upper end is a port too
@@ -603,20 +608,20 @@ def ports(c: Cluster, rep: Report) -> None:
         first, far_port, ports = uppers[0]
         rep.add_cause(
             at,
-            "port-out-of-range",
+            Rule.PORT_OUT_OF_RANGE,
             f"{lower!r} needs port {far_port} of {first!r}, which has {ports} ports"
             + (f" (and of {len(uppers) - 1} more above it)" if len(uppers) > 1 else "")
             + ": an uplink lands on the port its rack id (its place in the pod) gives; give "
             "the rack a lower free id (validate prints the room)",
             [(at, f"{lower!r} needs port {f} of {u!r}") for u, f, _ in uppers[1:]],
         )
-    rep.unique("port-reused", "switch port", used)
+    rep.unique(Rule.PORT_REUSED, "switch port", used)
     for i, o in enumerate(c.fabric.cables):
         if (o.device, o.port) not in named:
             in_use = sorted(p for d, p in named if d == o.device)
             rep.add(
                 ("fabric", "cables", i),
-                "unknown-reference",
+                Rule.UNKNOWN_REFERENCE,
                 f"no planned cable uses port {o.port} of {o.device!r}; an override names a "
                 "cable by the port the rules give it, on either end"
                 + (f" ({o.device!r} has cables on ports {_ranges(in_use)})" if in_use else ""),
@@ -651,7 +656,7 @@ def fabric(c: Cluster, rep: Report) -> None:
         if node.guid and node.slot >= HOST_LID_SLOTS:
             rep.add(
                 (*p, "slot"),
-                "lid-range",
+                Rule.LID_RANGE,
                 f"slot {node.slot} of {node.name!r} has no static LID "
                 f"(slots 1-{HOST_LID_SLOTS - 1})",
             )
@@ -659,7 +664,7 @@ def fabric(c: Cluster, rep: Report) -> None:
             if net in ib_nets and (node.name, net) not in cabled:
                 rep.add(
                     p,
-                    "server-not-connected",
+                    Rule.SERVER_NOT_CONNECTED,
                     f"{node.name!r} has an HCA but no leaf in rack {rack.name!r} "
                     "and no links: entry",
                 )
@@ -694,7 +699,7 @@ def fabric(c: Cluster, rep: Report) -> None:
         if len(set(links.values())) > 1 or set(links) != upper:
             rep.add(
                 p,
-                "unequal-uplinks",
+                Rule.UNEQUAL_UPLINKS,
                 f"{sw.role.value} {sw.name!r} links to {above} unevenly: "
                 f"{dict(sorted(links.items()))}",
             )
@@ -702,7 +707,7 @@ def fabric(c: Cluster, rep: Report) -> None:
         if up_bw == 0 or down_bw / up_bw > c.fabric.max_oversubscription:
             rep.add(
                 p,
-                "oversubscription",
+                Rule.OVERSUBSCRIPTION,
                 f"{sw.role.value} {sw.name!r}: {down_bw:g} Gb/s to {below} vs {up_bw:g} Gb/s "
                 f"to {above} exceeds {c.fabric.max_oversubscription:g}:1",
             )
@@ -716,7 +721,7 @@ def tiers(c: Cluster, rep: Report) -> None:
     if three and c.fabric.core_port is None:
         rep.add(
             ("fabric", "racks_per_pod"),
-            "missing-field",
+            Rule.MISSING_FIELD,
             "a three-tier fabric (racks_per_pod) needs core_port: the first spine port to the core",
         )
     t = Tiers.of(c)
@@ -729,38 +734,40 @@ def tiers(c: Cluster, rep: Report) -> None:
             if getattr(sw, key) is not None and not (three and sw.role == owner):
                 rep.add(
                     (*p, key),
-                    "invalid-value",
+                    Rule.INVALID_VALUE,
                     f"{sw.name!r}: {key} is for the {owner.value}s of a three-tier fabric",
                 )
         if sw.role == SwitchRole.CORE and not three:
             rep.add(
                 (*p, "role"),
-                "core-without-pods",
+                Rule.CORE_WITHOUT_PODS,
                 f"core {sw.name!r}: a core tier joins pods; set fabric racks_per_pod",
             )
         elif sw.role == SwitchRole.CORE and sw.plane is None:
-            rep.add(p, "missing-field", f"core {sw.name!r} needs plane: (the spines it joins)")
+            rep.add(p, Rule.MISSING_FIELD, f"core {sw.name!r} needs plane: (the spines it joins)")
         elif sw.role == SwitchRole.SPINE and three and sw.pod is None:
-            rep.add(p, "missing-field", f"spine {sw.name!r} needs pod: in a three-tier fabric")
+            rep.add(p, Rule.MISSING_FIELD, f"spine {sw.name!r} needs pod: in a three-tier fabric")
         elif sw.role == SwitchRole.SPINE and three and sw.pod is not None:
             plane = t.spines[sw.pod].index(sw.name) + 1
             if plane not in t.cores:
                 rep.add(
                     p,
-                    "plane-without-cores",
+                    Rule.PLANE_WITHOUT_CORES,
                     f"spine {sw.name!r} is spine {plane} of pod {sw.pod}; "
                     f"no core has plane {plane}",
                 )
         elif (sw.pod is not None or sw.plane is not None) and not (three and sw.role in counts):
             rep.add(
-                p, "unknown-key", f"{sw.name!r}: pod and plane are for three-tier spines and cores"
+                p,
+                Rule.UNKNOWN_KEY,
+                f"{sw.name!r}: pod and plane are for three-tier spines and cores",
             )
         elif sw.role == SwitchRole.LEAF and three:
             pod = t.pod_of(rack.id)[0]
             if pod not in t.spines:
                 rep.add(
                     ("racks", r, "id"),
-                    "pod-without-spines",
+                    Rule.POD_WITHOUT_SPINES,
                     f"rack id {rack.id} is in pod {pod} (racks_per_pod "
                     f"{c.fabric.racks_per_pod}), which has no spines",
                 )
@@ -768,7 +775,7 @@ def tiers(c: Cluster, rep: Report) -> None:
         if counts[role] > most:
             rep.add(
                 ("racks",),
-                "lid-range",
+                Rule.LID_RANGE,
                 f"{counts[role]} {role.value} switches; static LIDs hold {most}",
             )
 
@@ -808,7 +815,7 @@ def routes(c: Cluster, rep: Report) -> None:
                     ("networks", iface.network, "routes")
                     if net.routes
                     else ("networks", iface.network),
-                    "route-leaves-network",
+                    Rule.ROUTE_LEAVES_NETWORK,
                     f"{node.name!r} on {iface.network!r} {net.cidr}: {how}, not {iface.name}; "
                     f"add a route of {iface.network!r} that covers it",
                 )
@@ -821,7 +828,7 @@ def ipoib(c: Cluster, rep: Report) -> None:
         if net.medium == Medium.INFINIBAND and ib_mtu(net.mtu) is None:
             rep.add(
                 ("networks", name, "mtu"),
-                "ipoib-mtu",
+                Rule.IPOIB_MTU,
                 f"IPoIB MTU {net.mtu} is no IB MTU less its 4-byte header (datagram: 252, 508, "
                 f"1020, 2044 or 4092; connected: 4093-65520)",
             )
@@ -829,7 +836,7 @@ def ipoib(c: Cluster, rep: Report) -> None:
         if part.ipoib:
             rep.add(
                 ("fabric", "partitions", i, "ipoib"),
-                "ipoib-partition",
+                Rule.IPOIB_PARTITION,
                 f"no host has an IPoIB interface on partition {part.name!r} (IPoIB runs on "
                 "the Default partition): drop the flag",
             )
@@ -844,7 +851,7 @@ def cages(c: Cluster, rep: Report) -> None:
         if panel.count * panel.split != model.ports or panel.lanes % panel.split:
             rep.add(
                 ("hardware", "switches", name, "cages"),
-                "cage-layout",
+                Rule.CAGE_LAYOUT,
                 f"{panel.count} {panel.connector} cages of {panel.lanes} lanes split "
                 f"{panel.split} ways do not make {model.ports} ports of whole lanes",
             )
@@ -860,15 +867,15 @@ def provisioning(c: Cluster, rep: Report) -> None:
             known = ", ".join(sorted(c.networks))
             rep.add(
                 (*at, "dhcp_networks", i),
-                "unknown-reference",
+                Rule.UNKNOWN_REFERENCE,
                 f"network {name!r} is not defined (known: {known})",
             )
         elif net.medium != Medium.ETHERNET:
-            rep.add((*at, "dhcp_networks", i), "invalid-value", f"DHCP cannot serve {name!r}")
+            rep.add((*at, "dhcp_networks", i), Rule.INVALID_VALUE, f"DHCP cannot serve {name!r}")
     if prov.pxe_network not in prov.dhcp_networks:
         rep.add(
             (*at, "pxe_network"),
-            "invalid-value",
+            Rule.INVALID_VALUE,
             f"PXE network {prov.pxe_network!r} is not among dhcp_networks: no one would answer",
         )
     nodes = {node.name: node for rack in c.racks for node in rack.nodes}
@@ -881,28 +888,30 @@ def provisioning(c: Cluster, rep: Report) -> None:
         if prov.pxe_network not in dict(nic_networks(c, nodes[host])).values():
             rep.add(
                 path,
-                "invalid-value",
+                Rule.INVALID_VALUE,
                 f"{host!r} has no {prov.pxe_network!r} address, where installing hosts reach it",
             )
     for model in sorted({node.model for node in nodes.values()}):
         if len(c.hardware.servers[model].os_disks) < 2:
             rep.add(
                 ("hardware", "servers", model, "os_disks"),
-                "invalid-value",
+                Rule.INVALID_VALUE,
                 f"{model!r} needs two OS disks for its RAID1",
             )
     for mode in sorted({c.hardware.servers[node.model].boot for node in nodes.values()}):
         if getattr(prov.boot_files, mode.value) is None:
             rep.add(
                 (*at, "boot_files"),
-                "missing-field",
+                Rule.MISSING_FIELD,
                 f"a server model boots {mode.value}, but boot_files names no {mode.value} loader",
             )
     for p, r, n in _nodes(c):
         node = c.racks[r].nodes[n]
         if node.os_disks and len(node.os_disks) < 2:
             rep.add(
-                (*p, "os_disks"), "invalid-value", f"{node.name!r} needs two OS disks for its RAID1"
+                (*p, "os_disks"),
+                Rule.INVALID_VALUE,
+                f"{node.name!r} needs two OS disks for its RAID1",
             )
     # The loaders fetch the kernel and initrd as http://<provisioning host><path>.
     for key in ("kernel", "initrd"):
@@ -910,7 +919,7 @@ def provisioning(c: Cluster, rep: Report) -> None:
         if not path.startswith("/") or "/../" in f"{path}/":
             rep.add(
                 (*at, "boot_files", key),
-                "invalid-value",
+                Rule.INVALID_VALUE,
                 f"{path!r} must be an absolute path below the HTTP root ({prov.http_root})",
             )
     # The provisioning host installs from upstream: each name is one of `repos` (or baseos).
@@ -921,20 +930,20 @@ def provisioning(c: Cluster, rep: Report) -> None:
             hint = f"did you mean {close!r}?" if close else "known: " + ", ".join(repo_names)
             rep.add(
                 (*at, "bootstrap", "repos", name),
-                "unknown-reference",
+                Rule.UNKNOWN_REFERENCE,
                 f"bootstrap names the upstream of repo {name!r}, which repos lacks ({hint})",
             )
     source = prov.root_password_hash
     if source.env is None and source.file is None:
         rep.add(
             (*at, "root_password_hash"),
-            "missing-field",
+            Rule.MISSING_FIELD,
             "root_password_hash needs an env variable or a file to read the hash from",
         )
     if source.file is not None and not source.file.startswith("/"):
         rep.add(
             (*at, "root_password_hash", "file"),
-            "invalid-value",
+            Rule.INVALID_VALUE,
             f"{source.file!r} must be an absolute path, outside the repository",
         )
 
@@ -950,17 +959,17 @@ def gpudirect(c: Cluster, rep: Report) -> None:
             at = ("hardware", "servers", name, "affinity", i)
             if entry.hca not in devices:
                 known = ", ".join(sorted(devices)) or "none"
-                rep.add((*at, "hca"), "gpu-affinity", f"{name!r} has no HCA {entry.hca!r} "
+                rep.add((*at, "hca"), Rule.GPU_AFFINITY, f"{name!r} has no HCA {entry.hca!r} "
                         f"(its HCAs: {known})")  # fmt: skip
             for gpu in entry.gpus:
                 if gpu >= count or gpu in seen:
                     why = "listed twice" if gpu in seen else f"{name!r} has {count} GPUs"
-                    rep.add((*at, "gpus"), "gpu-affinity", f"GPU {gpu}: {why}")
+                    rep.add((*at, "gpus"), Rule.GPU_AFFINITY, f"GPU {gpu}: {why}")
                 seen.add(gpu)
             if entry.path not in GPUDIRECT_PATHS:
                 rep.add(
                     (*at, "path"),
-                    "gpu-affinity",
+                    Rule.GPU_AFFINITY,
                     f"GPUs {list(entry.gpus)} reach {entry.hca} over {entry.path.value}: "
                     "GPUDirect RDMA needs PIX or PXB (NCCL_NET_GDR_LEVEL), never farther",
                 )
@@ -976,29 +985,29 @@ def slurm(c: Cluster, rep: Report) -> None:
         at = ("hardware", "servers", name)
         if name in scheduled and model.memory_gib <= c.slurm.memory_headroom_gib:
             headroom = c.slurm.memory_headroom_gib
-            rep.add((*at, "memory_gib"), "slurm-memory", f"{name!r} has {model.memory_gib} GiB, "
+            rep.add((*at, "memory_gib"), Rule.SLURM_MEMORY, f"{name!r} has {model.memory_gib} GiB, "
                     f"no more than slurm.yaml's headroom of {headroom} GiB")  # fmt: skip
         if model.gpus is None:
             continue
         if name in scheduled and model.gpus.gres_type is None:
-            rep.add((*at, "gpus"), "slurm-gres", f"{name!r} has GPUs Slurm schedules: give "
+            rep.add((*at, "gpus"), Rule.SLURM_GRES, f"{name!r} has GPUs Slurm schedules: give "
                     "them a gres_type (gpu:<type>:<count>), e.g. a100")  # fmt: skip
         seen: set[int] = set()
         for i, entry in enumerate(model.gpus.cpu_affinity):
             where = (*at, "gpus", "cpu_affinity", i)
             if entry.socket >= model.cpu_sockets:
-                rep.add((*where, "socket"), "slurm-gres", f"socket {entry.socket}: {name!r} "
+                rep.add((*where, "socket"), Rule.SLURM_GRES, f"socket {entry.socket}: {name!r} "
                         f"has {model.cpu_sockets} sockets (counted from 0)")  # fmt: skip
             for gpu in entry.gpus:
                 if gpu >= model.gpus.count or gpu in seen:
                     why = "listed twice" if gpu in seen else f"{name!r} has {model.gpus.count} GPUs"
-                    rep.add((*where, "gpus"), "slurm-gres", f"GPU {gpu}: {why}")
+                    rep.add((*where, "gpus"), Rule.SLURM_GRES, f"GPU {gpu}: {why}")
                 seen.add(gpu)
         left = sorted(set(range(model.gpus.count)) - seen)
         if model.gpus.cpu_affinity and left:
             # gres.conf would list fewer GPUs than Gres= counts, and slurmctld drains every
             # node of the model: "gres/gpu count reported lower than configured".
-            rep.add((*at, "gpus", "cpu_affinity"), "slurm-gres", f"GPUs {left} of {name!r} "
+            rep.add((*at, "gpus", "cpu_affinity"), Rule.SLURM_GRES, f"GPUs {left} of {name!r} "
                     "have no socket: gres.conf would list fewer than the model has")  # fmt: skip
     nodes = {
         node.name: node.role for rack in c.racks for node in rack.nodes if node.role in slurm_roles
@@ -1009,24 +1018,24 @@ def slurm(c: Cluster, rep: Report) -> None:
         if part.default:
             defaults.append(at)
         if pname == "spare":
-            rep.add(at, "slurm-spare", "partition 'spare' is the spares' own (generated, "
+            rep.add(at, Rule.SLURM_SPARE, "partition 'spare' is the spares' own (generated, "
                     "inactive): name production partitions otherwise")  # fmt: skip
         if Role.SPARE in part.roles:
-            rep.add((*at, "roles"), "slurm-spare", f"partition {pname!r}: spares stay out of "
+            rep.add((*at, "roles"), Rule.SLURM_SPARE, f"partition {pname!r}: spares stay out of "
                     "production partitions (they are drained with the reason 'spare')")  # fmt: skip
         for i, host in enumerate(part.hosts):
             if host not in nodes:
                 near = closest(host, nodes)
                 hint = f"; did you mean {near!r}?" if near else ""
-                rep.add((*at, "hosts", i), "slurm-partition", f"{host!r} is no Slurm node (a "
+                rep.add((*at, "hosts", i), Rule.SLURM_PARTITION, f"{host!r} is no Slurm node (a "
                         f"host whose role runs services.yaml's {SLURMD!r}){hint}")  # fmt: skip
             elif nodes[host] == Role.SPARE:
-                rep.add((*at, "hosts", i), "slurm-spare", f"{host!r} is a spare: spares stay "
+                rep.add((*at, "hosts", i), Rule.SLURM_SPARE, f"{host!r} is a spare: spares stay "
                         "out of production partitions")  # fmt: skip
         if not any(role in part.roles for role in nodes.values()) and not part.hosts:
-            rep.add(at, "slurm-partition", f"partition {pname!r} holds no Slurm node")
+            rep.add(at, Rule.SLURM_PARTITION, f"partition {pname!r} holds no Slurm node")
     for at in defaults[1:]:
-        rep.add((*at, "default"), "slurm-partition", f"a second default partition: "
+        rep.add((*at, "default"), Rule.SLURM_PARTITION, f"a second default partition: "
                 f"{defaults[0][-1]!r} is the default already")  # fmt: skip
 
 
@@ -1039,7 +1048,7 @@ def thresholds(c: Cluster, rep: Report) -> None:
     if pair is not None and pair > link:
         rep.add(
             (*at, "ib_write_bw", "min_gb_s"),
-            "threshold-ceiling",
+            Rule.THRESHOLD_CEILING,
             f"{pair:g} GB/s per pair is above the ceiling of one {c.fabric.width} "
             f"{c.fabric.rate} link: {link:g} GB/s ({link_gbps(c.fabric):g} Gb/s)",
         )
@@ -1049,7 +1058,7 @@ def thresholds(c: Cluster, rep: Report) -> None:
         gbps, nics, model = ceiling
         rep.add(
             (*at, "nccl_tests", "min_gb_s"),
-            "threshold-ceiling",
+            Rule.THRESHOLD_CEILING,
             f"{bus:g} GB/s all-reduce bus bandwidth is above the ceiling of {model!r}'s "
             f"{nics} HCA(s) at {link_gbps(c.fabric):g} Gb/s: {gbps:g} GB/s per node",
         )
@@ -1080,7 +1089,7 @@ def services(c: Cluster, rep: Report) -> None:
                 known = ", ".join(sorted(cat.services))
                 rep.add(
                     (*at, "roles", role.value, i),
-                    "unknown-reference",
+                    Rule.UNKNOWN_REFERENCE,
                     f"service {name!r} is not defined (known: {known})",
                 )
     for name, defined in cat.services.items():
@@ -1091,7 +1100,7 @@ def services(c: Cluster, rep: Report) -> None:
                 if bad or text.count("{") != text.count("}"):
                     rep.add(
                         (*at, "services", name, "files", i, key),
-                        "invalid-placeholder",
+                        Rule.INVALID_PLACEHOLDER,
                         f"{text!r}: only {{{'}, {'.join(sorted(allowed))}}} may stand in it",
                     )
                 # {name} is the matched file's name, so only a pattern with `*` gives one.
@@ -1103,7 +1112,7 @@ def services(c: Cluster, rep: Report) -> None:
         if node.role not in cat.roles:
             rep.add(
                 (*path, "role"),
-                "missing-services",
+                Rule.MISSING_SERVICES,
                 f"role {node.role.value!r} of {node.name!r} has no entry in services.yaml roles",
             )
     for role, models in sorted(used.items()):
@@ -1119,7 +1128,7 @@ def services(c: Cluster, rep: Report) -> None:
                         if lacking:
                             rep.add(
                                 (*at, "services", name, field_name, i),
-                                "unknown-version-key",
+                                Rule.UNKNOWN_VERSION_KEY,
                                 f"{{{key}}}: role {role.value!r} runs {name!r} on model(s) "
                                 f"{', '.join(lacking)}, which have no {base!r} version",
                             )
@@ -1132,7 +1141,7 @@ def site_hosts(c: Cluster, rep: Report) -> None:
     if c.site.services.ntp and not c.site.ntp_upstream:
         rep.add(
             ("site", "services", "ntp"),
-            "ntp-without-upstream",
+            Rule.NTP_WITHOUT_UPSTREAM,
             f"{', '.join(c.site.services.ntp)} serve the site's time but site.yaml names no "
             "ntp_upstream to follow (e.g. ntp_upstream: [{host: ntp1.example.net}])",
         )
@@ -1145,7 +1154,7 @@ def site_hosts(c: Cluster, rep: Report) -> None:
         if audit is not None and node.name == audit.metrics.host and "node-exporter" not in runs:
             rep.add(
                 ("site", "audit", "metrics", "host"),
-                "metrics-host-without-node-exporter",
+                Rule.METRICS_HOST_WITHOUT_NODE_EXPORTER,
                 f"{node.name!r} receives the audit's metrics, but its role "
                 f"{node.role.value!r} runs no node-exporter to serve them",
             )
@@ -1157,7 +1166,7 @@ def site_hosts(c: Cluster, rep: Report) -> None:
         ):
             rep.add(
                 (*path, "role"),
-                "rdma-without-hca",
+                Rule.RDMA_WITHOUT_HCA,
                 f"role {node.role.value!r} runs rdma (MLNX_OFED) on {node.name!r}, whose model "
                 f"{node.model!r} has no InfiniBand HCA",
             )
@@ -1169,7 +1178,7 @@ def _version_keys(c: Cluster, model: str) -> set[str]:
     return keys | set(c.firmware.software)
 
 
-RULES: tuple[Rule, ...] = (
+CHECKS: tuple[Check, ...] = (
     names,
     identities,
     references,
@@ -1193,12 +1202,12 @@ RULES: tuple[Rule, ...] = (
 
 
 def run(cluster: Cluster, source: Source) -> list[Diagnostic]:
-    """Every diagnostic of every rule. Rules after `references` run only when it found no
+    """Every diagnostic of every check. Checks after `references` run only when it found no
     dangling name: they look names up and would trip over the same one again."""
     report = Report(source)
-    for rule in RULES:
+    for check in CHECKS:
         before = len(report.diagnostics)
-        rule(cluster, report)
-        if rule is references and len(report.diagnostics) > before:
+        check(cluster, report)
+        if check is references and len(report.diagnostics) > before:
             break
     return sorted(report.folded())

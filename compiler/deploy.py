@@ -22,6 +22,7 @@ from compiler.load import Source
 from compiler.model import FileCheck, FirewallPolicy, Role, Service
 from compiler.plan import Host, Plan, derived
 from compiler.probes import forbidden_path
+from compiler.rules import Rule
 from contract import Deploy, Placed
 
 DEPLOY_DIR = "deploy"
@@ -138,14 +139,14 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
                 found = folders.sources(pattern)
                 if not found and not home.optional:
                     message = f"{host.name} ({role}) needs generated/{pattern}: none"
-                    problems.append(Diagnostic(source.where(home_at), "missing-source", message))
+                    problems.append(Diagnostic(source.where(home_at), Rule.MISSING_SOURCE, message))
                 for src in found:
                     dest = home.dest.format(host=host.name, role=role, name=src.rsplit("/", 1)[-1])
                     if forbidden_path(dest):
                         # The audit reads every deployed file as root: never a device's.
                         at = source.where(("services", "services", name, "files", i, "dest"))
                         message = f"{host.name}: {dest} is a device's or the kernel's file"
-                        problems.append(Diagnostic(at, "file-home-forbidden", message))
+                        problems.append(Diagnostic(at, Rule.FILE_HOME_FORBIDDEN, message))
                         continue
                     if dest in placed and placed[dest].source != src:
                         message = (
@@ -153,7 +154,7 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
                             f"{placed[dest].source} and generated/{src}"
                         )
                         problems.append(
-                            Diagnostic(source.where(home_at), "file-home-conflict", message)
+                            Diagnostic(source.where(home_at), Rule.FILE_HOME_CONFLICT, message)
                         )
                         continue
                     digest = digests[src] if home.check == FileCheck.CONTENT else None
@@ -170,7 +171,7 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
         if path in homed or any(_matches(p, path) for p in catalogue.review_only):
             continue
         message = f"generated/{path} has no home on any host and is not declared review-only"
-        problems.append(Diagnostic(at, "homeless-file", message))
+        problems.append(Diagnostic(at, Rule.HOMELESS_FILE, message))
     if problems:
         raise SourceError(problems)
     return out

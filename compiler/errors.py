@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import NamedTuple
 
 
@@ -42,10 +43,12 @@ class Location(NamedTuple):
 @dataclass(frozen=True, order=True)
 class Diagnostic:
     """One problem found in `cluster/`: where, which rule, and what is wrong; `consequences`
-    are the problems that only follow from it (fixing it fixes them), printed under it."""
+    are the problems that only follow from it (fixing it fixes them), printed under it. The
+    rule is one of `compiler.rules.Rule`'s, or of the own vocabulary of another input read the
+    same way (the lab's faults file)."""
 
     location: Location
-    rule: str
+    rule: StrEnum
     message: str
     consequences: tuple[Diagnostic, ...] = field(default=(), compare=False)
 

@@ -14,6 +14,7 @@ from git.exc import ODBError
 
 from compiler import diff, load, pipeline
 from compiler.errors import ClusterforgeError, Diagnostic, Location, SourceError
+from compiler.rules import Rule
 
 
 class RevisionError(ClusterforgeError):
@@ -99,7 +100,11 @@ def read_cluster(repo: Path, rev: str) -> dict[str, bytes | load.Refused]:
             tree = None
         if not isinstance(tree, git.Tree):
             raise SourceError(
-                [Diagnostic(Location("cluster"), "missing-source", f"no cluster/ folder in {rev}")]
+                [
+                    Diagnostic(
+                        Location("cluster"), Rule.MISSING_SOURCE, f"no cluster/ folder in {rev}"
+                    )
+                ]
             )
         paths = {PurePosixPath(b.path): b for b in tree.traverse() if isinstance(b, git.Blob)}
         return {

@@ -33,6 +33,7 @@ from ruamel.yaml.resolver import Resolver
 from ruamel.yaml.tag import Tag
 
 from compiler.errors import Diagnostic, Location, SourceError, quote
+from compiler.rules import Rule
 
 Path_ = tuple[str | int, ...]
 
@@ -125,7 +126,7 @@ _MERGE = "<<"
 class Refused(NamedTuple):
     """A file cluster/ holds that is not read: why, as a diagnostic's rule and message."""
 
-    rule: str
+    rule: Rule
     message: str
 
 
@@ -149,7 +150,7 @@ def read_dir(cluster_dir: Path) -> dict[str, bytes | Refused]:
             [
                 Diagnostic(
                     Location(str(cluster_dir)),
-                    "not-a-file" if linked else "missing-source",
+                    Rule.NOT_A_FILE if linked else Rule.MISSING_SOURCE,
                     "cluster/ is a symbolic link; it must be a folder of the repository"
                     if linked
                     else "no cluster/ folder here or in any folder above; start one with "
@@ -173,7 +174,7 @@ def read_dir(cluster_dir: Path) -> dict[str, bytes | Refused]:
                 out[name] = read_link_refusal()
             elif entry.is_dir(follow_symlinks=False):
                 if entry.name.endswith(_YAML_SUFFIXES):
-                    out[name] = Refused("not-a-file", "a folder, where a YAML file is expected")
+                    out[name] = Refused(Rule.NOT_A_FILE, "a folder, where a YAML file is expected")
                 else:
                     folders.append((entry.path, f"{name}/"))
             elif entry.name.endswith(_YAML_SUFFIXES):
@@ -187,11 +188,11 @@ def _read_regular(path: str) -> bytes | Refused:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        return Refused("not-a-file", f"cannot be opened: {exc.strerror}")
+        return Refused(Rule.NOT_A_FILE, f"cannot be opened: {exc.strerror}")
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return Refused("not-a-file", "not a regular file (a FIFO, socket or device)")
+            return Refused(Rule.NOT_A_FILE, "not a regular file (a FIFO, socket or device)")
         if info.st_size > MAX_FILE_BYTES:
             return too_large(info.st_size)
         chunks: list[bytes] = []
@@ -203,14 +204,14 @@ def _read_regular(path: str) -> bytes | Refused:
                 return too_large(size)
         return b"".join(chunks)
     except OSError as exc:
-        return Refused("not-a-file", f"cannot be read: {exc.strerror}")
+        return Refused(Rule.NOT_A_FILE, f"cannot be read: {exc.strerror}")
     finally:
         os.close(fd)
 
 
 # A diagnostic starts with the file's name: one holding a line break or a terminal escape
 # would forge or hide lines of the output, so such a file is named escaped and never read.
-NAME_REFUSAL = Refused("file-name", "a file name with control characters; rename the file")
+NAME_REFUSAL = Refused(Rule.FILE_NAME, "a file name with control characters; rename the file")
 
 
 def escaped(name: str) -> str:
@@ -221,7 +222,7 @@ def escaped(name: str) -> str:
 def read_link_refusal() -> Refused:
     """Why a symbolic link in cluster/ is not followed (on disk and in a git tree alike)."""
     return Refused(
-        "not-a-file",
+        Rule.NOT_A_FILE,
         "a symbolic link: cluster/ is read from regular files only (git keeps the link, "
         "not what it points to); copy the file in instead",
     )
@@ -229,7 +230,7 @@ def read_link_refusal() -> Refused:
 
 def too_large(size: int) -> Refused:
     return Refused(
-        "yaml-too-large",
+        Rule.YAML_TOO_LARGE,
         f"{size} bytes; a cluster/ file may hold at most {MAX_FILE_BYTES} "
         "(split racks into their own files)",
     )
@@ -266,7 +267,7 @@ def parse(files: Files) -> Source:
             diagnostics.append(
                 Diagnostic(
                     Location(name, 1, 1),
-                    "unknown-file",
+                    Rule.UNKNOWN_FILE,
                     f"{quote(name)} is not one of {', '.join(sorted(known))} or "
                     f"{racks_prefix}*.yaml",
                 )
@@ -274,7 +275,7 @@ def parse(files: Files) -> Source:
     for section in SECTIONS:
         name = f"cluster/{section}.yaml"
         if name not in files:
-            diagnostics.append(Diagnostic(Location(name), "missing-file", f"{name} is required"))
+            diagnostics.append(Diagnostic(Location(name), Rule.MISSING_FILE, f"{name} is required"))
             continue
         data[section] = read(name, (section,))
     for section in OPTIONAL:
@@ -291,7 +292,7 @@ def parse(files: Files) -> Source:
             diagnostics.append(
                 Diagnostic(
                     locations[("racks", i, "name")],
-                    "rack-file-name",
+                    Rule.RACK_FILE_NAME,
                     f"rack {quote(rack['name'])} is in {stem}.yaml; name the file after the rack",
                 )
             )
@@ -363,7 +364,7 @@ def _compose(name: str, data: bytes | Refused, problems: list[Diagnostic]) -> No
         problems.append(
             Diagnostic(
                 where,
-                "yaml-encoding",
+                Rule.YAML_ENCODING,
                 "not UTF-8 text (a byte that no "
                 f"UTF-8 character starts with: {data[exc.start]:#04x})",
             )
@@ -373,7 +374,7 @@ def _compose(name: str, data: bytes | Refused, problems: list[Diagnostic]) -> No
     if bad is not None:
         where = _at(name, text.encode(), len(text[: bad.start()].encode()))
         what = "a NUL" if bad.group() == "\0" else f"the control character {bad.group()!r}"
-        problems.append(Diagnostic(where, "yaml-encoding", f"{what}: YAML text may not hold it"))
+        problems.append(Diagnostic(where, Rule.YAML_ENCODING, f"{what}: YAML text may not hold it"))
         return None
     try:
         if _suspect(data):
@@ -387,9 +388,9 @@ def _compose(name: str, data: bytes | Refused, problems: list[Diagnostic]) -> No
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem_text = exc.problem or exc.context or "cannot parse"
-        problems.append(Diagnostic(Location(name, line, col), "yaml-syntax", problem_text))
+        problems.append(Diagnostic(Location(name, line, col), Rule.YAML_SYNTAX, problem_text))
     except YAMLError as exc:  # the reader's: a character class the checks above let through
-        problems.append(Diagnostic(Location(name, 1, 1), "yaml-syntax", quote(str(exc), 200)))
+        problems.append(Diagnostic(Location(name, 1, 1), Rule.YAML_SYNTAX, quote(str(exc), 200)))
     return None
 
 
@@ -414,20 +415,20 @@ def _scan(name: str, data: bytes) -> Diagnostic | None:
         ):
             return Diagnostic(
                 where,
-                "yaml-anchor",
+                Rule.YAML_ANCHOR,
                 "anchors and aliases (&name, *name) are not read: write each value out",
             )
         tag = getattr(event, "tag", None)
         if tag is not None and tag not in _CORE_TAGS:
             return Diagnostic(
                 where,
-                "yaml-tag",
+                Rule.YAML_TAG,
                 f"the tag {quote(_short_tag(tag))} is not read: cluster/ takes plain values "
                 "(text, numbers, true/false, null, lists, mappings)",
             )
         if isinstance(event, ScalarEvent) and event.value == _MERGE and event.implicit[0]:
             return Diagnostic(
-                where, "yaml-merge-key", "the merge key << is not read: write each key out"
+                where, Rule.YAML_MERGE_KEY, "the merge key << is not read: write each key out"
             )
         if isinstance(event, CollectionStartEvent):
             depth += 1
@@ -445,7 +446,7 @@ def _short_tag(tag: str) -> str:
 
 
 def _too_deep(where: Location) -> Diagnostic:
-    return Diagnostic(where, "yaml-too-deep", f"nested deeper than {MAX_DEPTH} levels")
+    return Diagnostic(where, Rule.YAML_TOO_DEEP, f"nested deeper than {MAX_DEPTH} levels")
 
 
 def _is_rack_file(name: str) -> bool:
@@ -503,7 +504,7 @@ def _plain(
                 continue
             if key in out:
                 problems.append(
-                    Diagnostic(where, "duplicate-key", f"key {quote(key)} appears twice")
+                    Diagnostic(where, Rule.DUPLICATE_KEY, f"key {quote(key)} appears twice")
                 )
                 continue
             # Point at the key, not the value: a nested block's value starts on the next line.
@@ -529,7 +530,7 @@ def _plain(
         problems.append(
             Diagnostic(
                 where,
-                "yaml-scalar",
+                Rule.YAML_SCALAR,
                 f"{quote(node.value)} reads as a number or a date of {len(node.value)} "
                 f"characters, longer than any cluster/ takes ({MAX_SCALAR}); quote it if it "
                 "is text",
@@ -540,7 +541,7 @@ def _plain(
         value = _SCALARS.construct_object(node)
     except (YAMLError, ValueError, OverflowError) as exc:  # `!!int x`, a date of month 13
         message = f"{quote(node.value)} cannot be read as {str(node.tag).rsplit(':', 1)[-1]}: {exc}"
-        problems.append(Diagnostic(where, "yaml-scalar", quote(message, 200)))
+        problems.append(Diagnostic(where, Rule.YAML_SCALAR, quote(message, 200)))
         return None
     if not isinstance(value, str):
         texts[at] = node.value
@@ -558,7 +559,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def _control(where: Location, text: str) -> Diagnostic:
     return Diagnostic(
         where,
-        "control-character",
+        Rule.CONTROL_CHARACTER,
         f"{quote(text)} holds a line break or a control character; every value is one line "
         "of text (write a list for several lines)",
     )
@@ -571,4 +572,4 @@ def _key_type(where: Location, node: Node) -> Diagnostic:
         fix = f'; quote it, "{node.value}":' if len(node.value) <= MAX_SCALAR else ""
     else:
         what, fix = ("a mapping" if isinstance(node, MappingNode) else "a list"), ""
-    return Diagnostic(where, "yaml-key-type", f"a key must be text; this one is {what}{fix}")
+    return Diagnostic(where, Rule.YAML_KEY_TYPE, f"a key must be text; this one is {what}{fix}")

@@ -22,6 +22,7 @@ from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
 from compiler.plan import Plan, build, oversized
+from compiler.rules import Rule
 from compiler.targets import access
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
@@ -32,16 +33,16 @@ MANIFEST = output.MANIFEST
 CARRIED = ("dns/",)  # generated/ files whose next version depends on the last (SOA serials)
 
 # pydantic error types -> our rule names, so a reader can look a rule up in one vocabulary.
-_RULES = {
-    "missing": "missing-field",
-    "extra_forbidden": "unknown-key",
-    "value_error": "invalid-value",
-    "enum": "invalid-value",
-    "literal_error": "invalid-value",
-    "greater_than": "invalid-value",
-    "greater_than_equal": "invalid-value",
-    "less_than_equal": "invalid-value",
-    "too_short": "invalid-value",
+_RULES: dict[str, Rule] = {
+    "missing": Rule.MISSING_FIELD,
+    "extra_forbidden": Rule.UNKNOWN_KEY,
+    "value_error": Rule.INVALID_VALUE,
+    "enum": Rule.INVALID_VALUE,
+    "literal_error": Rule.INVALID_VALUE,
+    "greater_than": Rule.INVALID_VALUE,
+    "greater_than_equal": Rule.INVALID_VALUE,
+    "less_than_equal": Rule.INVALID_VALUE,
+    "too_short": Rule.INVALID_VALUE,
 }
 
 
@@ -66,7 +67,7 @@ def model_diagnostics(source: Source, error: ValidationError) -> list[Diagnostic
     misspelt: dict[Path_, Path_] = {}  # the missing key's path -> the unknown key's
     for err in error.errors(include_url=False):
         path = tuple(err["loc"])
-        rule = _RULES.get(err["type"], "wrong-type")
+        rule = _RULES.get(err["type"], Rule.WRONG_TYPE)
         message = _message(source, err, path)
         if err["type"] == "extra_forbidden":
             model = model_at(path[:-1])
@@ -193,12 +194,12 @@ def unsafe_value(source: Source, exc: UnsafeValue) -> Diagnostic:
             where = ".".join(str(p) for p in path)
             return Diagnostic(
                 source.where(path),
-                "unsafe-value",
+                Rule.UNSAFE_VALUE,
                 f"{where}: {quote(text)} holds a line break or a control character; "
                 f"it would write lines of its own into {exc.template}'s files",
             )
     return Diagnostic(
-        Location("cluster"), "unsafe-value", f"{exc}; it would write lines of its own"
+        Location("cluster"), Rule.UNSAFE_VALUE, f"{exc}; it would write lines of its own"
     )
 
 
@@ -293,7 +294,7 @@ def read_secrets(
         value, origin, where = found
         if not shape.fullmatch(value):
             message = f"{origin} is not {what}"
-            raise SourceError([Diagnostic(source.where((*at, where)), "invalid-value", message)])
+            raise SourceError([Diagnostic(source.where((*at, where)), Rule.INVALID_VALUE, message)])
         secrets[key] = value
         notices.append(f"{key} read from {origin}: {keep}")
     if placeholders:
@@ -316,7 +317,7 @@ def _read_secret(
             return Path(spec.file).read_text().strip(), spec.file, "file"
         except (OSError, UnicodeDecodeError) as exc:
             raise SourceError(
-                [Diagnostic(source.where((*at, "file")), "unreadable-secret", str(exc))]
+                [Diagnostic(source.where((*at, "file")), Rule.UNREADABLE_SECRET, str(exc))]
             ) from None
     return None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,11 @@ import pytest
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
+from compiler import pipeline
+from compiler.errors import SourceError
+from compiler.load import load
 from compiler.output import read_tree
+from compiler.rules import Rule
 from tests.conftest import REPO
 
 CASES = YAML(typ="safe").load((Path(__file__).parent / "bad_input" / "cases.yaml").read_text())
@@ -59,15 +62,53 @@ def _diags(err: str) -> list[str]:
     return [line for line in lines if line.count(":") >= 4 and line.startswith("cluster/")]
 
 
+# Rules no edit of a copy of cluster/ can reach, each with the test that makes it fire.
+ELSEWHERE = {
+    Rule.MISSING_FILE: "test_a_missing_required_file_is_located",
+    Rule.UNREADABLE_SECRET: "test_an_unreadable_secret_file_is_located",
+    # Loading refuses such a value first; the rendering guard behind it is fed directly.
+    Rule.UNSAFE_VALUE: "tests/test_render.py::test_the_guard_names_the_field_it_came_from",
+}
+
+
 def test_every_rule_has_a_case() -> None:
-    """A rule the checks can report but no broken input exercises is an untested rule."""
-    source = (REPO / "compiler" / "checks.py").read_text()
-    path = r"(?:\w+|\((?:[^()]|\([^()]*\))*\))"  # the first argument: a name or a tuple
-    rules = set(re.findall(r"rep\.add\(\s*" + path + r'\s*,\s*"([a-z-]+)"', source))
-    rules |= set(re.findall(r'rep\.unique\(\s*"([a-z-]+)"', source))
+    """A rule the compiler can report but no broken input exercises is an untested rule."""
     covered = {e.split(": ")[-1] for case in CASES.values() for e in case["expect"]}
-    assert rules - covered == set()
+    covered |= {where.split(": ")[-1] for _, where in HOSTILE_FILES.values()}
+    assert set(Rule) - covered - set(ELSEWHERE) == set()
+    assert covered & set(ELSEWHERE) == set(), "a rule with a case needs no other test"
+    assert covered <= set(Rule), "a case expects a rule the compiler does not have"
     assert len(CASES) >= 15
+
+
+def test_a_missing_required_file_is_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(REPO / "cluster", tmp_path / "cluster")
+    (tmp_path / "cluster" / "site.yaml").unlink()
+    assert main(["-C", str(tmp_path), "validate"]) == 2
+    err = capsys.readouterr().err
+    assert f"cluster/site.yaml:0:0: {Rule.MISSING_FILE}: cluster/site.yaml is required" in err
+
+
+def test_an_unreadable_secret_file_is_located(tmp_path: Path) -> None:
+    """A secret's file that is there but cannot be read (a folder here) is an error at the
+    key naming it, not a placeholder silently used."""
+    secret = tmp_path / "root.hash"
+    secret.mkdir()
+    repo = broken_copy(
+        tmp_path,
+        {
+            "file": "provisioning.yaml",
+            "find": "file: /etc/clusterforge/root.hash",
+            "replace": f"file: {secret}",
+        },
+    )
+    with pytest.raises(SourceError) as raised:
+        pipeline.compile_source(load(repo / "cluster"), {})
+    [problem] = raised.value.diagnostics
+    assert problem.rule == Rule.UNREADABLE_SECRET
+    assert str(problem.location).startswith("cluster/provisioning.yaml:28:")
 
 
 def test_clean_input_compiles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

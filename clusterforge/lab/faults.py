@@ -58,6 +58,7 @@ from audits.probes import PROBES
 from compiler.errors import Diagnostic, Location, SourceError
 from compiler.hostlist import expand
 from compiler.load import Source, parse_document
+from compiler.rules import Rule
 
 
 class Kind(StrEnum):
@@ -216,7 +217,7 @@ def read(path: Path, contracts: Mapping[str, Mapping[str, Any]], cables: Sequenc
     try:
         text = path.read_bytes()
     except OSError as exc:
-        raise SourceError([Diagnostic(Location(name), "missing-file", str(exc))]) from None
+        raise SourceError([Diagnostic(Location(name), Rule.MISSING_FILE, str(exc))]) from None
     source = parse_document(name, text)
     data = source.data["document"]
     try:
@@ -227,10 +228,24 @@ def read(path: Path, contracts: Mapping[str, Mapping[str, Any]], cables: Sequenc
     for i, fault in enumerate(faults):
         for field, message in _problems(fault, contracts, set(cables)):
             where = source.where(("document", i, field))
-            problems.append(Diagnostic(where, f"unknown-{field.rstrip('s')}", message))
+            problems.append(Diagnostic(where, FaultRule(f"unknown-{field.rstrip('s')}"), message))
     if problems:
         raise SourceError(problems)
     return Staged(faults)
+
+
+class FaultRule(StrEnum):
+    """The faults file's own rules, beside cluster/'s shape rules (`Rule`): a fault that names
+    what the lab does not play, `unknown-` and the key that names it."""
+
+    UNKNOWN_CABLE = "unknown-cable"
+    UNKNOWN_DST = "unknown-dst"
+    UNKNOWN_GIB = "unknown-gib"
+    UNKNOWN_HOST = "unknown-host"
+    UNKNOWN_PATH = "unknown-path"
+    UNKNOWN_PROBE = "unknown-probe"
+    UNKNOWN_UNIT = "unknown-unit"
+    UNKNOWN_VERSION = "unknown-version"
 
 
 def _diagnostics(source: Source, exc: ValidationError) -> list[Diagnostic]:
@@ -242,14 +257,14 @@ def _diagnostics(source: Source, exc: ValidationError) -> list[Diagnostic]:
         path = tuple(p for p in err["loc"] if p not in tags)
         where = source.where(("document", *path))
         if err["type"] == "extra_forbidden":
-            rule, message = "unknown-key", f"unknown key {path[-1]!r}"
+            rule, message = Rule.UNKNOWN_KEY, f"unknown key {path[-1]!r}"
         elif err["type"] == "missing":
-            rule, message = "missing-field", f"required key {path[-1]!r} is missing"
+            rule, message = Rule.MISSING_FIELD, f"required key {path[-1]!r} is missing"
         elif err["type"].startswith("union_tag"):
-            rule = "invalid-value"
+            rule = Rule.INVALID_VALUE
             message = f"'fault' must be one of {', '.join(k.value for k in Kind)}"
         else:
-            rule = "invalid-value"
+            rule = Rule.INVALID_VALUE
             message = f"{'.'.join(map(str, path[1:]))}: {err['msg']} (got {err['input']!r})"
         out.append(Diagnostic(where, rule, message))
     return out
