@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from compiler import atomic
 from compiler.errors import OutputError
 
 MANIFEST = "MANIFEST.json"  # written last: its presence says the tree is whole
@@ -197,27 +198,15 @@ def _write(root: Path, files: dict[str, bytes]) -> Difference:
         (root / MANIFEST).unlink(missing_ok=True)
         for rel in (*difference.missing, *difference.changed):
             if rel != MANIFEST:
-                _replace(root / rel, files[rel])
+                atomic.replace(root / rel, files[rel])
         for rel in difference.extra:
             (root / rel).unlink()
             _prune(root, (root / rel).parent)
         if manifest is not None:
-            _replace(root / MANIFEST, manifest)
+            atomic.replace(root / MANIFEST, manifest)
     except OSError as exc:
         raise OutputError(f"cannot write {root}: {exc}") from exc
     return difference
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write `path` whole: a temporary file beside it, renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
-        _put(partial, data)
-        partial.replace(path)
-    except OSError:
-        partial.unlink(missing_ok=True)
-        raise
 
 
 def _put(path: Path, data: bytes) -> None:
