@@ -1,4 +1,6 @@
-"""The `clusterforge` command: parse arguments, call one library function, map errors to codes.
+"""The `clusterforge` command: parse arguments, call one library function, print its result.
+An error's exit code is its class's (`exit_code`, see compiler/errors.py), mapped once in
+`main`; a command returns a code only for a result (a stale tree, drift, conflicts).
 
 Exit codes:
   0  success (compile wrote or found generated/ up to date; validate found no problem)
@@ -27,18 +29,28 @@ import os
 import select
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from compiler.errors import ClusterforgeError, OutputError, SourceError
+from compiler import atomic
+from compiler.errors import (
+    EXIT_BUG,
+    EXIT_CHECK,
+    EXIT_INPUT,
+    EXIT_OK,
+    ClusterforgeError,
+    Diagnostic,
+    InputError,
+    OutputError,
+    SourceError,
+)
 from compiler.kinds import LabelStock
 
 if TYPE_CHECKING:
     from compiler.pipeline import Compiled
 
-EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
 EXIT_PIPE = 128 + 13  # SIGPIPE's: see the docstring
 
 
@@ -83,13 +95,12 @@ def _compile(args: argparse.Namespace) -> int:
     # generated/ is committed, so it always carries the placeholder.
     generated = args.repo / "generated"
     if args.out is not None and args.out.resolve() == generated:
-        print("clusterforge: --out names generated/, which git tracks", file=sys.stderr)
-        return EXIT_INPUT
+        raise InputError("--out names generated/, which git tracks")
     compiled = pipeline.compile_repo(args.repo, os.environ if args.out else None)
     generated = args.out or generated
     name = args.out or "generated/"
-    if args.out and not args.check and _placeholders(compiled, args.allow_placeholders):
-        return EXIT_INPUT
+    if args.out and not args.check:
+        _refuse_placeholders(compiled, args.allow_placeholders)
     if args.check:
         # A check answers one question; notices about how to build belong to a build.
         difference = output.compare(generated, compiled.files)
@@ -112,20 +123,27 @@ def _compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _placeholders(compiled: Compiled, allowed: bool) -> bool:
-    """True (and why, on stderr) when installable output would carry a placeholder secret:
-    a host installed from it would have no root login, no alert webhooks, no BMC readings."""
-    if not compiled.placeholders or allowed:
-        return False
-    print("clusterforge: refusing installable output with placeholder secrets:", file=sys.stderr)
-    for line in compiled.placeholders:
-        print(f"  {line}", file=sys.stderr)
-    print(
-        "clusterforge: provide each (a variable or a file outside the repository), or pass "
-        "--allow-placeholders for output that will not be installed",
-        file=sys.stderr,
-    )
-    return True
+class PlaceholderError(InputError):
+    """Raised when installable output would carry a placeholder secret: a host installed
+    from it would have no root login, no alert webhooks, no BMC readings."""
+
+    def __init__(self, placeholders: Sequence[str]) -> None:
+        super().__init__("refusing installable output with placeholder secrets")
+        self.placeholders = placeholders
+
+    def lines(self) -> list[str]:
+        return [
+            f"clusterforge: {self}:",
+            *(f"  {line}" for line in self.placeholders),
+            "clusterforge: provide each (a variable or a file outside the repository), or pass "
+            "--allow-placeholders for output that will not be installed",
+        ]
+
+
+def _refuse_placeholders(compiled: Compiled, allowed: bool) -> None:
+    """Raises PlaceholderError unless the output carries no placeholder or it is `allowed`."""
+    if compiled.placeholders and not allowed:
+        raise PlaceholderError(compiled.placeholders)
 
 
 def _bundle(args: argparse.Namespace) -> int:
@@ -134,15 +152,10 @@ def _bundle(args: argparse.Namespace) -> int:
     # A bundle installs what generated/ holds in git: never from a half-written tree.
     output.verify(args.repo / "generated")
     compiled = pipeline.compile_repo(args.repo, os.environ)
-    if _placeholders(compiled, args.allow_placeholders):
-        return EXIT_INPUT
+    _refuse_placeholders(compiled, args.allow_placeholders)
     for notice in compiled.notices:
         print(f"clusterforge: {notice}", file=sys.stderr)
-    try:
-        files = bundle.bundles(compiled, args.host, args.role)
-    except bundle.SelectionError as exc:
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+    files = bundle.bundles(compiled, args.host, args.role)
     bundle.write(args.out, files)
     hosts = sorted({path.split("/", 1)[0].removesuffix(".json") for path in files})
     print(f"{args.out}: bundles of {len(hosts)} host(s), {len(files)} files")
@@ -158,15 +171,13 @@ def _init(args: argparse.Namespace) -> int:
 
     target = args.dir.resolve()
     if (target / "cluster").exists():
-        print(f"clusterforge: {target / 'cluster'} exists; init never overwrites", file=sys.stderr)
-        return EXIT_INPUT
+        raise InputError(f"{target / 'cluster'} exists; init never overwrites")
     key = generate.PLACEHOLDER_AUDIT_KEY
     if args.audit_key is not None:
         try:
             key = args.audit_key.read_text(encoding="utf-8").strip()
         except OSError as exc:
-            print(f"clusterforge: cannot read --audit-key: {exc}", file=sys.stderr)
-            return EXIT_INPUT
+            raise InputError(f"cannot read --audit-key: {exc}") from None
     try:
         tree = generate.generate(
             args.racks * args.per_rack,
@@ -176,15 +187,11 @@ def _init(args: argparse.Namespace) -> int:
             as_bought=True,
         )
     except ValueError as exc:
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    for path, text in sorted(tree.items()):
-        out = target / "cluster" / path
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    ignore = target / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text(_GITIGNORE, encoding="utf-8")
+        raise InputError(str(exc)) from None
+    files = {f"cluster/{path}": text for path, text in sorted(tree.items())}
+    if not (target / ".gitignore").exists():
+        files[".gitignore"] = _GITIGNORE
+    _write_files(target, files, "the new repository")
     print(
         f"{target}/cluster: {len(tree)} files, {args.racks} GPU rack(s) of {args.per_rack} "
         "servers, plus a network and a service rack.\n"
@@ -221,8 +228,7 @@ def _import(args: argparse.Namespace) -> int:
             facts = importer.from_report(report.read_text(encoding="utf-8"), report.name)
             conflicts = []
     except (OSError, UnicodeDecodeError, ValueError, importer.ImportError_) as exc:
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        raise InputError(str(exc)) from None
     changes, conflicts = importer.resolve(cluster, source, p, facts, conflicts)
     for change in changes:
         print(change)
@@ -260,43 +266,28 @@ def _labels(args: argparse.Namespace) -> int:
     from draw import labels
 
     only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
-    try:
-        files = labels.sheets_for_repo(
-            args.repo,
-            args.stock and LabelStock(args.stock),
-            args.rack,
-            only,
-            Progress("label sheets, racks done"),
-        )
-    except labels.SelectionError as exc:
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+    files = labels.sheets_for_repo(
+        args.repo,
+        args.stock and LabelStock(args.stock),
+        args.rack,
+        only,
+        Progress("label sheets, racks done"),
+    )
     out = args.out or args.repo / "build" / "labels"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            # Each PDF replaced whole, so a printer spooling the old one never reads half.
-            partial = out / f".{name}.partial"
-            partial.write_bytes(data)
-            partial.replace(out / name)
-    except OSError as exc:
-        print(f"clusterforge: cannot write the label sheets: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+    # Each PDF replaced whole, so a printer spooling the old one never reads half.
+    _write_files(out, files, "the label sheets")
     print(f"{out}: {len(files)} PDF(s) written: {', '.join(files)}")
     return EXIT_OK
 
 
-def _write_all(out: Path, files: dict[str, str] | dict[str, bytes]) -> None:
-    """Write each file whole (a reader never sees half of one); raises OSError."""
-    for name, data in files.items():
-        target = out / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.partial")
-        if isinstance(data, str):
-            partial.write_text(data, encoding="utf-8")
-        else:
-            partial.write_bytes(data)
-        partial.replace(target)
+def _write_files(out: Path, files: Mapping[str, str] | Mapping[str, bytes], what: str) -> None:
+    """Write each file under `out` whole (a reader never sees half of one); raises
+    OutputError, the set-up's like any output that cannot be written."""
+    try:
+        for name, data in files.items():
+            atomic.replace(out / name, data)
+    except OSError as exc:
+        raise OutputError(f"cannot write {what}: {exc}") from None
 
 
 def _draw(args: argparse.Namespace) -> int:
@@ -304,11 +295,7 @@ def _draw(args: argparse.Namespace) -> int:
 
     files = pictures.pictures_for_repo(args.repo)
     out = args.out or args.repo / "build" / "draw"
-    try:
-        _write_all(out, files)
-    except OSError as exc:
-        print(f"clusterforge: cannot write the pictures: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+    _write_files(out, files, "the pictures")
     print(f"{out}: {len(files)} SVG file(s) written (racks/, racks.svg, fabric.svg)")
     return EXIT_OK
 
@@ -318,29 +305,17 @@ def _diff(args: argparse.Namespace) -> int:
     from compiler import diff, gitsource
     from draw import review
 
-    try:
-        share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
-        base_rev = args.base or gitsource.default_branch(args.repo)
-        base, head = (gitsource.compile_revision(args.repo, r) for r in (base_rev, args.head))
-    except gitsource.RevisionError as exc:
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    report = diff.diff(base, head, share)
+    share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
+    compared = gitsource.diff_revisions(args.repo, args.base, args.head, share)
+    report = compared.report
     markdown = review.to_markdown(report)
-    outputs = [(args.json, diff.to_json(report)), (args.markdown, markdown)]
+    outputs = {args.json: diff.to_json(report), args.markdown: markdown}
     if args.html is not None:
         from draw import pages
 
-        plans = [side.compiled.plan if side.compiled else None for side in (base, head)]
-        outputs.append((args.html, pages.diff_page(report, *plans)))
-    try:
-        for path, text in outputs:
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"clusterforge: cannot write the report: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        plans = [side.compiled.plan if side.compiled else None for side in compared.sides]
+        outputs[args.html] = pages.diff_page(report, *plans)
+    _write_files(Path(), {str(p): text for p, text in outputs.items() if p}, "the report")
     if args.markdown is None:
         print(markdown, end="")
     for name, rev in (("BASE", report.base), ("HEAD", report.head)):
@@ -381,81 +356,77 @@ def _audit(args: argparse.Namespace) -> int:
     given = {k: v for k, v in vars(args).items() if v is not None and k != "out"}
     live = [f"--{o.replace('_', '-')}" for o in _LIVE if o in given]
     part = (args.shard, args.hosts)
-    try:
-        if args.merge and args.merge[0] == "history":
-            return _history(args.merge)
-        if args.merge:
-            if args.merge[0] != "merge" or len(args.merge) < 2:
-                raise AuditError(
-                    "usage: clusterforge audit merge DIR... [--out DIR] | audit history REPORT..."
-                )
-            others = [o for o in (*live, "replay", "shard", "hosts", "now") if o in given]
-            if others:
-                raise AuditError(
-                    "audit merge takes report folders, --out, --textfile and --previous only"
-                )
-            report = audit.merge(
-                [Path(d) for d in args.merge[1:]],
-                args.out,
-                args.textfile,
-                args.previous,
-                renderer=renderer,
-            )
-        elif args.replay is not None:
-            if live:
-                raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
-            report = audit.audit_replay(
-                args.repo,
-                args.replay,
-                args.out,
-                args.textfile,
-                args.now,
-                part,
-                args.previous,
-                renderer=renderer,
-            )
-        elif (args.ssh_key is None and not args.ssh_agent) or args.known_hosts is None:
+    if args.merge and args.merge[0] == "history":
+        return _history(args.merge)
+    if args.merge:
+        if args.merge[0] != "merge" or len(args.merge) < 2:
             raise AuditError(
-                "live collection needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE "
-                "(an unknown host key is never accepted); or audit a recording with --replay DIR"
+                "usage: clusterforge audit merge DIR... [--out DIR] | audit history REPORT..."
             )
-        else:
-            agent = None
-            if args.ssh_agent:
-                agent = os.environ.get("SSH_AUTH_SOCK")
-                if not agent:
-                    raise AuditError("--ssh-agent: $SSH_AUTH_SOCK names no agent")
-            bounds = {
-                k: given[k]
-                for k in ("user", "concurrency", "timeout", "probe_timeout", "max_output")
-                if k in given
-            }
-            options = ssh.SshOptions(
-                args.ssh_key,
-                args.known_hosts,
-                passphrase_env=args.key_passphrase_env,
-                passphrase_file=args.key_passphrase_file,
-                agent=agent,
-                **bounds,
+        others = [o for o in (*live, "replay", "shard", "hosts", "now") if o in given]
+        if others:
+            raise AuditError(
+                "audit merge takes report folders, --out, --textfile and --previous only"
             )
-            record = args.record or args.out / "recording"
-            report = ssh.audit_live(
-                args.repo,
-                options,
-                args.inventory,
-                args.fabric_from,
-                record,
-                args.out,
-                args.textfile,
-                args.now,
-                part,
-                Progress("audit, hosts done"),
-                args.previous,
-                renderer=renderer,
-            )
-    except AuditError as exc:
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_SETUP
+        report = audit.merge(
+            [Path(d) for d in args.merge[1:]],
+            args.out,
+            args.textfile,
+            args.previous,
+            renderer=renderer,
+        )
+    elif args.replay is not None:
+        if live:
+            raise AuditError(f"{', '.join(live)}: for live collection, not with --replay")
+        report = audit.audit_replay(
+            args.repo,
+            args.replay,
+            args.out,
+            args.textfile,
+            args.now,
+            part,
+            args.previous,
+            renderer=renderer,
+        )
+    elif (args.ssh_key is None and not args.ssh_agent) or args.known_hosts is None:
+        raise AuditError(
+            "live collection needs --ssh-key FILE (or --ssh-agent) and --known-hosts FILE "
+            "(an unknown host key is never accepted); or audit a recording with --replay DIR"
+        )
+    else:
+        agent = None
+        if args.ssh_agent:
+            agent = os.environ.get("SSH_AUTH_SOCK")
+            if not agent:
+                raise AuditError("--ssh-agent: $SSH_AUTH_SOCK names no agent")
+        bounds = {
+            k: given[k]
+            for k in ("user", "concurrency", "timeout", "probe_timeout", "max_output")
+            if k in given
+        }
+        options = ssh.SshOptions(
+            args.ssh_key,
+            args.known_hosts,
+            passphrase_env=args.key_passphrase_env,
+            passphrase_file=args.key_passphrase_file,
+            agent=agent,
+            **bounds,
+        )
+        record = args.record or args.out / "recording"
+        report = ssh.audit_live(
+            args.repo,
+            options,
+            args.inventory,
+            args.fabric_from,
+            record,
+            args.out,
+            args.textfile,
+            args.now,
+            part,
+            Progress("audit, hosts done"),
+            args.previous,
+            renderer=renderer,
+        )
     status = ", ".join(f"{n} {s}" for s, n in report["summary"]["status"].items())
     print(f"{args.out}: {status}; fabric {report['summary']['fabric']}")
     return report["exit_code"]
@@ -463,14 +434,9 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _accept(args: argparse.Namespace) -> int:
     from audits.accept import accept
-    from audits.model import AuditError
     from draw.report import readiness
 
-    try:
-        report = accept(args.repo, args.results, args.out, readiness, args.textfile)
-    except AuditError as exc:
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_SETUP
+    report = accept(args.repo, args.results, args.out, readiness, args.textfile)
     s = report["summary"]
     nodes = ", ".join(f"{n} {status}" for status, n in s["nodes"].items())
     cables = ", ".join(f"{n} {status}" for status, n in s["cables"].items())
@@ -494,8 +460,21 @@ def _history(words: list[str]) -> int:
     return EXIT_OK
 
 
+class FaultsError(SourceError):
+    """A lab's faults file that cannot be read: its problems, located in it."""
+
+    def __init__(self, diagnostics: list[Diagnostic], faults: Path | None) -> None:
+        super().__init__(diagnostics)
+        self.faults = faults
+
+    def lines(self) -> list[str]:
+        return [
+            *map(str, self.diagnostics),
+            f"{len(self.diagnostics)} problem(s) in {self.faults}; no lab started",
+        ]
+
+
 def _lab(args: argparse.Namespace) -> int:
-    from audits.model import AuditError
     from clusterforge.lab import lab
     from clusterforge.lab.ibsim import LabError
     from compiler.hostlist import expand
@@ -531,15 +510,7 @@ def _lab(args: argparse.Namespace) -> int:
             print(f"  clusterforge {shlex.join(_here(found.audit))}")
         return EXIT_OK if found.up else EXIT_CHECK
     except SourceError as exc:  # the faults file
-        for diagnostic in exc.diagnostics:
-            print(diagnostic, file=sys.stderr)
-        print(
-            f"{len(exc.diagnostics)} problem(s) in {args.faults}; no lab started", file=sys.stderr
-        )
-        return EXIT_INPUT
-    except (LabError, AuditError) as exc:
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_SETUP
+        raise FaultsError(exc.diagnostics, args.faults) from None
 
 
 def _here(argv: list[str]) -> list[str]:
@@ -589,7 +560,8 @@ Run it anywhere inside the repository, or name it with -C DIR (before or after t
 
 exit codes: 0 ok; 1 a check failed (stale generated/, drift); 2 bad input, each problem as
 file:line:col: rule: message (audit: a host could not be collected); 3 a bug, please report
-it; 4 the audit could not run at all. docs/ has the how-tos and the field reference."""
+it; 4 the output could not be written or the command could not run at all (no generated/,
+an unusable key). docs/ has the how-tos and the field reference."""
 
 
 def _version() -> str:
@@ -746,7 +718,9 @@ def parser() -> argparse.ArgumentParser:
     )
     lab.set_defaults(run=_labels)
     dr = sub.add_parser(
-        "draw", help="draw rack elevations and the fabric map (SVG); generated/ is not touched"
+        "draw",
+        parents=[common],
+        help="draw rack elevations and the fabric map (SVG); generated/ is not touched",
     )
     dr.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: build/draw)")
     dr.set_defaults(run=_draw)
@@ -876,7 +850,9 @@ def parser() -> argparse.ArgumentParser:
     )
     a.set_defaults(run=_audit)
     acc = sub.add_parser(
-        "accept", help="judge an acceptance run's logs: per-node and per-cable readiness"
+        "accept",
+        parents=[common],
+        help="judge an acceptance run's logs: per-node and per-cable readiness",
     )
     acc.add_argument("results", type=Path, metavar="RESULTS_DIR", help="the run's logs")
     acc.add_argument("--out", type=Path, default=Path("acceptance-report"), metavar="DIR")
@@ -923,22 +899,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     collecting = gc.isenabled()  # main() also runs inside test sessions: leave gc as found
     try:
         code: int = args.run(args)
-    except SourceError as exc:
-        for diagnostic in exc.diagnostics:
-            print("\n".join(diagnostic.lines()), file=sys.stderr)
-        follow = exc.count - len(exc.diagnostics)
-        also = f" (and {follow} that follow from them)" if follow else ""
-        print(
-            f"{len(exc.diagnostics)} problem(s) in cluster/{also}; generated/ untouched",
-            file=sys.stderr,
-        )
-        return EXIT_INPUT
-    except OutputError as exc:  # a full disk, a read-only folder: the set-up's, not a bug
-        print(f"clusterforge: {exc}", file=sys.stderr)
-        return EXIT_SETUP
-    except ClusterforgeError as exc:
-        print(f"clusterforge: internal error: {exc}", file=sys.stderr)
-        return EXIT_BUG
+    except ClusterforgeError as exc:  # the one place an error becomes an exit code
+        print("\n".join(exc.lines()), file=sys.stderr)
+        return exc.exit_code
     except Exception as exc:  # a bug: exit 3 as documented, never 1 (drift)
         if isinstance(exc, BrokenPipeError) and _reader_gone():
             return EXIT_PIPE  # `| head` had what it wanted; a lab's pipe to ibsim is a bug
