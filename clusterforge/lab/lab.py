@@ -176,8 +176,11 @@ def up(
     on = {h: contracts[h] for h in played}
     staged = fault.read(faults_file, on, list(cables)) if faults_file else fault.NONE
     tools = {name: require(name) for name in ("sshd", "ssh-keygen", "ibsim", *FABRIC_SCANS)}
-    state.mkdir(parents=True, exist_ok=True)
-    state.chmod(0o700)
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        state.chmod(0o700)
+    except OSError as exc:
+        raise LabError(f"cannot make the lab's folder {state}: {exc}") from None
     record: dict[str, Any] = {"repo": str(repo), "processes": [], "user": None}
     _save(state, record)
     try:
