@@ -29,7 +29,7 @@ import os
 import select
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -593,6 +593,8 @@ def _repo_option(p: argparse.ArgumentParser, default: object) -> None:
     )
 
 
+Run = Callable[[argparse.Namespace], int]  # a command: its parsed arguments to its exit code
+
 _ALLOW_HELP = (
     "write it even with a secret (root hash, webhook, BMC password) left as its placeholder: "
     "for review, never for installing"
@@ -612,9 +614,16 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     _repo_option(common, argparse.SUPPRESS)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    i = sub.add_parser(
+
+    def command(name: str, run: Run, help: str) -> argparse.ArgumentParser:
+        """A command, with the options every command takes (`common`)."""
+        made = sub.add_parser(name, parents=[common], help=help)
+        made.set_defaults(run=run)
+        return made
+
+    i = command(
         "init",
-        parents=[common],
+        _init,
         help="write a small valid cluster/ into DIR to start your own from",
     )
     i.add_argument("dir", type=Path, metavar="DIR", help="the new repository (created if need be)")
@@ -629,10 +638,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE.pub",
         help="the drift audit's public key for site.yaml (default: a placeholder to replace)",
     )
-    i.set_defaults(run=_init)
-    im = sub.add_parser(
+    im = command(
         "import",
-        parents=[common],
+        _import,
         help="fill serials, MACs and GUIDs into the rack files from a racking sheet (CSV) "
         "or a drift report",
     )
@@ -663,10 +671,7 @@ def parser() -> argparse.ArgumentParser:
         "instead of the planned ones, i.e. replaced parts",
     )
     im.add_argument("--dry-run", action="store_true", help="report, change nothing")
-    im.set_defaults(run=_import)
-    c = sub.add_parser(
-        "compile", parents=[common], help="turn cluster/ into generated/ (commit the two together)"
-    )
+    c = command("compile", _compile, help="turn cluster/ into generated/ (commit the two together)")
     c.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if generated/ is stale"
     )
@@ -678,24 +683,19 @@ def parser() -> argparse.ArgumentParser:
         "the file provisioning.yaml names (for the provisioning server; never commit it)",
     )
     c.add_argument("--allow-placeholders", action="store_true", help=_ALLOW_HELP)
-    c.set_defaults(run=_compile)
-    b = sub.add_parser(
+    b = command(
         "bundle",
-        parents=[common],
+        _bundle,
         help="each host's files as a root-filesystem overlay DIR/<host>/ plus DIR/<host>.json",
     )
     b.add_argument("--out", type=Path, required=True, metavar="DIR")
     b.add_argument("--host", action="append", default=[], metavar="H", help="only host H")
     b.add_argument("--role", action="append", default=[], metavar="R", help="only role R")
     b.add_argument("--allow-placeholders", action="store_true", help=_ALLOW_HELP)
-    b.set_defaults(run=_bundle)
-    v = sub.add_parser(
-        "validate", parents=[common], help="check cluster/ for mistakes; write nothing"
-    )
-    v.set_defaults(run=_validate)
-    lab = sub.add_parser(
+    command("validate", _validate, help="check cluster/ for mistakes; write nothing")
+    lab = command(
         "labels",
-        parents=[common],
+        _labels,
         help="cable label sheets and pull sheets as PDFs, into build/labels/",
     )
     lab.add_argument(
@@ -716,17 +716,15 @@ def parser() -> argparse.ArgumentParser:
     lab.add_argument(
         "--out", type=Path, metavar="DIR", help="where to write (default: build/labels)"
     )
-    lab.set_defaults(run=_labels)
-    dr = sub.add_parser(
+    dr = command(
         "draw",
-        parents=[common],
+        _draw,
         help="draw rack elevations and the fabric map (SVG); generated/ is not touched",
     )
     dr.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: build/draw)")
-    dr.set_defaults(run=_draw)
-    d = sub.add_parser(
+    d = command(
         "diff",
-        parents=[common],
+        _diff,
         help="what a change does: hosts, cables, addresses, labels to print (review)",
     )
     d.add_argument(
@@ -750,10 +748,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="PERCENT",
         help="flag a change touching more than this share of hosts or cables (default: 10)",
     )
-    d.set_defaults(run=_diff)
-    a = sub.add_parser(
+    a = command(
         "audit",
-        parents=[common],
+        _audit,
         help="what the machines and the fabric really run, against generated/expected/",
     )
     a.add_argument(
@@ -848,19 +845,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="ISO-8601",
         help="the clock for rollout windows (default: when the state was collected)",
     )
-    a.set_defaults(run=_audit)
-    acc = sub.add_parser(
+    acc = command(
         "accept",
-        parents=[common],
+        _accept,
         help="judge an acceptance run's logs: per-node and per-cable readiness",
     )
     acc.add_argument("results", type=Path, metavar="RESULTS_DIR", help="the run's logs")
     acc.add_argument("--out", type=Path, default=Path("acceptance-report"), metavar="DIR")
     acc.add_argument("--textfile", type=Path, metavar="PATH", help="Prometheus metrics to write")
-    acc.set_defaults(run=_accept)
-    lb = sub.add_parser(
+    lb = command(
         "lab",
-        parents=[common],
+        _lab,
         help="play the compiled cluster on this machine (sshd and ibsim on loopback) to audit",
     )
     lb.add_argument("action", choices=["up", "down", "status"])
@@ -879,7 +874,6 @@ def parser() -> argparse.ArgumentParser:
     lb.add_argument(
         "--faults", type=Path, metavar="FILE", help="up: stage these faults (YAML list)"
     )
-    lb.set_defaults(run=_lab)
     return top
 
 
