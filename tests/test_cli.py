@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from clusterforge import cli
-from clusterforge.cli import Progress, main
+from clusterforge.cli import main
+from clusterforge.commands import Progress
 from compiler import output
 from compiler.errors import OutputError
 from compiler.output import read_tree
