@@ -59,7 +59,7 @@ from clusterforge.lab import faults as fault
 from clusterforge.lab import topology
 from clusterforge.lab.fleet import Fleet
 from clusterforge.lab.ibsim import LabError, find_umad2sim, require
-from compiler import output, pipeline
+from compiler import atomic, output, pipeline
 from compiler.hostlist import expand
 from compiler.output import MANIFEST
 from compiler.targets.access import FORCED, PROBE_COMMAND
@@ -686,9 +686,7 @@ def _client_files(
 
 
 def _save(state: Path, record: Mapping[str, Any]) -> None:
-    staging = state / f".{STATE_FILE}.new"
-    staging.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    staging.replace(state / STATE_FILE)
+    atomic.replace(state / STATE_FILE, json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 # -- down and status --------------------------------------------------------------------------
