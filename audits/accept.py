@@ -52,6 +52,7 @@ from audits import admission, expected, gpudirect
 from audits.model import AuditError, Kind
 from audits.parsers import PARSERS, RESULTS, ParseError
 from audits.sink import Sink
+from compiler import atomic
 
 SCHEMA = 1
 EXIT_READY, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 2
@@ -349,7 +350,7 @@ def accept(
 ) -> dict[str, Any]:
     """Judge the run under `results` against `repo`'s plan; write the report into `out`
     (readiness.json, readiness.md, junit.xml) and the metrics when asked."""
-    from audits.pipeline import _replace  # the audit's atomic write of its textfile
+    from audits.pipeline import TEXTFILE_MODE
 
     if not results.is_dir():
         raise AuditError(f"{results} is not a folder")
@@ -361,9 +362,9 @@ def accept(
             ("readiness.md", render.markdown(report)),
             ("junit.xml", render.junit(report)),
         ):
-            (out / name).write_text(text, encoding="utf-8")
+            atomic.replace(out / name, text)
         if metrics is not None:
-            _replace(metrics, render.textfile(report))
+            atomic.replace(metrics, render.textfile(report), TEXTFILE_MODE)
     except OSError as exc:
         raise AuditError(f"cannot write the report: {exc}") from None
     return report

@@ -35,8 +35,6 @@ connection failed (refused, timeout, authentication); `failed` is for a host tha
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from audits.model import AuditError, HostKeyFact
 from audits.probes import PROBES
+from compiler import atomic
 
 SCHEMA = 1
 NOT_RECORDED = "not recorded"
@@ -189,23 +188,16 @@ def _swap_in(folder: Path, fill: Callable[[Path], datetime]) -> None:
     ours = folder.is_dir() and ((folder / "meta.json").is_file() or not any(folder.iterdir()))
     if folder.exists() and not ours:
         raise AuditError(f"{folder} is neither a recording (no meta.json) nor an empty folder")
+
+    def recording(staging: Path) -> None:
+        collected_at = fill(staging)
+        meta = {"schema": SCHEMA, "collected_at": collected_at.isoformat()}
+        _write_json(staging / "meta.json", meta)
+
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        # mkdtemp's mode 0700 stays: what the hosts printed is for the auditor's eyes only.
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        try:
-            collected_at = fill(staging)
-            meta = {"schema": SCHEMA, "collected_at": collected_at.isoformat()}
-            _write_json(staging / "meta.json", meta)
-            if folder.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
-                folder.rename(old / folder.name)
-                staging.rename(folder)
-                shutil.rmtree(old)
-            else:
-                staging.rename(folder)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)  # gone already unless something failed
+        # The staging folder's mode 0700 stays: what the hosts printed is for the auditor's
+        # eyes only.
+        atomic.replace_folder(folder, recording)
     except OSError as exc:
         raise AuditError(f"cannot write the recording {folder}: {exc}") from None
 

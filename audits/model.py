@@ -13,12 +13,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal, NotRequired, TypedDict
 
-from compiler.errors import ClusterforgeError
+from compiler.errors import SetupError
 
 FABRIC = "fabric"  # the `host` of cable findings: the fabric is audited as one subject
 
 
-class AuditError(ClusterforgeError):
+class AuditError(SetupError):
     """Raised when the audit cannot run at all: no expectations, an unreadable recording."""
 
 

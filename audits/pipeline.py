@@ -6,8 +6,6 @@ folder; `audit_replay` is what `clusterforge audit --replay` calls.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +18,7 @@ from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_pr
 from audits.model import AuditError
 from audits.report import Report, build, to_json
 from audits.sanitize import clean
+from compiler import atomic
 
 
 def audit(
@@ -118,29 +117,21 @@ def files(report: Report, renderer: Renderer) -> dict[str, str]:
 
 
 def write(report: Report, out: Path, renderer: Renderer, metrics: Path | None = None) -> None:
-    """Write the report folder, and the Prometheus textfile when asked; raises AuditError."""
+    """Write the report folder, and the Prometheus textfile when asked; raises AuditError.
+    Each file is replaced whole: node_exporter may read the textfile at any moment, and a
+    dashboard the report folder."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files(report, renderer).items():
-            (out / name).write_text(text, encoding="utf-8")
+            atomic.replace(out / name, text)
         if metrics is not None:
-            _replace(metrics, renderer.metrics(report))
+            atomic.replace(metrics, renderer.metrics(report), TEXTFILE_MODE)
     except OSError as exc:
         raise AuditError(f"cannot write the report: {exc}") from None
 
 
-def _replace(path: Path, text: str) -> None:
-    # node_exporter may read the file at any moment: it must never see half of it.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(staging, 0o644)
-        os.replace(staging, path)
-    except OSError:
-        Path(staging).unlink(missing_ok=True)
-        raise
+# node_exporter's textfile collector runs as its own user: it must be able to read the file.
+TEXTFILE_MODE = 0o644
 
 
 def audit_replay(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compiler import output
-from compiler.errors import ClusterforgeError
+from compiler.errors import InputError
 from compiler.pipeline import Compiled
 from compiler.targets.kickstart import BUNDLE_PATH
 from contract import Deploy
@@ -24,7 +24,7 @@ from contract import Deploy
 SERVED_MODE = 0o644  # a served bundle's files, for the HTTP server's user
 
 
-class SelectionError(ClusterforgeError):
+class SelectionError(InputError):
     """Raised when --host or --role names nothing the cluster has."""
 
 

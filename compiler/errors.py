@@ -68,12 +68,41 @@ class Diagnostic:
         return out
 
 
+# The process's exit codes (docs/exit-codes.md). Each error class carries its own as
+# `exit_code`, so the command line maps an error to its code in one place.
+EXIT_OK, EXIT_CHECK, EXIT_INPUT, EXIT_BUG, EXIT_SETUP = 0, 1, 2, 3, 4
+
+
 class ClusterforgeError(Exception):
-    """Root of every error clusterforge raises on purpose (bad input, a failed stage)."""
+    """Root of every error clusterforge raises on purpose (bad input, a failed stage). One
+    that names no other exit code is a bug's: a stage that should not have failed."""
+
+    exit_code = EXIT_BUG
+
+    def lines(self) -> list[str]:
+        """What the command line prints of it on stderr."""
+        bug = "internal error: " if self.exit_code == EXIT_BUG else ""
+        return [f"clusterforge: {bug}{self}"]
+
+
+class InputError(ClusterforgeError):
+    """Raised for bad input outside `cluster/`: an option's value, a file named on the
+    command line, a selection that selects nothing."""
+
+    exit_code = EXIT_INPUT
+
+
+class SetupError(ClusterforgeError):
+    """Raised when a command cannot run at all in this set-up (a file it needs missing,
+    unreadable or not what a compile wrote): the operator's to fix, not a bug."""
+
+    exit_code = EXIT_SETUP
 
 
 class SourceError(ClusterforgeError):
     """Raised when `cluster/` cannot be compiled; carries every diagnostic found, sorted."""
+
+    exit_code = EXIT_INPUT
 
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         self.diagnostics = sorted(diagnostics)
@@ -84,13 +113,22 @@ class SourceError(ClusterforgeError):
         """Problems found, the folded consequences included."""
         return sum(1 + len(d.consequences) for d in self.diagnostics)
 
+    def lines(self) -> list[str]:
+        follow = self.count - len(self.diagnostics)
+        also = f" (and {follow} that follow from them)" if follow else ""
+        return [
+            *(line for d in self.diagnostics for line in d.lines()),
+            f"{len(self.diagnostics)} problem(s) in cluster/{also}; generated/ untouched",
+        ]
+
 
 class TargetError(ClusterforgeError):
     """Raised when a target cannot render (a template bug, never bad input)."""
 
 
-class OutputError(ClusterforgeError):
-    """Raised when `generated/` cannot be written or read back."""
+class OutputError(SetupError):
+    """Raised when output (`generated/`, a build folder, a report) cannot be written, or
+    `generated/` read back: a full disk, a read-only or missing folder."""
 
 
 class RegistryError(ClusterforgeError):

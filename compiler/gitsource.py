@@ -8,16 +8,17 @@ works as long as the revision's commit was fetched (`git fetch --depth 1 origin 
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 import git
 from git.exc import ODBError
 
 from compiler import diff, load, pipeline
-from compiler.errors import ClusterforgeError, Diagnostic, Location, SourceError
+from compiler.errors import Diagnostic, InputError, Location, SourceError
 from compiler.rules import Rule
 
 
-class RevisionError(ClusterforgeError):
+class RevisionError(InputError):
     """Raised when `repo` is not in a git repository or a revision does not name a commit
     there (in a shallow clone: a commit that was not fetched)."""
 
@@ -141,8 +142,24 @@ def compile_revision(repo: Path, rev: str) -> diff.Side:
         return diff.Side(rev, commit, None, tuple(exc.diagnostics))
 
 
+class Compared(NamedTuple):
+    """A diff and the two compiled sides it was made from (their plans draw the picture)."""
+
+    report: diff.DiffReport
+    base: diff.Side
+    head: diff.Side
+
+    @property
+    def sides(self) -> tuple[diff.Side, diff.Side]:
+        return self.base, self.head
+
+
 def diff_revisions(
-    repo: Path, base: str, head: str, share_limit: float = diff.DEFAULT_SHARE_LIMIT
-) -> diff.DiffReport:
-    """Compile both revisions of `repo` and compare them; see `compiler.diff`."""
-    return diff.diff(compile_revision(repo, base), compile_revision(repo, head), share_limit)
+    repo: Path, base: str | None, head: str, share_limit: float = diff.DEFAULT_SHARE_LIMIT
+) -> Compared:
+    """Compile both revisions of `repo` and compare them; see `compiler.diff`. No `base`
+    means the default branch (`default_branch`). Raises RevisionError."""
+    base_side, head_side = (
+        compile_revision(repo, rev) for rev in (base or default_branch(repo), head)
+    )
+    return Compared(diff.diff(base_side, head_side, share_limit), base_side, head_side)

@@ -31,7 +31,8 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from compiler.errors import ClusterforgeError
+from compiler import atomic
+from compiler.errors import ClusterforgeError, OutputError
 from compiler.load import Source
 from compiler.model import Cluster, normal_mac
 from compiler.plan import Plan
@@ -325,7 +326,8 @@ def apply(repo: Path, changes: Iterable[Change]) -> list[str]:
                 entry[c.key[0]] = value
         out = io.StringIO()
         yaml.dump(data, out)
-        partial = path.with_name(f".{path.name}.partial")
-        partial.write_text(out.getvalue(), encoding="utf-8")
-        partial.replace(path)
+        try:
+            atomic.replace(path, out.getvalue())
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc}") from None
     return sorted(by_file)

@@ -19,13 +19,12 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from compiler import atomic
 from compiler.errors import OutputError
 
 MANIFEST = "MANIFEST.json"  # written last: its presence says the tree is whole
@@ -197,27 +196,15 @@ def _write(root: Path, files: dict[str, bytes]) -> Difference:
         (root / MANIFEST).unlink(missing_ok=True)
         for rel in (*difference.missing, *difference.changed):
             if rel != MANIFEST:
-                _replace(root / rel, files[rel])
+                atomic.replace(root / rel, files[rel])
         for rel in difference.extra:
             (root / rel).unlink()
             _prune(root, (root / rel).parent)
         if manifest is not None:
-            _replace(root / MANIFEST, manifest)
+            atomic.replace(root / MANIFEST, manifest)
     except OSError as exc:
         raise OutputError(f"cannot write {root}: {exc}") from exc
     return difference
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write `path` whole: a temporary file beside it, renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
-        _put(partial, data)
-        partial.replace(path)
-    except OSError:
-        partial.unlink(missing_ok=True)
-        raise
 
 
 def _put(path: Path, data: bytes) -> None:
@@ -260,10 +247,9 @@ def _prune(root: Path, folder: Path) -> None:
 def _write_whole(
     root: Path, files: Mapping[str, bytes], modes: Mapping[str, int] | None = None
 ) -> None:
-    """A new tree, built beside `root` and renamed into place (files with `modes` chmodded)."""
-    root.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.new-", dir=root.parent))
-    try:
+    """A new tree, built beside `root` and swapped in (files with `modes` chmodded)."""
+
+    def fill(staging: Path) -> None:
         made: set[Path] = set()  # one mkdir per folder, not per file
         for rel, data in files.items():
             path = staging / rel
@@ -273,22 +259,14 @@ def _write_whole(
             _put(path, data)
             if modes and rel in modes:
                 path.chmod(modes[rel])
-        staging.chmod(0o755)
-        staging.rename(root)
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+
+    atomic.replace_folder(root, fill, 0o755)
 
 
 def replace_tree(root: Path, files: Mapping[str, bytes], modes: Mapping[str, int]) -> None:
     """Replace the build folder `root` whole with `files` (a bundle): the new tree is built
     beside it and swapped in, so no reader sees a mix; raises OutputError."""
-    old = root.parent / f".{root.name}.old"
     try:
-        shutil.rmtree(old, ignore_errors=True)
-        if root.exists():
-            root.rename(old)
         _write_whole(root, files, modes)
-        shutil.rmtree(old, ignore_errors=True)
     except OSError as exc:
         raise OutputError(f"cannot write {root}: {exc}") from exc

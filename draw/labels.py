@@ -41,7 +41,7 @@ from reportlab.platypus import (
     TableStyle,
 )
 
-from compiler.errors import ClusterforgeError, TargetError
+from compiler.errors import InputError, TargetError
 from compiler.hostlist import compact
 from compiler.load import load
 from compiler.model import LabelStock
@@ -71,7 +71,7 @@ EPS = 1e-6  # points; float noise, far below a printer dot
 REGULAR, BOLD = "Helvetica", "Helvetica-Bold"
 
 
-class SelectionError(ClusterforgeError):
+class SelectionError(InputError):
     """Raised when a rack or cable ID asked for is not in the plan, or selects no label."""
 
 

@@ -3,11 +3,14 @@ progress, help; and the set-up script that installs the test tools."""
 
 from __future__ import annotations
 
+import argparse
 import errno
 import io
 import json
 import os
+import resource
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -16,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from clusterforge import cli
-from clusterforge.cli import Progress, main
+from clusterforge.cli import main
+from clusterforge.commands import Progress
 from compiler import output
 from compiler.errors import OutputError
 from compiler.output import read_tree
-from tests.conftest import REPO
+from tests.conftest import REPO, require_tool
 
 
 def _copy(tmp: Path, generated: bool = True) -> Path:
@@ -383,3 +387,134 @@ def test_readers_refuse_a_tree_that_is_not_the_compiled_one(
     # A compile puts the tree right, and the readers take it again.
     assert main(["-C", str(repo), "compile"]) == 0
     output.verify(repo / "generated")
+
+
+# -- every command: the common options, and exit 4 when its output cannot be written --------
+
+# Each command with the least it needs to parse: a command added without an entry here fails
+# the test below, so it cannot go without the common options unnoticed.
+_LEAST = {
+    "init": ["DIR"],
+    "import": ["--csv", "F"],
+    "compile": [],
+    "bundle": ["--out", "D"],
+    "validate": [],
+    "labels": [],
+    "draw": [],
+    "diff": [],
+    "audit": [],
+    "accept": ["RESULTS"],
+    "lab": ["status"],
+}
+
+
+def test_every_command_takes_c_before_or_after_its_name() -> None:
+    top = cli.parser()
+    (commands,) = (a.choices for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands) == set(_LEAST)
+    for name, least in _LEAST.items():
+        assert cli.parser().parse_args([name, *least, "-C", "/after"]).repo == Path("/after")
+        assert cli.parser().parse_args(["-C", "/before", name, *least]).repo == Path("/before")
+
+
+def test_draw_and_accept_work_on_the_repository_c_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _copy(tmp_path)
+    monkeypatch.chdir(tmp_path)  # outside the repository: only -C finds it
+    assert main(["draw", "-C", str(repo), "--out", str(tmp_path / "draw")]) == 0
+    assert (tmp_path / "draw" / "fabric.svg").is_file()
+    (tmp_path / "results").mkdir()
+    out = tmp_path / "acceptance"
+    # An empty run: nothing failed, everything planned untested.
+    assert main(["accept", str(tmp_path / "results"), "-C", str(repo), "--out", str(out)]) == 2
+    assert (out / "readiness.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference repository committed to git (for diff), with a recording of its fleet
+    (for audit) and an empty acceptance run (for accept)."""
+    from clusterforge.lab.fleet import Fleet
+
+    repo = _copy(tmp_path_factory.mktemp("site"))
+    for argv in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "base"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *argv],
+            cwd=repo,
+            check=True,
+        )
+    Fleet.load(repo / "generated").record(repo.parent / "recording")
+    (repo.parent / "results").mkdir()
+    return repo
+
+
+# What each writing command is told to write, and the start of what it says when it cannot.
+_WRITES = {
+    "init": (["init", "{out}"], "cannot write the new repository: "),
+    "compile": (["compile", "--out", "{out}", "--allow-placeholders"], "cannot write {out}: "),
+    "bundle": (["bundle", "--out", "{out}", "--allow-placeholders"], "cannot write {out}: "),
+    "labels": (["labels", "--only", "R03-IB22", "--out", "{out}"], "cannot write the label "),
+    "draw": (["draw", "--out", "{out}"], "cannot write the pictures: "),
+    "diff --markdown": (["diff", "HEAD", "--markdown", "{out}/d.md"], "cannot write the report"),
+    "diff --json": (["diff", "HEAD", "--json", "{out}/d.json"], "cannot write the report: "),
+    "diff --html": (["diff", "HEAD", "--html", "{out}/d.html"], "cannot write the report: "),
+    "audit": (["audit", "--replay", "{top}/recording", "--out", "{out}"], "cannot write the rep"),
+    "audit --textfile": (
+        ["audit", "--replay", "{top}/recording", "--out", "{top}/a", "--textfile", "{out}/t"],
+        "cannot write the report: ",
+    ),
+    "accept": (["accept", "{top}/results", "--out", "{out}"], "cannot write the report: "),
+    "lab up": (["lab", "up", "--dir", "{out}"], "cannot make the lab's folder {out}: "),
+}
+
+
+@pytest.mark.parametrize("command", list(_WRITES))
+def test_output_that_cannot_be_written_is_exit_4_for_every_command(
+    command: str, site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The output's folder sits below a regular file (ENOTDIR or EEXIST: a folder no one may
+    write, root included); every command says so with the system's reason and exits 4, as
+    compile always did, never 2 (bad input) or 3 (a bug)."""
+    if command == "lab up":
+        for tool in ("sshd", "ibsim"):  # the lab looks for them before it makes its folder
+            require_tool(tool)
+    (tmp_path / "afile").write_text("x")
+    out = str(tmp_path / "afile" / "out")
+    argv, said = _WRITES[command]
+    given = [word.format(out=out, top=site.parent) for word in argv]
+    assert main(["-C", str(site), *given]) == 4
+    err = capsys.readouterr().err
+    said = f"clusterforge: {said.format(out=out)}"
+    assert any(line.startswith(said) for line in err.splitlines()), err
+    assert "[Errno " in err and "internal error" not in err  # the system's reason
+
+
+def test_import_on_a_full_disk_is_exit_4_and_leaves_the_rack_file(tmp_path: Path) -> None:
+    """import writes where it reads (the rack files), so a blocked folder cannot stand in
+    for unwritable output there: a file-size limit does, a full disk as the kernel gives it
+    to root too (EFBIG past RLIMIT_FSIZE; SIGXFSZ ignored, so the write fails, not the
+    process)."""
+    repo = _copy(tmp_path, generated=False)
+    rack = repo / "cluster" / "racks" / "r03.yaml"
+    before = rack.read_bytes()
+    assert len(before) > 1024
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text("Rack,U,Serial\nr03,7,S420GP99A00002\n")
+
+    def full_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "clusterforge.cli", "-C", str(repo), "import", "--csv", str(sheet)],
+        preexec_fn=full_disk,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PYTHONDONTWRITEBYTECODE": "1"},
+        check=False,
+    )
+    assert done.returncode == 4, done.stderr
+    assert f"clusterforge: cannot write {rack}: [Errno 27] File too large" in done.stderr
+    assert rack.read_bytes() == before
+    assert sorted(p.name for p in rack.parent.iterdir() if p.name.startswith(".")) == []

@@ -152,7 +152,7 @@ def _diff(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[diff.DiffRepo
     capsys.readouterr()
     assert main(["-C", str(root), "diff"]) == 0
     markdown = capsys.readouterr().out
-    report = gitsource.diff_revisions(root, gitsource.default_branch(root), "HEAD")
+    report = gitsource.diff_revisions(root, gitsource.default_branch(root), "HEAD").report
     assert review.to_markdown(report) == markdown
     return report, markdown
 

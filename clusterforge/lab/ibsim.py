@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from compiler.errors import ClusterforgeError
+from compiler.errors import SetupError
 
 __all__ = [
     "Endpoint",
@@ -128,7 +128,7 @@ _READY_PROBE = "Attached"
 _CONSOLE_LINE_MAX = 126  # ibsim reads console lines into char[128]; longer ones get split
 
 
-class LabError(ClusterforgeError):
+class LabError(SetupError):
     """Root of the lab errors: raised when the lab (its sshd, its simulated fabric, its user)
     cannot do what it was asked."""
 

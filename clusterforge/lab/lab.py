@@ -59,7 +59,7 @@ from clusterforge.lab import faults as fault
 from clusterforge.lab import topology
 from clusterforge.lab.fleet import Fleet
 from clusterforge.lab.ibsim import LabError, find_umad2sim, require
-from compiler import output, pipeline
+from compiler import atomic, output, pipeline
 from compiler.hostlist import expand
 from compiler.output import MANIFEST
 from compiler.targets.access import FORCED, PROBE_COMMAND
@@ -176,8 +176,11 @@ def up(
     on = {h: contracts[h] for h in played}
     staged = fault.read(faults_file, on, list(cables)) if faults_file else fault.NONE
     tools = {name: require(name) for name in ("sshd", "ssh-keygen", "ibsim", *FABRIC_SCANS)}
-    state.mkdir(parents=True, exist_ok=True)
-    state.chmod(0o700)
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        state.chmod(0o700)
+    except OSError as exc:
+        raise LabError(f"cannot make the lab's folder {state}: {exc}") from None
     record: dict[str, Any] = {"repo": str(repo), "processes": [], "user": None}
     _save(state, record)
     try:
@@ -683,9 +686,7 @@ def _client_files(
 
 
 def _save(state: Path, record: Mapping[str, Any]) -> None:
-    staging = state / f".{STATE_FILE}.new"
-    staging.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    staging.replace(state / STATE_FILE)
+    atomic.replace(state / STATE_FILE, json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 # -- down and status --------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""The commands that review a change or show the cluster: `diff`, `labels`, `draw`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from clusterforge.commands import Command, Progress, batch, write_files
+from compiler.errors import EXIT_INPUT, EXIT_OK
+from compiler.kinds import LabelStock
+
+
+def add(command: Command) -> None:
+    """Declare this module's commands."""
+    lab = command(
+        "labels",
+        _labels,
+        help="cable label sheets and pull sheets as PDFs, into build/labels/",
+    )
+    lab.add_argument(
+        "--rack", action="append", default=[], metavar="R", help="only this rack (repeatable)"
+    )
+    lab.add_argument(
+        "--stock",
+        choices=[s.value for s in LabelStock],
+        help="label stock (default: site.yaml labels.stock)",
+    )
+    lab.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="CABLE-IDS",
+        help="reprint just these cables (comma-separated IDs) into reprint.pdf",
+    )
+    lab.add_argument(
+        "--out", type=Path, metavar="DIR", help="where to write (default: build/labels)"
+    )
+    dr = command(
+        "draw",
+        _draw,
+        help="draw rack elevations and the fabric map (SVG); generated/ is not touched",
+    )
+    dr.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: build/draw)")
+    d = command(
+        "diff",
+        _diff,
+        help="what a change does: hosts, cables, addresses, labels to print (review)",
+    )
+    d.add_argument(
+        "base",
+        nargs="?",
+        help="the revision to compare from (commit, branch or tag; default: the default "
+        "branch, as git knows it: origin/HEAD, else init.defaultBranch, main or master)",
+    )
+    d.add_argument("head", nargs="?", default="HEAD", help="the revision to compare to")
+    d.add_argument("--markdown", type=Path, metavar="FILE", help="default: print to stdout")
+    d.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON (schema 2)")
+    d.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="the change picture: HEAD's racks and fabric with what changes marked",
+    )
+    d.add_argument(
+        "--share-limit",
+        type=float,
+        metavar="PERCENT",
+        help="flag a change touching more than this share of hosts or cables (default: 10)",
+    )
+
+
+def _labels(args: argparse.Namespace) -> int:
+    from draw import labels
+
+    only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
+    files = labels.sheets_for_repo(
+        args.repo,
+        args.stock and LabelStock(args.stock),
+        args.rack,
+        only,
+        Progress("label sheets, racks done"),
+    )
+    out = args.out or args.repo / "build" / "labels"
+    # Each PDF replaced whole, so a printer spooling the old one never reads half.
+    write_files(out, files, "the label sheets")
+    print(f"{out}: {len(files)} PDF(s) written: {', '.join(files)}")
+    return EXIT_OK
+
+
+def _draw(args: argparse.Namespace) -> int:
+    from draw import pictures
+
+    files = pictures.pictures_for_repo(args.repo)
+    out = args.out or args.repo / "build" / "draw"
+    write_files(out, files, "the pictures")
+    print(f"{out}: {len(files)} SVG file(s) written (racks/, racks.svg, fabric.svg)")
+    return EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    batch()  # before the imports: they build most of what the collector would scan
+    from compiler import diff, gitsource
+    from draw import review
+
+    share = diff.DEFAULT_SHARE_LIMIT if args.share_limit is None else args.share_limit / 100
+    compared = gitsource.diff_revisions(args.repo, args.base, args.head, share)
+    report = compared.report
+    markdown = review.to_markdown(report)
+    outputs = {args.json: diff.to_json(report), args.markdown: markdown}
+    if args.html is not None:
+        from draw import pages
+
+        plans = [side.compiled.plan if side.compiled else None for side in compared.sides]
+        outputs[args.html] = pages.diff_page(report, *plans)
+    write_files(Path(), {str(p): text for p, text in outputs.items() if p}, "the report")
+    if args.markdown is None:
+        print(markdown, end="")
+    for name, rev in (("BASE", report.base), ("HEAD", report.head)):
+        for diagnostic in rev.errors:
+            print(f"{name} {rev.ref}: {diagnostic}", file=sys.stderr)
+    # Changes are the point of a diff, not a failure; only a side that does not compile is.
+    return EXIT_OK if report.compiles else EXIT_INPUT
+
+
+# The options of a live run: meaningless with --replay, so refused there.
