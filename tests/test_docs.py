@@ -327,7 +327,8 @@ def test_adoption_the_documented_pin_installs_the_tagged_release(tmp_path: Path)
     assert "git+file://localhost/" in text
     mirror = tmp_path / "mirror"
     subprocess.run(["git", "clone", "-q", str(REPO), str(mirror)], env=GIT_ENV, check=True)
-    _git(mirror, "tag", tag)
+    # The checkout's own release tag may already be there: the mirror's release is its HEAD.
+    _git(mirror, "tag", "-f", tag)
     local = requirement.replace("https://YOUR-MIRROR/clusterforge", f"file://localhost{mirror}")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
