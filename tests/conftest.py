@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# A scratch repository must not pick up the user's git config (signing, hooks, templates).
+GIT_ENV = {
+    **os.environ,
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "test",
+    "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "test",
+    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+}
 
 
 def require_tool(name: str) -> str:
@@ -28,3 +40,13 @@ def require_tool(name: str) -> str:
 def repo() -> Path:
     """The checkout under test (read it, never write into it)."""
     return REPO
+
+
+def stop(proc: subprocess.Popen[Any], timeout: float = 15) -> None:
+    """End a daemon a test started: SIGTERM, then SIGKILL if it has not gone in `timeout`."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout)

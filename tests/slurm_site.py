@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.conftest import stop
+
 NVIDIA_MAJOR = 195  # the NVIDIA driver's character major (/proc/devices: nvidia-frontend)
 _DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "urandom": (1, 9)}
 WAIT_S = 30.0
@@ -245,12 +247,7 @@ def slurmd(
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+        stop(proc)
 
 
 def _daemon(argv: list[str], out: Path) -> subprocess.Popen[bytes]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -31,18 +30,8 @@ from compiler import diff, gitsource, load, pipeline
 from compiler.diff import DiffReport, RiskKind, Side
 from compiler.errors import SourceError
 from draw import review
-from tests.conftest import REPO, require_tool
+from tests.conftest import GIT_ENV, REPO, require_tool
 
-# A scratch repository must not pick up the user's git config (signing, hooks, templates).
-GIT_ENV = {
-    **os.environ,
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_AUTHOR_NAME": "test",
-    "GIT_AUTHOR_EMAIL": "test@example.invalid",
-    "GIT_COMMITTER_NAME": "test",
-    "GIT_COMMITTER_EMAIL": "test@example.invalid",
-}
 OFED = "24.04-0.6.6.0"
 RENUMBERED = ("gpu002", "mgmt", "10.60.2.100")
 

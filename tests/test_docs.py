@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 from clusterforge.cli import main
 from compiler import diff, gitsource, model, reference
 from draw import review
-from tests.conftest import REPO, require_tool
+from tests.conftest import GIT_ENV, REPO, require_tool
 
 
 def test_the_field_reference_is_generated_from_the_model() -> None:
@@ -44,15 +44,6 @@ def test_the_reference_names_every_key_of_every_model() -> None:
 # compile, the diff and the label sheets really give.
 
 HOWTO = REPO / "docs" / "howto.md"
-GIT_ENV = {
-    **os.environ,
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_AUTHOR_NAME": "test",
-    "GIT_AUTHOR_EMAIL": "test@example.invalid",
-    "GIT_COMMITTER_NAME": "test",
-    "GIT_COMMITTER_EMAIL": "test@example.invalid",
-}
 
 
 class Block(NamedTuple):

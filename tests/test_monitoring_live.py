@@ -42,7 +42,7 @@ from compiler.plan import Host, Plan
 from compiler.targets.monitoring import PROBES
 from compiler.targets.render import to_json, to_yaml
 from tests import monitoring_fleet as fleet
-from tests.conftest import REPO, require_tool
+from tests.conftest import REPO, require_tool, stop
 
 DEADLINE_S = 90  # per Prometheus run; it usually settles in about ten seconds
 FAST = {"pending": "2s", "bmc_down_for": "2s", "ecc_window": "30s"}
@@ -196,12 +196,7 @@ def serving(name: str, argv: list[str], log_dir: Path) -> Iterator[str]:
             time.sleep(0.2)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc, timeout=10)
         log.close()
 
 
