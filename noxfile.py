@@ -20,7 +20,8 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", "compiler", "audits", "draw", "clusterforge")
+    packages = ("common", "compiler", "contract", "audits", "draw", "clusterforge")
+    session.run("ruff", "format", "--check", *packages)
     session.run("mypy")
 
 

@@ -52,7 +52,7 @@ from audits import admission, expected, gpudirect
 from audits.model import AuditError, Kind
 from audits.parsers import PARSERS, RESULTS, ParseError
 from audits.sink import Sink
-from compiler import atomic
+from common import atomic
 
 SCHEMA = 1
 EXIT_READY, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 2

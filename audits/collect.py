@@ -43,7 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from audits.model import AuditError, HostKeyFact
 from audits.probes import PROBES
-from compiler import atomic
+from common import atomic
 
 SCHEMA = 1
 NOT_RECORDED = "not recorded"

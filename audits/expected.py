@@ -18,8 +18,8 @@ from typing import Any
 import git
 
 from audits.model import AuditError
+from common.errors import OutputError
 from compiler import output
-from compiler.errors import OutputError
 
 SCHEMA = 1
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal, NotRequired, TypedDict
 
-from compiler.errors import SetupError
+from common.errors import SetupError
 
 FABRIC = "fabric"  # the `host` of cable findings: the fabric is audited as one subject
 

@@ -18,7 +18,7 @@ from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_pr
 from audits.model import AuditError
 from audits.report import Report, build, to_json
 from audits.sanitize import clean
-from compiler import atomic
+from common import atomic
 
 
 def audit(

@@ -4,7 +4,7 @@ folded back into the one report an unsharded run gives.
 A shard is a set of racks, so its hosts share leaves and their racks' switches: racks in name
 order are dealt round-robin over the N shards (`--shard K/N`), a stable partition of one
 generated/expected/. The fabric is scanned once, by shard 1. `--hosts gpu[001-010]` narrows
-any run to the named hosts (ClusterShell-style ranges, `compiler/hostlist.py`).
+any run to the named hosts (ClusterShell-style ranges, `common/hostlist.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from audits.expected import Expectations
 from audits.fabric import FabricEntry
 from audits.model import AuditError
 from audits.report import Report, Shard, assemble
-from compiler.hostlist import expand
+from common.hostlist import expand
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The `clusterforge` command: parse arguments, call one library function, print its result.
-An error's exit code is its class's (`exit_code`, see compiler/errors.py), mapped once in
+An error's exit code is its class's (`exit_code`, see common/errors.py), mapped once in
 `main`; a command returns a code only for a result (a stale tree, drift, conflicts).
 
 Exit codes:
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from clusterforge.commands import Run, audit, batch_ran, build, lab, review
-from compiler.errors import EXIT_BUG, ClusterforgeError
+from common.errors import EXIT_BUG, ClusterforgeError
 
 EXIT_PIPE = 128 + 13  # SIGPIPE's: see the docstring
 

@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from common.errors import InputError
 from compiler import output
-from compiler.errors import InputError
 from compiler.pipeline import Compiled
 from compiler.targets.kickstart import BUNDLE_PATH
 from contract import Deploy

@@ -11,7 +11,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from compiler.errors import Diagnostic, closest
+from common.errors import Diagnostic, closest
+from common.rules import Rule
 from compiler.load import Path_, Source
 from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
@@ -35,7 +36,6 @@ from compiler.plan import (
     route_network,
     wires,
 )
-from compiler.rules import Rule
 from contract import Route
 
 # Baseline keys a model must have, by what the model carries.

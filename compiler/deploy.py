@@ -17,12 +17,12 @@ import re
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 
-from compiler.errors import Diagnostic, SourceError
+from common.errors import Diagnostic, SourceError
+from common.rules import Rule
 from compiler.load import Source
 from compiler.model import FileCheck, FirewallPolicy, Role, Service
 from compiler.plan import Host, Plan, derived
 from compiler.probes import forbidden_path
-from compiler.rules import Rule
 from contract import Deploy, Placed
 
 DEPLOY_DIR = "deploy"

@@ -78,7 +78,7 @@ from typing import Any
 from deepdiff import DeepDiff
 from deepdiff.helper import notpresent
 
-from compiler.errors import Diagnostic, Location
+from common.errors import Diagnostic, Location
 from compiler.model import Rollout
 from compiler.pipeline import MANIFEST, Compiled
 from compiler.plan import Cable, CableEnd, Host, Plan, SwitchPlan, interface_prefix

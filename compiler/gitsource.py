@@ -13,9 +13,9 @@ from typing import NamedTuple
 import git
 from git.exc import ODBError
 
+from common.errors import Diagnostic, InputError, Location, SourceError
+from common.rules import Rule
 from compiler import diff, load, pipeline
-from compiler.errors import Diagnostic, InputError, Location, SourceError
-from compiler.rules import Rule
 
 
 class RevisionError(InputError):

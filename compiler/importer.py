@@ -31,8 +31,8 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from compiler import atomic
-from compiler.errors import ClusterforgeError, OutputError
+from common import atomic
+from common.errors import ClusterforgeError, OutputError
 from compiler.load import Source
 from compiler.model import Cluster, normal_mac
 from compiler.plan import Plan

@@ -32,8 +32,8 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.resolver import Resolver
 from ruamel.yaml.tag import Tag
 
-from compiler.errors import Diagnostic, Location, SourceError, quote
-from compiler.rules import Rule
+from common.errors import Diagnostic, Location, SourceError, quote
+from common.rules import Rule
 
 Path_ = tuple[str | int, ...]
 

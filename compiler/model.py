@@ -23,7 +23,7 @@ from pydantic import (
     Strict,
 )
 
-from compiler.errors import closest, quote
+from common.errors import closest, quote
 from compiler.kinds import (
     GPUDIRECT_PATHS,
     BootMode,

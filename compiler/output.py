@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from compiler import atomic
-from compiler.errors import OutputError
+from common import atomic
+from common.errors import OutputError
 
 MANIFEST = "MANIFEST.json"  # written last: its presence says the tree is whole
 

@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from common.errors import Diagnostic, Location, SourceError, closest, quote
+from common.rules import Rule
 from compiler import checks, deploy, output, targets
-from compiler.errors import Diagnostic, Location, SourceError, closest, quote
 from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
 from compiler.plan import Plan, build, oversized
-from compiler.rules import Rule
 from compiler.targets import access
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD

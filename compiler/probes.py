@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from compiler.errors import ClusterforgeError, RegistryError
+from common.errors import ClusterforgeError, RegistryError
 
 IFACE = "{iface}"
 # Linux interface names: at most 15 bytes, no '/', no whitespace; a shell-safe subset of those,

@@ -41,8 +41,8 @@ from reportlab.platypus import (
     TableStyle,
 )
 
-from compiler.errors import InputError, TargetError
-from compiler.hostlist import compact
+from common.errors import InputError, TargetError
+from common.hostlist import compact
 from compiler.load import load
 from compiler.model import LabelStock
 from compiler.pipeline import check

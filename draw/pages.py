@@ -15,8 +15,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from common.errors import ClusterforgeError
 from compiler.diff import DiffReport, Place
-from compiler.errors import ClusterforgeError
 from compiler.load import load
 from compiler.pipeline import check
 from compiler.plan import Plan, build

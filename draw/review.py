@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from compiler import hostlist
+from common import hostlist
 from compiler.diff import AddressChange, Devices, DiffReport, Revision, Risk
 from compiler.plan import CableEnd
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler import atomic
+from common import atomic
 
 
 def test_a_file_is_replaced_whole_at_its_mode_and_leaves_nothing_beside(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from audits.fabric import compare_fabric, fabric_probes
 from audits.model import HostEntry
 from audits.versions import same, tokens
 from clusterforge.lab.fleet import Fleet, compile_reference
-from compiler.errors import SourceError
+from common.errors import SourceError
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 

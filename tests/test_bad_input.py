@@ -11,11 +11,11 @@ import pytest
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
+from common.errors import SourceError
+from common.rules import Rule
 from compiler import pipeline
-from compiler.errors import SourceError
 from compiler.load import load
 from compiler.output import read_tree
-from compiler.rules import Rule
 from tests.conftest import REPO
 
 CASES = YAML(typ="safe").load((Path(__file__).parent / "bad_input" / "cases.yaml").read_text())

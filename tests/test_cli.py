@@ -21,8 +21,8 @@ import pytest
 from clusterforge import cli
 from clusterforge.cli import main
 from clusterforge.commands import Progress
+from common.errors import OutputError
 from compiler import output
-from compiler.errors import OutputError
 from compiler.output import read_tree
 from tests.conftest import REPO, require_tool
 

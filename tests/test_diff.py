@@ -26,9 +26,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
+from common.errors import SourceError
 from compiler import diff, gitsource, load, pipeline
 from compiler.diff import DiffReport, RiskKind, Side
-from compiler.errors import SourceError
 from draw import review
 from tests.conftest import GIT_ENV, REPO, require_tool
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from compiler.errors import SourceError
+from common.errors import SourceError
 from compiler.load import parse, read_dir
 from compiler.pipeline import Compiled, compile_repo, compile_source
 

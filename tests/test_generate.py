@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import SourceError
 from compiler import generate, pipeline
-from compiler.errors import SourceError
 from compiler.load import Source, load, parse
 from compiler.plan import oversized
 from tests.conftest import REPO

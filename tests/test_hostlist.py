@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compiler.hostlist import compact, expand
+from common.hostlist import compact, expand
 
 
 def test_compacts_runs_and_keeps_width() -> None:

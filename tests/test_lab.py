@@ -23,7 +23,7 @@ from audits import expected
 from clusterforge.cli import main
 from clusterforge.lab import faults, lab, topology
 from clusterforge.lab.ibsim import LabError
-from compiler.hostlist import expand
+from common.hostlist import expand
 from tests.conftest import require_tool
 
 EXAMPLE = "examples/incident"

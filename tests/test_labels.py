@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from clusterforge.cli import main
-from compiler.errors import SourceError, TargetError
+from common.errors import SourceError, TargetError
 from compiler.load import load
 from compiler.model import LabelStock
 from compiler.pipeline import check

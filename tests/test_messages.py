@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from clusterforge.cli import main
+from common.errors import Diagnostic, SourceError
 from compiler import pipeline
-from compiler.errors import Diagnostic, SourceError
 from compiler.load import load, parse_document
 from tests.conftest import REPO
 

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from common.errors import SourceError
 from compiler import bundle
-from compiler.errors import SourceError
 from compiler.load import load
 from compiler.pipeline import Compiled, compile_repo, compile_source
 from compiler.targets import alerts, monitoring

@@ -24,7 +24,7 @@ from audits.parsers import (
     get_parser,
 )
 from audits.probes import PROBES, Probe, ProbeError, build_probes
-from compiler.errors import ClusterforgeError
+from common.errors import ClusterforgeError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted(FIXTURES.glob("*/*.txt"))

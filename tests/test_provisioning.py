@@ -32,8 +32,8 @@ from pykickstart.parser import KickstartParser
 from pykickstart.version import RHEL8, makeVersion
 
 from clusterforge.cli import main
+from common.errors import SourceError
 from compiler import bundle
-from compiler.errors import SourceError
 from compiler.load import Source, load
 from compiler.pipeline import MANIFEST, Compiled, compile_source
 from compiler.targets.kickstart import PLACEHOLDER_ROOT_HASH, boot_nic

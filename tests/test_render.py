@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from common.errors import SourceError
 from compiler import load
-from compiler.errors import SourceError
 from compiler.pipeline import compile_source
 from compiler.targets.render import Lines, UnsafeValue, template, to_csv
 from tests.conftest import REPO

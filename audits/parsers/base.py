@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from compiler.errors import ClusterforgeError
-from compiler.errors import RegistryError as RegistryError  # re-exported: its home moved
+from common.errors import ClusterforgeError
+from common.errors import RegistryError as RegistryError  # re-exported: its home moved
 
 _DECIMAL = re.compile(r"[0-9]+")
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from compiler import atomic
-from compiler.errors import OutputError
+from common import atomic
+from common.errors import OutputError
 
 Run = Callable[[argparse.Namespace], int]  # a command: its parsed arguments to its exit code
 

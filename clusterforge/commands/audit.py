@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.commands import Command, Progress
-from compiler.errors import EXIT_OK
+from common.errors import EXIT_OK
 
 
 def add(command: Command) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clusterforge.commands import Command, batch, write_files
-from compiler.errors import EXIT_CHECK, EXIT_INPUT, EXIT_OK, InputError
+from common.errors import EXIT_CHECK, EXIT_INPUT, EXIT_OK, InputError
 
 if TYPE_CHECKING:
     from compiler.pipeline import Compiled

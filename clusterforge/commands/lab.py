@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from clusterforge.commands import Command
-from compiler.errors import EXIT_CHECK, EXIT_OK, Diagnostic, SourceError
+from common.errors import EXIT_CHECK, EXIT_OK, Diagnostic, SourceError
 
 
 def add(command: Command) -> None:
@@ -52,7 +52,7 @@ class FaultsError(SourceError):
 def _lab(args: argparse.Namespace) -> int:
     from clusterforge.lab import lab
     from clusterforge.lab.ibsim import LabError
-    from compiler.hostlist import expand
+    from common.hostlist import expand
 
     try:
         if args.action == "up":

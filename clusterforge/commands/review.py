@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from clusterforge.commands import Command, Progress, batch, write_files
-from compiler.errors import EXIT_INPUT, EXIT_OK
+from common.errors import EXIT_INPUT, EXIT_OK
 from compiler.kinds import LabelStock
 
 

@@ -55,10 +55,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from audits.probes import PROBES
-from compiler.errors import Diagnostic, Location, SourceError
-from compiler.hostlist import expand
+from common.errors import Diagnostic, Location, SourceError
+from common.hostlist import expand
+from common.rules import Rule
 from compiler.load import Source, parse_document
-from compiler.rules import Rule
 
 
 class Kind(StrEnum):

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from compiler.errors import SetupError
+from common.errors import SetupError
 
 __all__ = [
     "Endpoint",

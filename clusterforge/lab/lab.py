@@ -59,8 +59,9 @@ from clusterforge.lab import faults as fault
 from clusterforge.lab import topology
 from clusterforge.lab.fleet import Fleet
 from clusterforge.lab.ibsim import LabError, find_umad2sim, require
-from compiler import atomic, output, pipeline
-from compiler.hostlist import expand
+from common import atomic
+from common.hostlist import expand
+from compiler import output, pipeline
 from compiler.output import MANIFEST
 from compiler.targets.access import FORCED, PROBE_COMMAND
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from compiler.errors import TargetError
+from common.errors import TargetError
 from compiler.plan import Plan
 from compiler.targets import (
     acceptance,

@@ -26,8 +26,8 @@ import shlex
 from collections import defaultdict
 from typing import Any
 
+from common.hostlist import compact
 from compiler.acceptance import FabricTest, Server, plan_rounds
-from compiler.hostlist import compact
 from compiler.model import Medium, Role, SwitchRole
 from compiler.plan import Host, Plan, link_gbps
 from compiler.targets.gpudirect import gpu_hosts

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from compiler.errors import TargetError
+from common.errors import TargetError
 from compiler.model import AuditAccess
 from compiler.plan import Plan
 from compiler.probes import (

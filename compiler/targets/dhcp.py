@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import netaddr
 
-from compiler.errors import TargetError
+from common.errors import TargetError
 from compiler.model import BootMode
 from compiler.plan import Plan, ip_int, network
 from compiler.targets.hosts import names

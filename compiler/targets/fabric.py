@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 
-from compiler.hostlist import compact
+from common.hostlist import compact
 from compiler.model import Cages, Medium, Role, SwitchRole
 from compiler.plan import Cable, Plan
 from compiler.targets.render import Lines, template, to_csv

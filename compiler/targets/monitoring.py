@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, NamedTuple
 
+from common.errors import TargetError
 from compiler.deploy import services
-from compiler.errors import TargetError
 from compiler.model import Medium
 from compiler.plan import Host, Interface, Plan
 from compiler.targets.render import template, to_json, to_yaml

@@ -14,7 +14,7 @@ import orjson
 from ruamel.yaml import YAML
 from ruamel.yaml.nodes import ScalarNode
 
-from compiler.errors import TargetError, quote
+from common.errors import TargetError, quote
 
 
 class Lines(str):

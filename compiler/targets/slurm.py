@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from compiler.hostlist import compact
+from common.hostlist import compact
 from compiler.model import Medium, SwitchRole
 from compiler.plan import Host, Plan
 

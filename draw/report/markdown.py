@@ -18,7 +18,7 @@ from typing import Any
 
 from audits.model import FABRIC, HostEntry, Kind, Status
 from audits.report import Report
-from compiler.hostlist import compact
+from common.hostlist import compact
 
 LABELS = {
     "bios": "BIOS",

@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from compiler.hostlist import compact
+from common.hostlist import compact
 
 _KINDS = ("nodes", "cables", "pairs", "nccl")
 _NAME = {"nodes": "host", "cables": "cable", "pairs": "pair", "nccl": "step"}

@@ -44,7 +44,7 @@ class Location(NamedTuple):
 class Diagnostic:
     """One problem found in `cluster/`: where, which rule, and what is wrong; `consequences`
     are the problems that only follow from it (fixing it fixes them), printed under it. The
-    rule is one of `compiler.rules.Rule`'s, or of the own vocabulary of another input read the
+    rule is one of `common.rules.Rule`'s, or of the own vocabulary of another input read the
     same way (the lab's faults file)."""
 
     location: Location
