@@ -49,10 +49,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from audits import admission, expected, gpudirect
-from audits.model import AuditError, Kind
+from audits.model import AuditError
 from audits.parsers import PARSERS, RESULTS, ParseError
 from audits.sink import Sink
 from common import atomic
+from contract import Host, Kind
 
 SCHEMA = 1
 EXIT_READY, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 2
@@ -66,7 +67,7 @@ _EPOCH = date(1970, 1, 1)  # the sinks judge no version, so no clock
 @dataclass(frozen=True)
 class Inputs:
     plan: dict[str, Any]  # generated/acceptance/plan.json
-    contracts: dict[str, dict[str, Any]]  # host -> expected/hosts/<host>.json (+ deploy)
+    contracts: dict[str, Host]  # host -> expected/hosts/<host>.json (with its deploy map)
     cables: list[str]  # every installed InfiniBand cable of expected/fabric.json
 
 
@@ -78,7 +79,7 @@ def read_inputs(repo: Path) -> Inputs:
     except (OSError, ValueError) as exc:
         raise AuditError(f"cannot read {path}: {exc}; run `clusterforge compile`") from None
     found = expected.read(repo)
-    cables = [c["id"] for c in found.fabric["cables"] if c["lifecycle"] == "installed"]
+    cables = [c.id for c in found.fabric.cables if c.lifecycle == "installed"]
     return Inputs(plan, found.hosts, cables)
 
 
@@ -162,12 +163,13 @@ def _node(inputs: Inputs, node: dict[str, Any], results: Path) -> dict[str, Any]
             failed.append({"check": probe, "message": error})
         else:
             facts[probe] = fact
-    contract = inputs.contracts.get(host, {})
+    contract = inputs.contracts.get(host)
+    gpus, direct = (contract.gpus, contract.gpudirect) if contract else (None, None)
     for check, kind, probes, run, applies in (
-        ("gpus", Kind.GPU, _GPU_PROBES, admission.gpus, contract.get("gpus") is not None),
-        ("gpudirect", Kind.GPUDIRECT, _GPUDIRECT_PROBES, gpudirect.check, "gpudirect" in contract),
+        ("gpus", Kind.GPU, _GPU_PROBES, admission.gpus, gpus is not None),
+        ("gpudirect", Kind.GPUDIRECT, _GPUDIRECT_PROBES, gpudirect.check, direct is not None),
     ):
-        if not applies:
+        if contract is None or not applies:
             continue
         if not all(p in facts for p in probes):
             missing.append(check)

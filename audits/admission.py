@@ -12,34 +12,36 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from audits.model import Severity
-from audits.sink import Contract, Facts, Sink
+from audits.sink import Facts, Sink
+from contract import Host, Severity
 
 
-def gpus(c: Contract, facts: Facts, sink: Sink) -> None:
+def gpus(c: Host, facts: Facts, sink: Sink) -> None:
     """Check the GPU admission facts of a host with GPUs."""
-    plan = c["gpus"]
+    plan = c.gpus
+    if plan is None:
+        return  # the check applies to hosts with GPUs only
     listed = facts["nvidia_smi_gpus"]
-    if len(listed) != plan["count"]:
-        text = f"nvidia-smi lists {len(listed)} GPUs, planned {plan['count']}"
-        sink.drift("gpus.count", plan["count"], len(listed), Severity.CRITICAL, text)
-    models = sorted({g["name"] for g in listed} - {plan["model"]})
+    if len(listed) != plan.count:
+        text = f"nvidia-smi lists {len(listed)} GPUs, planned {plan.count}"
+        sink.drift("gpus.count", plan.count, len(listed), Severity.CRITICAL, text)
+    models = sorted({g["name"] for g in listed} - {plan.model})
     if models:
-        text = f"GPU model {', '.join(models)}, planned {plan['model']}"
-        sink.drift("gpus.model", plan["model"], models, Severity.CRITICAL, text)
+        text = f"GPU model {', '.join(models)}, planned {plan.model}"
+        sink.drift("gpus.model", plan.model, models, Severity.CRITICAL, text)
     for gpu in facts["nvidia_smi_nvlink"]:
         active = sum(1 for link in gpu["links"] if link["active"])
-        if active != plan["nvlinks_per_gpu"]:
-            text = f"GPU {gpu['index']}: {active} of {plan['nvlinks_per_gpu']} NVLinks active"
+        if active != plan.nvlinks_per_gpu:
+            text = f"GPU {gpu['index']}: {active} of {plan.nvlinks_per_gpu} NVLinks active"
             sink.drift(
                 f"gpus[{gpu['index']}].nvlinks",
-                plan["nvlinks_per_gpu"],
+                plan.nvlinks_per_gpu,
                 active,
                 Severity.CRITICAL,
                 text,
             )
     for gpu in facts["nvidia_smi_ecc"]:
-        _ecc(sink, gpu, plan["max_corrected_ecc"])
+        _ecc(sink, gpu, plan.max_corrected_ecc)
     events: dict[tuple[str, int], list[str]] = defaultdict(list)
     for event in facts["xid"]:
         events[(event["pci"], event["xid"])].append(event["message"])

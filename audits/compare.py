@@ -15,7 +15,7 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 | ofed         | ofed     | ofed_info                     | versions.ofed                         |
 | kernel       | kernel   | uname_r                       | versions.kernel                       |
 | routes       | route    | ip_route                      | routes, per destination, normalised   |
-|              |          |                               | by `compiler.plan.normal_routes`      |
+|              |          |                               | by `contract.normal_routes`            |
 | addresses    | address  | ip_addr                       | interfaces: address, mac, mtu         |
 | ib_ports     | ib-port  | ibstat                        | ib_ports: port_guid, rate, state      |
 | gpus         | gpu      | nvidia_smi_gpus, _nvlink,     | node admission (audits/admission.py): |
@@ -72,17 +72,15 @@ from audits.model import (
     Finding,
     HostEntry,
     HostKeyFact,
-    Kind,
     Outcome,
-    Severity,
     Status,
     VersionPair,
     finding_order,
 )
 from audits.observe import Observed, observe
 from audits.parsers.base import RegistryError
-from audits.sink import Contract, Facts, Sink
-from contract import normal_routes
+from audits.sink import Facts, Sink
+from contract import Host, Kind, Placed, Severity, normal_routes
 
 INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault
 
@@ -91,61 +89,61 @@ INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the hos
 class Check:
     name: str
     kind: Kind
-    applies: Callable[[Contract], bool]
-    probes: Callable[[Contract], tuple[str, ...]]  # empty while applying: cannot run
-    run: Callable[[Contract, Facts, Sink], None]
+    applies: Callable[[Host], bool]
+    probes: Callable[[Host], tuple[str, ...]]  # empty while applying: cannot run
+    run: Callable[[Host, Facts, Sink], None]
 
 
-def _has(*keys: str) -> Callable[[Contract], bool]:
-    return lambda c: any(k in c["versions"] for k in keys)
+def _has(*keys: str) -> Callable[[Host], bool]:
+    return lambda c: any(k in c.versions for k in keys)
 
 
-def _fixed(*probes: str) -> Callable[[Contract], tuple[str, ...]]:
+def _fixed(*probes: str) -> Callable[[Host], tuple[str, ...]]:
     return lambda c: probes
 
 
-def _ipoib(c: Contract) -> tuple[str, ...]:
+def _ipoib(c: Host) -> tuple[str, ...]:
     # IPoIB interfaces are the ones without a MAC in the contract; ethtool on them reads the HCA.
-    return tuple(probe_key("ethtool_i", i["name"]) for i in c["interfaces"] if i["mac"] is None)
+    return tuple(probe_key("ethtool_i", i.name) for i in c.interfaces if i.mac is None)
 
 
-def _bios(c: Contract, facts: Facts, sink: Sink) -> None:
+def _bios(c: Host, facts: Facts, sink: Sink) -> None:
     sink.version(c, "bios", facts["dmidecode_bios"]["bios_version"])
 
 
-def _bmc(c: Contract, facts: Facts, sink: Sink) -> None:
+def _bmc(c: Host, facts: Facts, sink: Sink) -> None:
     sink.version(c, "bmc", facts["ipmitool_mc_info"]["firmware_revision"])
 
 
-def _nic_firmware(c: Contract, facts: Facts, sink: Sink) -> None:
+def _nic_firmware(c: Host, facts: Facts, sink: Sink) -> None:
     for key in _ipoib(c):
         for version, field_ in (("nic_firmware", "firmware_version"), ("nic_psid", "psid")):
-            if version in c["versions"]:
+            if version in c.versions:
                 sink.version(c, version, facts[key][field_])
 
 
-def _vbios(c: Contract, facts: Facts, sink: Sink) -> None:
+def _vbios(c: Host, facts: Facts, sink: Sink) -> None:
     values = {g["vbios_version"] for g in facts["nvidia_smi_gpus"]}
     for vbios in sorted(values, key=lambda v: v or ""):
         sink.version(c, "vbios", vbios)
 
 
-def _gpu_driver(c: Contract, facts: Facts, sink: Sink) -> None:
+def _gpu_driver(c: Host, facts: Facts, sink: Sink) -> None:
     xml = facts["nvidia_smi_xml"]
     for key, observed in (("gpu_driver", xml["driver_version"]), ("cuda", xml["cuda_version"])):
-        if key in c["versions"]:
+        if key in c.versions:
             sink.version(c, key, observed)
 
 
-def _single(key: str, probe: str, field_: str) -> Callable[[Contract, Facts, Sink], None]:
+def _single(key: str, probe: str, field_: str) -> Callable[[Host, Facts, Sink], None]:
     return lambda c, facts, sink: sink.version(c, key, facts[probe][field_])
 
 
-def _routes(c: Contract, facts: Facts, sink: Sink) -> None:
+def _routes(c: Host, facts: Facts, sink: Sink) -> None:
     expected: dict[str, list[dict[str, str]]] = defaultdict(list)
     observed: dict[str, list[dict[str, str]]] = defaultdict(list)
-    for route in c["routes"]:
-        expected[route["dst"]].append(route)
+    for planned in c.routes:
+        expected[planned.dst].append(planned.as_dict())
     for route in normal_routes(facts["ip_route"]):
         observed[route["dst"]].append(route)
     for dst in sorted(expected.keys() | observed.keys()):
@@ -165,19 +163,19 @@ def _one(values: list[Any]) -> Any:
     return None if not values else values[0] if len(values) == 1 else values
 
 
-def _addresses(c: Contract, facts: Facts, sink: Sink) -> None:
+def _addresses(c: Host, facts: Facts, sink: Sink) -> None:
     seen = {i["name"]: i for i in facts["ip_addr"]}
     expected: dict[str, dict[str, Any]] = {}
     observed: dict[str, dict[str, Any]] = {}
-    for iface in c["interfaces"]:
-        name = iface["name"]
-        expected[name] = {"address": iface["address"], "mtu": iface["mtu"]}
-        if iface["mac"] is not None:
-            expected[name]["mac"] = iface["mac"]
+    for iface in c.interfaces:
+        name = iface.name
+        expected[name] = {"address": iface.address, "mtu": iface.mtu}
+        if iface.mac is not None:
+            expected[name]["mac"] = iface.mac
         if name in seen:
             have = seen[name]
             v4 = sorted(have["ipv4"])
-            address = iface["address"] if iface["address"] in v4 else _one(v4)
+            address = iface.address if iface.address in v4 else _one(v4)
             observed[name] = {"address": address, "mtu": have["mtu"]}
             if "mac" in expected[name]:
                 observed[name]["mac"] = (have["mac"] or "").lower() or None
@@ -185,9 +183,9 @@ def _addresses(c: Contract, facts: Facts, sink: Sink) -> None:
     _records(sink, "interfaces", expected, observed, severity)
 
 
-def _ib_ports(c: Contract, facts: Facts, sink: Sink) -> None:
+def _ib_ports(c: Host, facts: Facts, sink: Sink) -> None:
     keys = ("port_guid", "rate", "state")
-    expected = {f"{p['device']}/{p['port']}": {k: p[k] for k in keys} for p in c["ib_ports"]}
+    expected = {f"{p.device}/{p.port}": p.model_dump(include=set(keys)) for p in c.ib_ports}
     observed = {
         f"{ca['name']}/{p['port']}": {k: p[k] for k in keys}
         for ca in facts["ibstat"]
@@ -217,15 +215,15 @@ def _records(
                 sink.drift(f"{section}[{name}].{key}", value, seen, level, text)
 
 
-def _deployed(c: Contract) -> list[dict[str, Any]]:
-    return list(c.get("deploy", {}).get("files", ()))
+def _deployed(c: Host) -> tuple[Placed, ...]:
+    return c.deploy.files if c.deploy else ()
 
 
-def _units_of(c: Contract) -> list[str]:
-    return list(c.get("deploy", {}).get("units", ()))
+def _units_of(c: Host) -> tuple[str, ...]:
+    return c.deploy.units if c.deploy else ()
 
 
-def probe_arguments(c: Contract) -> dict[str, tuple[str, ...]]:
+def probe_arguments(c: Host) -> dict[str, tuple[str, ...]]:
     """The arguments of the probes that take the host's own list: its deployed paths, its
     units (from generated/deploy/<host>.json)."""
     out: dict[str, tuple[str, ...]] = {}
@@ -235,30 +233,30 @@ def probe_arguments(c: Contract) -> dict[str, tuple[str, ...]]:
     if present:
         out["file_exists"] = present
     if _units_of(c):
-        out["systemctl_show"] = tuple(_units_of(c))
+        out["systemctl_show"] = _units_of(c)
     return out
 
 
-def _hashed(c: Contract) -> tuple[str, ...]:
+def _hashed(c: Host) -> tuple[str, ...]:
     """The deployed files whose bytes are planned: hashed on the host."""
-    return tuple(f["path"] for f in _deployed(c) if f["sha256"] is not None)
+    return tuple(f.path for f in _deployed(c) if f.sha256 is not None)
 
 
-def _present(c: Contract) -> tuple[str, ...]:
+def _present(c: Host) -> tuple[str, ...]:
     """The deployed files whose bytes carry a secret: checked for presence only, never read
     (a digest of a one-line password file gives the password away to a word list)."""
-    return tuple(f["path"] for f in _deployed(c) if f["sha256"] is None)
+    return tuple(f.path for f in _deployed(c) if f.sha256 is None)
 
 
-def _file_probes(c: Contract) -> tuple[str, ...]:
+def _file_probes(c: Host) -> tuple[str, ...]:
     return (("sha256sum",) if _hashed(c) else ()) + (("file_exists",) if _present(c) else ())
 
 
-def _files(c: Contract, facts: Facts, sink: Sink) -> None:
+def _files(c: Host, facts: Facts, sink: Sink) -> None:
     seen: dict[str, str] = dict(facts.get("sha256sum", {}))
     seen |= dict.fromkeys(facts.get("file_exists", ()), "present")
     for f in _deployed(c):
-        path, source, want = f["path"], f["source"], f["sha256"]
+        path, source, want = f.path, f.source, f.sha256
         where = f"files[{path}]"
         if path not in seen:
             text = f"{path} missing (or unreadable); it should hold generated/{source}"
@@ -272,7 +270,7 @@ def _files(c: Contract, facts: Facts, sink: Sink) -> None:
 _STARTS_AT_BOOT = {"enabled", "enabled-runtime", "static", "indirect", "generated", "alias"}
 
 
-def _units(c: Contract, facts: Facts, sink: Sink) -> None:
+def _units(c: Host, facts: Facts, sink: Sink) -> None:
     seen = {u["unit"]: u for u in facts["systemctl_show"]}
     for unit in _units_of(c):
         state = seen.get(unit)
@@ -328,11 +326,11 @@ CHECKS = build_checks(
         ),
         Check("routes", Kind.ROUTE, lambda c: True, _fixed("ip_route"), _routes),
         Check("addresses", Kind.ADDRESS, lambda c: True, _fixed("ip_addr"), _addresses),
-        Check("ib_ports", Kind.IB_PORT, lambda c: bool(c["ib_ports"]), _fixed("ibstat"), _ib_ports),
+        Check("ib_ports", Kind.IB_PORT, lambda c: bool(c.ib_ports), _fixed("ibstat"), _ib_ports),
         Check(
             "gpus",
             Kind.GPU,
-            lambda c: c["gpus"] is not None,
+            lambda c: c.gpus is not None,
             _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
             admission.gpus,
         ),
@@ -343,15 +341,15 @@ CHECKS = build_checks(
         Check(
             "gpudirect",
             Kind.GPUDIRECT,
-            lambda c: "gpudirect" in c,
+            lambda c: c.gpudirect is not None,
             _fixed("nccl_conf", "ibstat", "lsmod", "nvidia_smi_topo"),
             gpudirect.check,
         ),
-        Check("slurmd", Kind.SLURM, lambda c: "slurm" in c, _fixed("slurmd_c"), slurm.node),
+        Check("slurmd", Kind.SLURM, lambda c: c.slurm is not None, _fixed("slurmd_c"), slurm.node),
         Check(
             "slurm_drains",
             Kind.SLURM,
-            lambda c: "slurm_controller" in c,
+            lambda c: c.slurm_controller is not None,
             _fixed("sinfo_r"),
             slurm.drains,
         ),
@@ -359,7 +357,7 @@ CHECKS = build_checks(
 )
 
 
-def host_probes(c: Contract) -> tuple[str, ...]:
+def host_probes(c: Host) -> tuple[str, ...]:
     """The probe keys a host's checks need: what a collector must fetch from it."""
     return tuple(sorted({k for check in CHECKS if check.applies(c) for k in check.probes(c)}))
 
@@ -370,21 +368,21 @@ class HostAudit:
     findings: list[Finding]
 
 
-def compare_host(c: Contract, collected: Collected, now: datetime) -> HostAudit:
+def compare_host(c: Host, collected: Collected, now: datetime) -> HostAudit:
     """Audit one host: run every check that applies, and settle its status."""
-    observed = observe(c["host"], collected)
+    observed = observe(c.host, collected)
     return compare_observed(c, observed, collected.unreachable, now, collected.host_key)
 
 
 def compare_observed(
-    c: Contract,
+    c: Host,
     observed: Observed,
     unreachable: str | None,
     now: datetime,
     host_key: HostKeyFact | None = None,
 ) -> HostAudit:
     """Audit one host from its parsed facts (`compare_host` without the parsing)."""
-    host = c["host"]
+    host = c.host
     checks: list[CheckResult] = []
     findings: list[Finding] = []
     accepted: list[Accepted] = []
@@ -424,11 +422,11 @@ def compare_observed(
         status, why = (Status.DRIFT if findings else Status.OK), None
     entry = HostEntry(
         host=host,
-        role=c["role"],
-        model=c["model"],
-        rack=c["rack"],
-        u=c.get("u"),
-        ring=c["ring"],
+        role=c.role,
+        model=c.model,
+        rack=c.rack,
+        u=c.u,
+        ring=c.ring,
         status=status.value,
         reason=why,
         failures=observed.failures,
@@ -461,15 +459,15 @@ def host_key_finding(host: str, key: HostKeyFact) -> Finding:
     )
 
 
-def crashed_host(c: Contract, why: str) -> HostAudit:
+def crashed_host(c: Host, why: str) -> HostAudit:
     """A host the audit could not judge because of its own bug: `error`, saying why."""
     entry = HostEntry(
-        host=c["host"],
-        role=c["role"],
-        model=c["model"],
-        rack=c["rack"],
-        u=c.get("u"),
-        ring=c["ring"],
+        host=c.host,
+        role=c.role,
+        model=c.model,
+        rack=c.rack,
+        u=c.u,
+        ring=c.ring,
         status=Status.ERROR.value,
         reason=why,
         failures=[],

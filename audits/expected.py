@@ -1,33 +1,30 @@
 """Stage 1 of the audit: read what the compiler expects, `generated/expected/`, and name it.
 
-The contract itself is documented in `compiler/targets/expected.py` and `contract/`; this
-module only reads it (schema 1), with each host's `generated/deploy/<host>.json` under the key
-"deploy", and names where it came from: the git commit checked out in the repository, if
-it is in one, and `generated/MANIFEST.json`'s `source_sha256` (the digest of the `cluster/`
-it was compiled from), so a report says which expectations it was measured against. A tree
-whose manifest is missing or does not match its files is refused (`compiler.output.verify`).
+The contract is `contract/`'s records (`Host`, `Fabric`, `Deploy`), which document every
+field; this module only reads them, each host with its `generated/deploy/<host>.json` put
+beside it (`Host.deploy`), and names where they came from: the git commit checked out in the
+repository, if it is in one, and `generated/MANIFEST.json`'s `source_sha256` (the digest of
+the `cluster/` it was compiled from), so a report says which expectations it was measured
+against. A tree whose manifest is missing or does not match its files is refused
+(`contract.manifest.verify`), and so is a file of another schema version.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import git
 
 from audits.model import AuditError
 from common.errors import OutputError
-from compiler import output
-
-SCHEMA = 1
+from contract import ContractError, Deploy, Fabric, Host, manifest
 
 
 @dataclass(frozen=True)
 class Expectations:
-    hosts: dict[str, dict[str, Any]]  # host name -> its expected/hosts/<host>.json
-    fabric: dict[str, Any]  # expected/fabric.json
+    hosts: dict[str, Host]  # host name -> its expected/hosts/<host>.json, with its deploy map
+    fabric: Fabric  # expected/fabric.json
     commit: str | None  # the repository's HEAD, None outside git
     source_sha256: str | None  # from generated/MANIFEST.json
 
@@ -39,30 +36,27 @@ def read(repo: Path) -> Expectations:
     if not (folder / "fabric.json").is_file():
         raise AuditError(f"no {folder}/fabric.json: run `clusterforge compile` first")
     try:
-        output.verify(generated)  # a half-written or hand-edited tree is not the contract
-    except OutputError as exc:
+        manifest.verify(generated)  # a half-written or hand-edited tree is not the contract
+        hosts = {}
+        for path in sorted((folder / "hosts").glob("*.json")):
+            contract = Host.from_json(_text(path), path)
+            if contract.host != path.stem:
+                raise AuditError(f"{path}: 'host' is {contract.host!r}, not {path.stem!r}")
+            placed = generated / "deploy" / path.name
+            deploy = Deploy.from_json(_text(placed), placed) if placed.is_file() else None
+            hosts[path.stem] = contract.with_deploy(deploy)
+        fabric = Fabric.from_json(_text(folder / "fabric.json"), folder / "fabric.json")
+        source = manifest.source_sha256(generated)
+    except (OutputError, ContractError) as exc:
         raise AuditError(str(exc)) from None
-    hosts = {}
-    for path in sorted((folder / "hosts").glob("*.json")):
-        contract = _json(path)
-        if contract.get("host") != path.stem:
-            raise AuditError(f"{path}: 'host' is {contract.get('host')!r}, not {path.stem!r}")
-        # The host's deploy map (files and units its services need) rides along as "deploy".
-        placed = generated / "deploy" / path.name
-        hosts[path.stem] = contract | ({"deploy": _json(placed)} if placed.is_file() else {})
-    manifest = generated / "MANIFEST.json"
-    source = _json(manifest).get("source_sha256") if manifest.is_file() else None
-    return Expectations(hosts, _json(folder / "fabric.json"), _commit(repo), source)
+    return Expectations(hosts, fabric, _commit(repo), source)
 
 
-def _json(path: Path) -> dict[str, Any]:
+def _text(path: Path) -> str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
         raise AuditError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema", SCHEMA) != SCHEMA:
-        raise AuditError(f"{path}: not a schema {SCHEMA} object")
-    return data
 
 
 def _commit(repo: Path) -> str | None:

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from audits.collect import Collected
-from audits.model import FABRIC, Finding, Kind, ProbeFailure, Severity, Status, finding_order
+from audits.model import FABRIC, Finding, ProbeFailure, Status, finding_order
 from audits.observe import Observed, observe
 from audits.versions import same
+from contract import End, Fabric, Kind, Severity, Switch
 
 PROBES = ("ibnetdiscover",)
 FIRMWARE_PROBE = "mlxfwmanager"
@@ -71,7 +72,7 @@ class _Cable:
 
 
 def compare_fabric(
-    contract: Mapping[str, Any], host_ports: Mapping[str, str], collected: Collected
+    contract: Fabric, host_ports: Mapping[str, str], collected: Collected
 ) -> FabricAudit:
     """Audit the fabric. `host_ports` maps every planned HCA port GUID to its host's name: it
     tells host ends from switch ends, and names host ports that no cable plans."""
@@ -81,7 +82,7 @@ def compare_fabric(
 
 
 def compare_fabric_observed(
-    contract: Mapping[str, Any],
+    contract: Fabric,
     host_ports: Mapping[str, str],
     observed: Observed,
     unreachable: str | None,
@@ -92,17 +93,17 @@ def compare_fabric_observed(
     if unreachable is not None:
         entry = _entry(Status.UNREACHABLE, unreachable, [], checked)
         return FabricAudit(entry, [])
-    if not contract["cables"]:
+    if not contract.cables:
         return FabricAudit(_entry(Status.OK, None, [], checked), [])
     if "ibnetdiscover" not in observed.facts:
         reason = "; ".join(f"{f['probe']}: {f['message']}" for f in observed.failures)
         return FabricAudit(_entry(Status.ERROR, reason, observed.failures, checked), [])
-    known = {str(c[e]["guid"]): str(c[e]["name"]) for c in contract["cables"] for e in "ab"}
+    known = {str(e.guid): e.name for c in contract.cables for e in (c.a, c.b)}
     known |= host_ports
     audit = _audit(installed, planned, known, observed.facts["ibnetdiscover"], observed.failures)
     if FIRMWARE_PROBE not in observed.facts:
         return audit  # a recording from before the probe, or its failure is in `failures`
-    drift = _firmware(contract.get("switches", []), observed.facts[FIRMWARE_PROBE])
+    drift = _firmware(contract.switches, observed.facts[FIRMWARE_PROBE])
     if not drift:
         return audit
     entry = audit.entry.copy()
@@ -111,25 +112,25 @@ def compare_fabric_observed(
     return FabricAudit(entry, sorted([*audit.findings, *drift], key=finding_order))
 
 
-def _firmware(switches: Sequence[Mapping[str, Any]], devices: Sequence[Any]) -> list[Finding]:
+def _firmware(switches: Sequence[Switch], devices: Sequence[Any]) -> list[Finding]:
     """A finding per switch whose firmware is not its baseline's, or is not seen at all."""
     seen = {d["base_guid"]: d["firmware"] for d in devices}
     out = []
     for switch in switches:
-        want, have = str(switch["firmware"]), seen.get(str(switch["guid"]))
+        want, have = switch.firmware, seen.get(switch.guid)
         if have is not None and same(want, have):
             continue
         text = (
-            f"{switch['name']} firmware {have}, expected {want}"
+            f"{switch.name} firmware {have}, expected {want}"
             if have is not None
-            else f"{switch['name']} ({switch['guid']}) not seen by mlxfwmanager"
+            else f"{switch.name} ({switch.guid}) not seen by mlxfwmanager"
         )
         out.append(
             Finding(
                 kind=Kind.FIRMWARE.value,
                 host=FABRIC,
                 check=FIRMWARE,
-                path=f"switches[{switch['name']}].firmware",
+                path=f"switches[{switch.name}].firmware",
                 expected=want,
                 observed=have,
                 severity=Severity.WARNING.value,  # as host firmware: nothing breaks at once
@@ -170,20 +171,20 @@ def _entry(
 
 
 def _cables(
-    contract: Mapping[str, Any], host_ports: Mapping[str, str]
+    contract: Fabric, host_ports: Mapping[str, str]
 ) -> tuple[dict[Pair, _Cable], dict[Pair, _Cable]]:
     installed: dict[Pair, _Cable] = {}
     planned: dict[Pair, _Cable] = {}
 
-    def key(end: Mapping[str, Any]) -> str:
-        guid = str(end["guid"])
-        return guid if guid in host_ports else f"{guid}[{end['port']}]"
+    def key(end: End) -> str:
+        guid = str(end.guid)
+        return guid if guid in host_ports else f"{guid}[{end.port}]"
 
-    for c in contract["cables"]:
-        ends = (key(c["a"]), key(c["b"]))
-        names = (f"{c['a']['name']}/{c['a']['port']}", f"{c['b']['name']}/{c['b']['port']}")
-        cable = _Cable(c["id"], ends, names, c["rate"])
-        (installed if c["lifecycle"] == "installed" else planned)[frozenset(ends)] = cable
+    for c in contract.cables:
+        ends = (key(c.a), key(c.b))
+        names = (f"{c.a.name}/{c.a.port}", f"{c.b.name}/{c.b.port}")
+        cable = _Cable(c.id, ends, names, c.rate)
+        (installed if c.lifecycle == "installed" else planned)[frozenset(ends)] = cable
     return installed, planned
 
 
@@ -308,8 +309,8 @@ def _rank(speed: str) -> int:
     return _SPEEDS.index(speed) if speed in _SPEEDS else -1
 
 
-def fabric_probes(contract: Mapping[str, Any]) -> Sequence[str]:
+def fabric_probes(contract: Fabric) -> Sequence[str]:
     """The fabric probes to collect: none when no InfiniBand cable is planned."""
-    if not contract["cables"]:
+    if not contract.cables:
         return ()
-    return (*PROBES, FIRMWARE_PROBE) if contract.get("switches") else PROBES
+    return (*PROBES, FIRMWARE_PROBE) if contract.switches else PROBES

@@ -17,8 +17,8 @@ modules (nvidia-peermem). Drift (kind `gpudirect`):
 
 from __future__ import annotations
 
-from audits.model import Severity
-from audits.sink import Contract, Facts, Sink
+from audits.sink import Facts, Sink
+from contract import Host, Severity
 
 # `nvidia-smi topo -m` path types, nearest first (NVML's topology levels).
 _NEARNESS = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -38,11 +38,13 @@ def hca_ports(value: str) -> list[tuple[str, int | None]]:
     return out
 
 
-def check(c: Contract, facts: Facts, sink: Sink) -> None:
+def check(c: Host, facts: Facts, sink: Sink) -> None:
     """Check NCCL's config, its HCAs, the modules and the GPU<->HCA paths of one host."""
-    plan = c["gpudirect"]
+    plan = c.gpudirect
+    if plan is None:
+        return  # the check applies to hosts NCCL runs on only
     seen: dict[str, str] = facts["nccl_conf"]["settings"]
-    for key, want in sorted(plan["nccl"].items()):
+    for key, want in sorted(plan.nccl.items()):
         have = seen.get(key)
         if have != want:
             severity = Severity.CRITICAL if key in _DERIVED else Severity.WARNING
@@ -51,9 +53,9 @@ def check(c: Contract, facts: Facts, sink: Sink) -> None:
                 text = f"/etc/nccl.conf does not set {key} (planned {want})"
             sink.drift(f"nccl[{key}]", want, have, severity, text)
     states = {(ca["name"], p["port"]): p["state"] for ca in facts["ibstat"] for p in ca["ports"]}
-    named = seen.get("NCCL_IB_HCA", plan["nccl"].get("NCCL_IB_HCA", ""))
+    named = seen.get("NCCL_IB_HCA", plan.nccl.get("NCCL_IB_HCA", ""))
     # A port the contract plans down (its cable a spare) carries no NCCL traffic by design.
-    down = {(p["device"], p["port"]) for p in c["ib_ports"] if p["state"] != "Active"}
+    down = {(p.device, p.port) for p in c.ib_ports if p.state != "Active"}
     for device, port in hca_ports(named):
         if any(d == device and port in (None, p) for d, p in down):
             continue
@@ -69,13 +71,13 @@ def check(c: Contract, facts: Facts, sink: Sink) -> None:
             )
             sink.drift(where, "Active", found[0], Severity.CRITICAL, text)
     loaded = {m["module"].replace("-", "_") for m in facts["lsmod"]}
-    for module in c.get("deploy", {}).get("kernel_modules", ()):
+    for module in c.deploy.kernel_modules if c.deploy else ():
         if module.replace("-", "_") not in loaded:
             text = f"kernel module {module} is not loaded"
             sink.drift(f"modules[{module}]", "loaded", None, Severity.CRITICAL, text)
     paths = {g["index"]: g["paths"] for g in facts["nvidia_smi_topo"]["gpus"]}
-    for entry in plan["affinity"]:
-        gpu, hca, want = entry["gpu"], entry["hca"], entry["path"]
+    for entry in plan.affinity:
+        gpu, hca, want = entry.gpu, entry.hca, entry.path
         have = paths.get(gpu, {}).get(hca)
         where = f"affinity[GPU{gpu}].{hca}"
         if have is None:

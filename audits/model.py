@@ -33,28 +33,6 @@ class Status(StrEnum):
     ERROR = "error"
 
 
-class Kind(StrEnum):
-    FIRMWARE = "firmware"
-    OFED = "ofed"
-    DRIVER = "driver"
-    KERNEL = "kernel"
-    ROUTE = "route"
-    ADDRESS = "address"
-    IB_PORT = "ib-port"
-    CABLE = "cable"
-    GPU = "gpu"
-    HOST_KEY = "host-key"
-    FILE = "file"
-    SERVICE = "service"
-    GPUDIRECT = "gpudirect"
-    SLURM = "slurm"
-
-
-class Severity(StrEnum):
-    CRITICAL = "critical"
-    WARNING = "warning"
-
-
 Outcome = Literal["complies", "drift", "skipped"]
 
 

@@ -72,7 +72,7 @@ def audit(
         # holds each host's strings escaped and cut (audits.sanitize), never its raw text.
         audits.append(HostAudit(clean(judged.entry), clean(judged.findings)))
     # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
-    ports = {p["port_guid"]: name for name, c in hosts.items() for p in c["ib_ports"]}
+    ports = {p.port_guid: name for name, c in hosts.items() for p in c.ib_ports}
     try:
         if not scan:
             fabric = FabricAudit(not_scanned(), [])

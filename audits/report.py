@@ -37,7 +37,8 @@ from audits.compare import INTERNAL_ERROR, HostAudit
 from audits.expected import Expectations
 from audits.fabric import FabricAudit, FabricEntry
 from audits.history import History, history
-from audits.model import Finding, HostEntry, Kind, Severity, Status, finding_order
+from audits.model import Finding, HostEntry, Status, finding_order
+from contract import Kind, Severity
 
 SCHEMA = 1
 EXIT_CLEAN, EXIT_DRIFT, EXIT_UNCOLLECTED, EXIT_BUG = 0, 1, 2, 3

@@ -45,9 +45,9 @@ def select(
     names = sorted(expectations.hosts)
     if shard is not None:
         k, n = shard
-        racks = sorted({str(c["rack"]) for c in expectations.hosts.values()})
+        racks = sorted({c.rack for c in expectations.hosts.values()})
         mine = set(racks[k - 1 :: n])
-        names = [h for h in names if expectations.hosts[h]["rack"] in mine]
+        names = [h for h in names if expectations.hosts[h].rack in mine]
     if hosts is not None:
         wanted = set(expand(hosts))
         unknown = sorted(wanted - set(expectations.hosts))

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from audits.model import Accepted, Finding, Kind, Severity, VersionPair, VersionState
+from audits.model import Accepted, Finding, VersionPair, VersionState
 from audits.sanitize import VALUE_LIMIT, text
 from audits.versions import leading, same
+from contract import Host, Kind, Severity
 
-Contract = Mapping[str, Any]  # one expected/hosts/<host>.json
 Facts = Mapping[str, Any]  # probe key -> parsed output
 
 _CRITICAL_VERSIONS = {"ofed", "gpu_driver", "cuda", "kernel"}
@@ -59,14 +59,14 @@ class Sink:
         self.drift(path, expected, observed, severity, message)
         self.findings[-1]["host"] = host
 
-    def version(self, c: Contract, key: str, observed: str | None) -> None:
+    def version(self, c: Host, key: str, observed: str | None) -> None:
         """Compare version `key` in full, or at the precision the contract's `mask` gives
         it, honouring a rollout's `accept` window."""
         if observed is not None:
             # Short enough to leave the sentence it goes into its expected value.
             observed = text(observed, VALUE_LIMIT)
-        expected: str = c["versions"][key]
-        parts: int = c.get("mask", {}).get(key, 0)
+        expected = c.versions[key]
+        parts = c.mask.get(key, 0)
         state = self._judge(c, key, expected, observed, parts)
         pair = self.versions.setdefault(
             key, VersionPair(expected=expected, observed=observed, state=state)
@@ -78,7 +78,7 @@ class Sink:
             pair["state"] = max(pair["state"], state, key=_STATES.index)
 
     def _judge(
-        self, c: Contract, key: str, expected: str, observed: str | None, parts: int
+        self, c: Host, key: str, expected: str, observed: str | None, parts: int
     ) -> VersionState:
         def matches(version: str) -> bool:
             return observed is not None and same(
@@ -91,13 +91,14 @@ class Sink:
         message = f"{key} {observed or 'not reported'}, expected {expected}"
         if parts and expected != leading(expected, parts):
             message += f" (compared as {leading(expected, parts)}: the baseline masks the rest)"
-        accept = c.get("accept", {}).get(key)
-        if accept is not None and observed is not None and matches(accept["previous"]):
-            if self.today <= date.fromisoformat(accept["until"]):
+        accept = (c.accept or {}).get(key)
+        if accept is not None and observed is not None and matches(accept.previous):
+            until = accept.until.isoformat()
+            if self.today <= accept.until:
                 self.accepted.append(
-                    Accepted(key=key, observed=observed, expected=expected, until=accept["until"])
+                    Accepted(key=key, observed=observed, expected=expected, until=until)
                 )
                 return "accepted"
-            message += f" (rollout window for {accept['previous']} ended {accept['until']})"
+            message += f" (rollout window for {accept.previous} ended {until})"
         self.drift(f"versions.{key}", expected, observed, severity, message)
         return "drift"

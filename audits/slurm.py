@@ -15,8 +15,8 @@ slurm.conf tells Slurm (the contract's `slurm`), and the controller's nodes held
 
 from __future__ import annotations
 
-from audits.model import Severity
-from audits.sink import Contract, Facts, Sink
+from audits.sink import Facts, Sink
+from contract import Host, Severity
 
 MIB_PER_GIB = 1024
 _TOPOLOGY = (
@@ -31,15 +31,18 @@ def _gib(mib: int) -> str:
     return f"{mib / MIB_PER_GIB:.1f} GiB"
 
 
-def node(c: Contract, facts: Facts, sink: Sink) -> None:
-    want, seen = c["slurm"], facts["slurmd_c"]
+def node(c: Host, facts: Facts, sink: Sink) -> None:
+    want, seen = c.slurm, facts["slurmd_c"]
+    if want is None:
+        return  # the check applies to hosts that run slurmd only
+    planned = want.model_dump()
     for key, words in _TOPOLOGY:
-        if seen[key] != want[key]:
-            text = f"slurmd sees {seen[key]} {words}, slurm.conf plans {want[key]}"
-            if seen[key] < want[key]:
+        if seen[key] != planned[key]:
+            text = f"slurmd sees {seen[key]} {words}, slurm.conf plans {planned[key]}"
+            if seen[key] < planned[key]:
                 text += ": Slurm drains the node (Low socket*core*thread count)"
-            sink.drift(f"slurm.{key}", want[key], seen[key], Severity.CRITICAL, text)
-    have, real, installed = seen["real_memory_mib"], want["real_memory_mib"], want["memory_mib"]
+            sink.drift(f"slurm.{key}", planned[key], seen[key], Severity.CRITICAL, text)
+    have, real, installed = seen["real_memory_mib"], want.real_memory_mib, want.memory_mib
     if have < real:
         text = (
             f"slurmd sees {_gib(have)}, {_gib(installed - have)} less than the "
@@ -49,15 +52,17 @@ def node(c: Contract, facts: Facts, sink: Sink) -> None:
         sink.drift("slurm.real_memory_mib", real, have, Severity.CRITICAL, text)
 
 
-def drains(c: Contract, facts: Facts, sink: Sink) -> None:
-    ctl = c["slurm_controller"]
-    planned: dict[str, dict[str, object]] = ctl["nodes"]
+def drains(c: Host, facts: Facts, sink: Sink) -> None:
+    ctl = c.slurm_controller
+    if ctl is None:
+        return  # the check applies to the controller that answers for the nodes only
+    planned = ctl.nodes
     held = {h["node"]: h for h in facts["sinfo_r"]}
     for name, h in sorted(held.items()):
         place = planned.get(name)
-        if place is not None and place["spare"] and h["reason"] == ctl["spare_reason"]:
+        if place is not None and place.spare and h["reason"] == ctl.spare_reason:
             continue
-        where = f"{place['rack']} U{place['u']}" if place else "not a planned node"
+        where = f"{place.rack} U{place.u}" if place else "not a planned node"
         responds = "" if h["responding"] else ", not responding"
         text = (
             f"{name} ({where}) is {h['state']}{responds} in Slurm since {h['since']} by "
@@ -66,9 +71,9 @@ def drains(c: Contract, facts: Facts, sink: Sink) -> None:
         severity = Severity.CRITICAL if h["user"] in ("slurm", "root") else Severity.WARNING
         sink.drift_on(name, f"slurm.state[{name}]", "in service", h["state"], severity, text)
     for name, place in sorted(planned.items()):
-        if place["spare"] and name not in held:
+        if place.spare and name not in held:
             text = (
-                f"spare {name} ({place['rack']} U{place['u']}) is not drained: put to work by "
+                f"spare {name} ({place.rack} U{place.u}) is not drained: put to work by "
                 "hand; bring it in through its rack file (role gpu), or drain it again"
             )
             sink.drift_on(name, f"slurm.state[{name}]", "drained: spare", "in service",

@@ -8,7 +8,8 @@ It never interprets an output. `audit_live` is what `clusterforge audit` runs wi
 `--replay`: it records what the collector saw (`audits.collect.Recorder`) and reports from
 that recording, so a live run and the replay of its recording give the same report.
 
-Where a host is: its contract's `mgmt` interface address, port 22, unless an inventory file
+Where a host is: its contract's management interface's address (`Host.management`: the one
+its default route leaves by), port 22, unless an inventory file
 (`--inventory`) says otherwise. That file is a JSON object mapping host names to
 `address[:port]` (`"gpu001": "10.60.2.11"`, `"sm01": "127.0.0.6:2222"`, `"[::1]:2222"`); a
 name that is not in generated/expected/ is an error, not a silent no-op.
@@ -45,7 +46,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import asyncssh
 
@@ -66,6 +66,7 @@ from audits.compare import INTERNAL_ERROR, probe_arguments
 from audits.model import AuditError, HostKeyFact
 from audits.probes import PROBES, ProbeError
 from audits.report import Report
+from contract import Host
 
 SSH_PORT = 22
 AUDIT_USER = "clusterforge-audit"  # site.yaml audit.user of the reference cluster
@@ -146,32 +147,31 @@ def read_inventory(path: Path) -> dict[str, Target]:
     return targets
 
 
-def targets(
-    contracts: Mapping[str, Mapping[str, Any]], inventory: Mapping[str, Target]
-) -> dict[str, Target]:
-    """Every host's address: the inventory's, else its contract's `mgmt` interface address;
-    a host with neither is left out (the collector reports it unreachable)."""
+def targets(contracts: Mapping[str, Host], inventory: Mapping[str, Target]) -> dict[str, Target]:
+    """Every host's address: the inventory's, else its contract's management interface's
+    (the one its default route leaves by, whatever the site names that network); a host with
+    neither is left out (the collector reports it unreachable)."""
     unknown = sorted(inventory.keys() - contracts.keys())
     if unknown:
         raise AuditError(f"the inventory names hosts not in generated/expected/: {unknown}")
     found = {}
     for host, contract in sorted(contracts.items()):
-        mgmt = [i["address"] for i in contract["interfaces"] if i["network"] == "mgmt"]
+        management = contract.management
         if host in inventory:
             found[host] = inventory[host]
-        elif mgmt:
-            found[host] = Target(str(ipaddress.ip_interface(mgmt[0]).ip))
+        elif management is not None:
+            found[host] = Target(str(ipaddress.ip_interface(management.address).ip))
     return found
 
 
-def fabric_host(contracts: Mapping[str, Mapping[str, Any]], chosen: str | None) -> str | None:
+def fabric_host(contracts: Mapping[str, Host], chosen: str | None) -> str | None:
     """The host to scan the fabric from: `chosen`, else the first subnet-manager host by
     name, else None (no scan)."""
     if chosen is not None:
         if chosen not in contracts:
             raise AuditError(f"--fabric-from {chosen!r} is not a host in generated/expected/")
         return chosen
-    managers = sorted(h for h, c in contracts.items() if c["role"] == SUBNET_MANAGER)
+    managers = sorted(h for h, c in contracts.items() if c.role == SUBNET_MANAGER)
     return managers[0] if managers else None
 
 
@@ -277,7 +277,7 @@ class SshCollector:
         probe ended."""
         target = self.targets.get(name)
         if target is None:
-            lost = "no address: no mgmt interface in its contract and no inventory entry"
+            lost = "no address: no management interface in its contract and no inventory entry"
             return Collected({}, {}, lost), Collected({}, {}, f"scan host {name}: {lost}")
         async with gate:  # the per-host clock starts once the host's turn has come
             deadline = asyncio.get_running_loop().time() + self.options.timeout

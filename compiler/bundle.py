@@ -36,7 +36,7 @@ def _overlay(
         f"{prefix}{f.path}": (compiled.files[f.source], int(f.mode, 8) if mode is None else mode)
         for f in deploy.files
     }
-    manifest = json.dumps(deploy.as_json(), indent=2, sort_keys=True) + "\n"
+    manifest = json.dumps(deploy.as_dict(), indent=2, sort_keys=True) + "\n"
     files[f"{prefix}.json"] = (manifest.encode(), 0o644)
     return files
 

@@ -194,6 +194,4 @@ def with_digests(deploys: Mapping[str, Deploy], digests: Mapping[str, str]) -> d
 
 def deploy_files(deploys: Mapping[str, Deploy]) -> dict[str, str]:
     """`deploy/<host>.json` for every host."""
-    from compiler.targets.render import to_json  # targets import this module
-
-    return {f"{DEPLOY_DIR}/{h}.json": to_json(d.as_json()) for h, d in sorted(deploys.items())}
+    return {f"{DEPLOY_DIR}/{h}.json": d.to_json() for h, d in sorted(deploys.items())}

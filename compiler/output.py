@@ -15,19 +15,19 @@ Readers (`compare`, `verify`) take it shared, so they wait for a write under way
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from common import atomic
 from common.errors import OutputError
 
-MANIFEST = "MANIFEST.json"  # written last: its presence says the tree is whole
+# The manifest, the tree's lock and the check of a whole tree are the readers' too (the
+# audit reads generated/ through the contract, never through the compiler).
+from contract.manifest import MANIFEST, get, lock_path, locked, read, verify, walk
+
+__all__ = ["MANIFEST", "Difference", "compare", "lock_path", "read_tree", "verify", "write"]
 
 
 class Difference(NamedTuple):
@@ -60,105 +60,22 @@ class Difference(NamedTuple):
 def read_tree(root: Path) -> dict[str, bytes]:
     """Every file below `root` by its relative path, sorted; raises OutputError."""
     try:
-        return {rel: _get(path) for rel, path in sorted(_walk(root).items())}
+        return {rel: get(path) for rel, path in sorted(walk(root).items())}
     except OSError as exc:
         raise OutputError(f"cannot read {root}: {exc}") from exc
-
-
-def _walk(root: Path) -> dict[str, str]:
-    """Every file below `root`: relative path -> path (os.scandir: a `compile --check` looks at
-    every generated file, and pathlib's rglob with a stat each cost as much as the bytes)."""
-    out: dict[str, str] = {}
-    folders = [(os.fspath(root), "")]
-    while folders:
-        folder, prefix = folders.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                folders.append((entry.path, f"{prefix}{entry.name}/"))
-            elif entry.is_file():
-                out[prefix + entry.name] = entry.path
-    return out
-
-
-def lock_path(root: Path) -> Path:
-    """The lock file of the tree at `root`: beside it, never inside (a tree holds exactly
-    what was compiled), named so that the repository's .gitignore covers it."""
-    return root.with_name(f".{root.name}.lock")
-
-
-@contextmanager
-def _locked(root: Path, exclusive: bool) -> Iterator[None]:
-    """Hold the tree's lock. A reader that cannot make the lock file (a read-only checkout)
-    reads without it: no write can be under way there either."""
-    try:
-        if exclusive:
-            root.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path(root), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        if exclusive:
-            raise OutputError(f"cannot write {root}: {exc}") from exc  # nor beside it
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 def compare(root: Path, files: dict[str, bytes]) -> Difference:
     """What differs between `files` and the tree at `root`: a file on both sides is read only
     when its size matches, a stale one not at all. Raises OutputError: a file the operator may
     not read is the set-up's, like one that cannot be written."""
-    with _locked(root, exclusive=False):
+    with locked(root, exclusive=False):
         return _compare(root, files)
-
-
-def verify(root: Path) -> None:
-    """Check that `root` is a whole compiled tree before reading it: its MANIFEST.json there,
-    every file it lists holding the listed sha256, no file it does not list. Raises
-    OutputError naming the first file that is not so: a reader (the audit, the lab, a bundle)
-    must not take a half-written or hand-edited tree for the compiled one."""
-    manifest = root / MANIFEST
-    with _locked(root, exclusive=False):
-        try:
-            listed = json.loads(_get(os.fspath(manifest)))["files"]
-            on_disk = _walk(root)
-        except FileNotFoundError:
-            raise OutputError(
-                f"{manifest} is missing: {root} is not a whole compiled tree (a compile was "
-                "cut short); run `clusterforge compile`"
-            ) from None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise OutputError(f"cannot read {manifest}: {exc}") from None
-        if not isinstance(listed, dict):
-            raise OutputError(f"{manifest}: 'files' is not a mapping of paths to sha256")
-        for rel in sorted((set(listed) | set(on_disk)) - {MANIFEST}):
-            if rel not in on_disk:
-                problem = f"is missing; {MANIFEST} lists it"
-            elif rel not in listed:
-                problem = f"is not in {MANIFEST}"
-            else:
-                try:
-                    digest = hashlib.sha256(_get(on_disk[rel])).hexdigest()
-                except OSError as exc:
-                    raise OutputError(f"cannot read {root / rel}: {exc}") from None
-                if digest == listed[rel]:
-                    continue
-                problem = f"does not match its sha256 in {MANIFEST}"
-            raise OutputError(
-                f"{root / rel} {problem}: {root} is not the tree `clusterforge compile` "
-                "wrote; compile again (and commit), never edit generated files"
-            )
 
 
 def _compare(root: Path, files: dict[str, bytes]) -> Difference:
     try:
-        on_disk = _walk(root)
+        on_disk = walk(root)
         changed = [p for p in files if p in on_disk and not _holds(on_disk[p], files[p])]
     except OSError as exc:
         raise OutputError(f"cannot read {root}: {exc}") from exc
@@ -173,14 +90,14 @@ def _holds(path: str, data: bytes) -> bool:
     """Whether the file at `path` holds exactly `data`."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return os.fstat(fd).st_size == len(data) and _read(fd, len(data)) == data
+        return os.fstat(fd).st_size == len(data) and read(fd, len(data)) == data
     finally:
         os.close(fd)
 
 
 def write(root: Path, files: dict[str, bytes]) -> Difference:
     """Make `root` hold exactly `files`; returns what differed (empty: nothing touched)."""
-    with _locked(root, exclusive=True):
+    with locked(root, exclusive=True):
         return _write(root, files)
 
 
@@ -217,24 +134,6 @@ def _put(path: Path, data: bytes) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-
-
-def _get(path: str) -> bytes:
-    """A file's bytes: plain os calls, like `_put`."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return _read(fd, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
-
-
-def _read(fd: int, size: int) -> bytes:
-    """The `size` bytes of an open file, in as many reads as its file system takes."""
-    chunks: list[bytes] = []
-    while size and (chunk := os.read(fd, size)):
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
 
 
 def _prune(root: Path, folder: Path) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from audits.compare import probe_arguments
+from clusterforge.lab.fleet import as_record
 from compiler.probes import PROBES
 from compiler.targets.access import FORCED, PROBE_COMMAND, REFUSED, SUDOERS
 from tests.conftest import require_tool
@@ -50,7 +51,7 @@ def _hosts_of(role: str) -> list[str]:
 
 
 # What the audit sends to the probes that take arguments, for a host of ROLE.
-TAKES = probe_arguments(_contract(_hosts_of(ROLE)[0]))
+TAKES = probe_arguments(as_record(_contract(_hosts_of(ROLE)[0])))
 TAKES["systemctl_show"] = ("sshd.service", "tftp.socket", "node_exporter.service")
 
 
@@ -85,7 +86,7 @@ def test_the_sudoers_file_is_valid_and_grants_exactly_the_root_probes(
             )
             continue
         for host in _hosts_of(role):
-            paths = probe_arguments(_contract(host)).get(probe.name)
+            paths = probe_arguments(as_record(_contract(host))).get(probe.name)
             if paths:
                 want.add(" ".join((probe.program, *probe.argv[1:], "--", *paths)))
     assert granted == want

@@ -371,7 +371,7 @@ def _table(text: str, heading: str) -> list[list[str]]:
 
 
 def test_every_kind_of_finding_has_a_remedy() -> None:
-    from audits.model import Kind
+    from contract import Kind
 
     assert set(markdown.REMEDIES) == set(Kind)
 

@@ -21,8 +21,9 @@ from audits.compare import compare_host, host_probes
 from audits.fabric import compare_fabric, fabric_probes
 from audits.model import HostEntry
 from audits.versions import same, tokens
-from clusterforge.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet, as_record, compile_reference
 from common.errors import SourceError
+from contract import Fabric
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 
@@ -51,7 +52,9 @@ def audit(
 
     def run(host: str, **change: str) -> tuple[HostEntry, list[dict[str, Any]]]:
         outputs = fleet.outputs(host) | change
-        result = compare_host(copy.deepcopy(contracts[host]), Collected(outputs, {}), NOW)
+        result = compare_host(
+            as_record(copy.deepcopy(contracts[host])), Collected(outputs, {}), NOW
+        )
         return result.entry, [dict(f) for f in result.findings]
 
     return run
@@ -143,7 +146,7 @@ def test_without_a_mask_every_version_is_compared_in_full(
     contract = copy.deepcopy(contracts["gpu001"])
     assert contract["mask"] == {"bmc": 2}
     contract["mask"] = {}
-    result = compare_host(contract, Collected(fleet.outputs("gpu001"), {}), NOW)
+    result = compare_host(as_record(contract), Collected(fleet.outputs("gpu001"), {}), NOW)
     assert [(f["path"], f["expected"], f["observed"]) for f in result.findings] == [
         ("versions.bmc", "1.01.10", "1.01")
     ]
@@ -266,8 +269,12 @@ def test_gpudirect_drift(fleet: Fleet, contracts: Contracts) -> None:
     fleet.unload("gpu001", "nvidia-peermem")
     fleet.pcie_path("gpu001", 6, "SYS")
     contract = copy.deepcopy(contracts["gpu001"])
-    contract["deploy"] = {"kernel_modules": ["nvidia", "nvidia-peermem"]}
-    result = compare_host(contract, Collected(fleet.outputs("gpu001"), {}), NOW)
+    contract["deploy"] = {
+        "schema": 1,
+        "host": "gpu001",
+        "kernel_modules": ["nvidia", "nvidia-peermem"],
+    }
+    result = compare_host(as_record(contract), Collected(fleet.outputs("gpu001"), {}), NOW)
     assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
         ("gpudirect", "affinity[GPU6].mlx5_0", "PXB", "SYS"),
         ("gpudirect", "modules[nvidia-peermem]", "loaded", None),
@@ -294,7 +301,7 @@ def test_unreachable_is_its_own_status_with_every_check_skipped(
     fleet: Fleet, contracts: Contracts
 ) -> None:
     contract = contracts["gpu001"]
-    result = compare_host(contract, Collected({}, {}, "ssh: timed out"), NOW)
+    result = compare_host(as_record(contract), Collected({}, {}, "ssh: timed out"), NOW)
     assert (result.entry["status"], result.entry["reason"], result.findings) == (
         "unreachable",
         "ssh: timed out",
@@ -321,7 +328,7 @@ def test_a_missing_command_is_an_error(fleet: Fleet, contracts: Contracts) -> No
     outputs = fleet.outputs("gpu001")
     del outputs["ipmitool_mc_info"]
     failed = {"ipmitool_mc_info": "exit 127: ipmitool: command not found"}
-    result = compare_host(contract, Collected(outputs, failed), NOW)
+    result = compare_host(as_record(contract), Collected(outputs, failed), NOW)
     assert result.entry["status"] == "error"
     skipped = [c for c in result.entry["checks"] if c["outcome"] == "skipped"]
     assert [(c["check"], c["reason"]) for c in skipped] == [
@@ -330,16 +337,16 @@ def test_a_missing_command_is_an_error(fleet: Fleet, contracts: Contracts) -> No
 
 
 def test_host_probes_are_what_its_checks_need(fleet: Fleet, contracts: Contracts) -> None:
-    assert host_probes(contracts["prov01"]) == (
+    assert host_probes(as_record(contracts["prov01"])) == (
         "dmidecode_bios",
         "ip_addr",
         "ip_route",
         "ipmitool_mc_info",
         "uname_r",
     )  # no HCA in prov01's model: no MLNX_OFED to ask for
-    assert "ofed_info" in host_probes(contracts["gpu001"])
-    assert "ethtool_i@ib0" in host_probes(contracts["gpu001"])
-    assert "xid" in host_probes(contracts["gpu001"])
+    assert "ofed_info" in host_probes(as_record(contracts["gpu001"]))
+    assert "ethtool_i@ib0" in host_probes(as_record(contracts["gpu001"]))
+    assert "xid" in host_probes(as_record(contracts["gpu001"]))
 
 
 # -- rollout window -------------------------------------------------------------------------
@@ -365,14 +372,16 @@ def test_a_rollout_accepts_the_previous_version_until_its_end(repo: Path, tmp_pa
     fleet.set_version(["gpu001", "gpu002"], "ofed", "23.07-00.5.1.2")
 
     def status(contract: dict[str, Any], now: datetime) -> tuple[str, list[str]]:
-        result = compare_host(contract, Collected(fleet.outputs(contract["host"]), {}), now)
+        result = compare_host(
+            as_record(contract), Collected(fleet.outputs(contract["host"]), {}), now
+        )
         return result.entry["status"], [f["message"] for f in result.findings]
 
     assert status(main, datetime(2026, 6, 30, 23, 59, tzinfo=UTC)) == ("ok", [])
     late = status(main, datetime(2026, 7, 1, tzinfo=UTC))
     assert late[0] == "drift" and "rollout window for 23.07-0.5.1.2 ended 2026-06-30" in late[1][0]
     assert status(canary, datetime(2026, 6, 1, tzinfo=UTC))[0] == "drift"  # not in the ring
-    result = compare_host(main, Collected(fleet.outputs("gpu002"), {}), NOW)
+    result = compare_host(as_record(main), Collected(fleet.outputs("gpu002"), {}), NOW)
     assert result.entry["accepted"] == [
         {
             "key": "ofed",
@@ -411,7 +420,7 @@ def _fabric(fleet: Fleet, generated: Path, contract: dict[str, Any] | None = Non
     plan = contract or json.loads((generated / "expected" / "fabric.json").read_text())
     ports = {p["port_guid"]: name for name, h in fleet.hosts.items() for p in h.state["ib_ports"]}
     collected = Collected({"ibnetdiscover": fleet.ibnetdiscover()}, {})
-    return compare_fabric(plan, ports, collected)
+    return compare_fabric(Fabric.from_json(plan), ports, collected)
 
 
 def _ids(fleet: Fleet, *hosts: str) -> list[str]:
@@ -429,7 +438,7 @@ def _with_firmware(fleet: Fleet, generated: Path) -> Any:
     plan = json.loads((generated / "expected" / "fabric.json").read_text())
     ports = {p["port_guid"]: name for name, h in fleet.hosts.items() for p in h.state["ib_ports"]}
     outputs = {"ibnetdiscover": fleet.ibnetdiscover(), "mlxfwmanager": fleet.mlxfwmanager()}
-    return compare_fabric(plan, ports, Collected(outputs, {}))
+    return compare_fabric(Fabric.from_json(plan), ports, Collected(outputs, {}))
 
 
 def test_switch_firmware_is_read_from_the_fabric_scan(fleet: Fleet, generated: Path) -> None:
@@ -437,7 +446,7 @@ def test_switch_firmware_is_read_from_the_fabric_scan(fleet: Fleet, generated: P
     not seen, are firmware drift named by switch."""
     contract = json.loads((generated / "expected" / "fabric.json").read_text())
     assert {s["name"] for s in contract["switches"]} >= {"leaf01", "spine01"}
-    assert "mlxfwmanager" in fabric_probes(contract)
+    assert "mlxfwmanager" in fabric_probes(Fabric.from_json(contract))
     result = _with_firmware(fleet, generated)
     assert (result.entry["status"], result.findings) == ("ok", [])
     fleet.set_switch_firmware("spine03", "31.2010.1000")
@@ -515,7 +524,9 @@ def test_cables_not_yet_installed_are_never_drift(fleet: Fleet, generated: Path)
 
 def test_a_fabric_scan_that_cannot_be_parsed_is_an_error(fleet: Fleet, generated: Path) -> None:
     plan = json.loads((generated / "expected" / "fabric.json").read_text())
-    result = compare_fabric(plan, {}, Collected({"ibnetdiscover": "garbage"}, {}))
+    result = compare_fabric(Fabric.from_json(plan), {}, Collected({"ibnetdiscover": "garbage"}, {}))
     assert result.entry["status"] == "error" and result.findings == []
-    unreachable = compare_fabric(plan, {}, Collected({}, {}, "sm01: connection refused"))
+    unreachable = compare_fabric(
+        Fabric.from_json(plan), {}, Collected({}, {}, "sm01: connection refused")
+    )
     assert unreachable.entry["status"] == "unreachable"

@@ -32,8 +32,9 @@ from audits.probes import PROBES
 from audits.ssh import TRUNCATED, SshCollector, SshOptions, Target, fabric_host
 from clusterforge.cli import main
 from clusterforge.lab import lab as twin
-from clusterforge.lab.fleet import Fleet
+from clusterforge.lab.fleet import Fleet, as_record
 from compiler.targets.access import REFUSED
+from contract import Host
 from tests.conftest import require_tool
 from tests.lab.small import compile_lab
 
@@ -115,7 +116,7 @@ def _answer(lab: twin.Lab, host: str, command: str, shell: str) -> None:
 
 def allowlisted(key: str, contract: dict[str, Any] | None = None) -> str:
     iface = key.split("@", 1)[1] if "@" in key else None
-    arguments = probe_arguments(contract).get(key, ()) if contract else ()
+    arguments = probe_arguments(as_record(contract)).get(key, ()) if contract else ()
     return shlex.join(PROBES[probe_of(key)].argv_for(iface, arguments))
 
 
@@ -169,7 +170,7 @@ def test_the_recording_is_what_the_hosts_printed_for_exactly_the_probes(
     recording = clean.out / "recording"
     for host, state in fleet.hosts.items():
         folder = recording / "hosts" / host
-        wanted = set(host_probes(state.state))
+        wanted = set(host_probes(as_record(state.state)))
         assert {p.stem for p in folder.iterdir()} == wanted, host
         outputs = fleet.outputs(host)
         for key in wanted:
@@ -190,7 +191,7 @@ def test_each_probe_is_one_allowlisted_command_and_the_fabric_is_scanned_once(
     for host, state in fleet.hosts.items():
         sent = sorted(c.line for c in clean.commands if c.host == host)
         scan = ["ibnetdiscover", "mlxfwmanager"] if host == SCAN_HOST else []  # one fabric scan
-        keys = [*host_probes(state.state), *scan]
+        keys = [*host_probes(as_record(state.state)), *scan]
         assert sent == sorted(allowlisted(k, state.state) for k in keys), host
 
 
@@ -482,7 +483,7 @@ def test_without_an_address_or_a_scan_host_nothing_is_tried_and_each_says_why(
     options = SshOptions(key, tmp_path / "known_hosts")
     collection = SshCollector({}, options, None).collect({"gpu001": ["uname_r"]}, ["ibnetdiscover"])
     assert collection.hosts["gpu001"].unreachable == (
-        "no address: no mgmt interface in its contract and no inventory entry"
+        "no address: no management interface in its contract and no inventory entry"
     )
     assert collection.fabric.failed == {
         "ibnetdiscover": "skipped: no --fabric-from, and no subnet-manager host in "
@@ -490,13 +491,16 @@ def test_without_an_address_or_a_scan_host_nothing_is_tried_and_each_says_why(
     }
 
 
-def test_the_scan_host_is_the_first_subnet_manager_unless_one_is_named() -> None:
+def test_the_scan_host_is_the_first_subnet_manager_unless_one_is_named(repo: Path) -> None:
+    hosts = repo / "generated" / "expected" / "hosts"
+    gpu = Host.from_json((hosts / "gpu001.json").read_text(encoding="utf-8"))
     contracts = {
-        h: {"role": r} for h, r in [("sm02", "subnet-manager"), ("sm01", "subnet-manager")]
+        h: gpu.model_copy(update={"host": h, "role": r})
+        for h, r in [("sm02", "subnet-manager"), ("sm01", "subnet-manager")]
     }
     assert fabric_host(contracts, None) == "sm01"
     assert fabric_host(contracts, "sm02") == "sm02"
-    assert fabric_host({"gpu001": {"role": "gpu"}}, None) is None
+    assert fabric_host({"gpu001": gpu}, None) is None
 
 
 def _collection(**hosts: Collected) -> Collection:

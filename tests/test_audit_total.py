@@ -9,7 +9,6 @@ other host is reported, and the exit code is 3.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 from datetime import UTC, datetime
@@ -28,7 +27,8 @@ from audits.model import ProbeFailure
 from audits.observe import Observed
 from audits.parsers import PARSERS, ParseError
 from audits.report import EXIT_BUG
-from clusterforge.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet, as_record, compile_reference
+from contract import Fabric, Host
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -105,11 +105,11 @@ def test_every_host_check_is_total(
     host: str, contracts: dict[str, dict[str, Any]], data: st.DataObject
 ) -> None:
     contract = contracts[host]
-    keys = host_probes(contract)
+    keys = host_probes(as_record(contract))
     present = data.draw(st.sets(st.sampled_from(keys)), label="present")
     facts = {k: data.draw(facts_of(probe_of(k)), label=k) for k in sorted(present)}
     failures = [ProbeFailure(probe=k, message="not recorded") for k in keys if k not in facts]
-    result = compare_observed(copy.deepcopy(contract), Observed(facts, failures), None, NOW)
+    result = compare_observed(as_record(contract), Observed(facts, failures), None, NOW)
     assert result.entry["status"] == ("error" if failures else "drift" if result.findings else "ok")
     ran = {c["check"] for c in result.entry["checks"] if c["outcome"] != "skipped"}
     assert {f["check"] for f in result.findings} <= ran
@@ -121,7 +121,9 @@ def test_the_fabric_compare_is_total(reference: Path, data: st.DataObject) -> No
     contract = json.loads((reference / "expected" / "fabric.json").read_text(encoding="utf-8"))
     scan = data.draw(facts_of("ibnetdiscover"), label="ibnetdiscover")
     ports = data.draw(st.dictionaries(st.text(max_size=20), st.text(max_size=8), max_size=4))
-    result = compare_fabric_observed(contract, ports, Observed({"ibnetdiscover": scan}, []), None)
+    result = compare_fabric_observed(
+        Fabric.from_json(contract), ports, Observed({"ibnetdiscover": scan}, []), None
+    )
     assert result.entry["status"] in {"ok", "drift"}
 
 
@@ -134,7 +136,7 @@ def test_a_host_with_none_of_the_planned_interfaces_is_drift_not_a_crash(
     for i, link in enumerate(renamed):
         link["ifname"] = f"enp{i}s0"
     outputs |= {"ip_addr": json.dumps(renamed), "ibstat": ""}
-    result = compare_host(contracts["gpu001"], Collected(outputs, {}), NOW)
+    result = compare_host(as_record(contracts["gpu001"]), Collected(outputs, {}), NOW)
     missing = {f["path"] for f in result.findings if f["message"].endswith(" missing")}
     planned = {f"interfaces[{i['name']}]" for i in contracts["gpu001"]["interfaces"]}
     assert planned <= missing
@@ -159,8 +161,8 @@ def test_a_comparison_that_raises_costs_only_its_host(
 
     real = compare.compare_host
 
-    def flaky(c: Any, collected: Collected, now: datetime) -> Any:
-        if c["host"] == "gpu002":
+    def flaky(c: Host, collected: Collected, now: datetime) -> Any:
+        if c.host == "gpu002":
             raise _Boom("a bug")
         return real(c, collected, now)
 

@@ -21,6 +21,7 @@ import copy
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from audits.compare import probe_arguments
 from audits.versions import leading
 from compiler import output, pipeline
+from contract import Deploy, Host
 
 COLLECTED_AT = "2026-05-04T06:00:00+00:00"
 _LANE_GBPS = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50, "NDR": 100}
@@ -62,6 +64,20 @@ class HostState:
         }
         units = dict.fromkeys(deploy.get("units", ()), ("active", "enabled"))
         return cls(contract, files=files, units=units)
+
+
+def as_state(contract: Host) -> dict[str, Any]:
+    """A host's contract as the JSON the fleet plays and faults edit, its deploy map under
+    "deploy" (the fleet renders probe outputs from it)."""
+    deploy = {"deploy": contract.deploy.as_dict()} if contract.deploy else {}
+    return contract.as_dict() | deploy
+
+
+def as_record(state: Mapping[str, Any]) -> Host:
+    """The contract record of a host's state (faults applied): what the audit reads."""
+    contract = Host.from_json({k: v for k, v in state.items() if k != "deploy"})
+    deploy = state.get("deploy")
+    return contract.with_deploy(Deploy.from_json(dict(deploy)) if deploy else None)
 
 
 @dataclass
@@ -179,7 +195,7 @@ class Fleet:
 
     def arguments(self, host: str) -> dict[str, tuple[str, ...]]:
         """What the audit passes to the probes that take arguments on `host`."""
-        return probe_arguments(self.hosts[host].state)
+        return probe_arguments(as_record(self.hosts[host].state))
 
     # -- rendering -------------------------------------------------------------------------
 

@@ -57,7 +57,7 @@ from audits.compare import host_probes
 from audits.probes import PROBES
 from clusterforge.lab import faults as fault
 from clusterforge.lab import topology
-from clusterforge.lab.fleet import Fleet
+from clusterforge.lab.fleet import Fleet, as_record, as_state
 from clusterforge.lab.ibsim import LabError, find_umad2sim, require
 from common import atomic
 from common.hostlist import expand
@@ -165,12 +165,12 @@ def up(
     if state.exists() and any(state.iterdir()):
         raise LabError(f"{state} exists and is not an empty folder; name another")
     expectations = expected.read(repo)
-    contracts = expectations.hosts
+    contracts = {h: as_state(c) for h, c in expectations.hosts.items()}
     played = _played(contracts, hosts)
     gone = contracts.keys() - set(played)
     cables = {
         c["id"]: c
-        for c in expectations.fabric["cables"]
+        for c in expectations.fabric.as_dict()["cables"]
         if c["lifecycle"] == "installed" and not {c["a"]["name"], c["b"]["name"]} & gone
     }
     # Faults may name only what is played: the hosts, and the cables still installed.
@@ -367,7 +367,7 @@ def _serve(
     (state / "at" / address).symlink_to(Path("..") / "hosts" / host)
     outputs = fleet.outputs(host)
     answers: dict[str, str] = {}
-    for key in host_probes(fleet.hosts[host].state):
+    for key in host_probes(as_record(fleet.hosts[host].state)):
         if key in outputs:
             answers[key] = f"printf %s {shlex.quote(outputs[key])}"
     if contract["role"] == SUBNET_MANAGER and contract["ib_ports"]:

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 from compiler.deploy import services
-from compiler.kinds import Severity
 from compiler.model import Monitoring
 from compiler.plan import Host, Plan
 from compiler.targets.monitoring import PROBES, probe_jobs
 from compiler.targets.render import template, to_yaml
+from contract import Severity
 
 HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still names the box
 HOST_INFO = "clusterforge:host:info"  # every host with its rack, u and role, labelled host

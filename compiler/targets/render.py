@@ -10,11 +10,11 @@ from functools import cache
 from typing import Any
 
 import jinja2
-import orjson
 from ruamel.yaml import YAML
 from ruamel.yaml.nodes import ScalarNode
 
 from common.errors import TargetError, quote
+from contract import dumps
 
 
 class Lines(str):
@@ -101,13 +101,10 @@ def template(name: str, **context: Any) -> str:
         raise TargetError(f"{name}:{line or '?'}: {exc}") from exc
 
 
-_JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-
-
 def to_json(data: Any) -> str:
     """JSON as every generated file writes it: sorted keys, two-space indent, final newline
-    (the bytes of `json.dumps(indent=2, sort_keys=True, ensure_ascii=False)`, encoded in C)."""
-    return orjson.dumps(data, option=_JSON).decode() + "\n"
+    (the contract's form: its records write themselves the same way)."""
+    return dumps(data)
 
 
 @cache  # one dumper for every document: making one costs more than most dumps

@@ -16,9 +16,10 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from audits.model import FABRIC, HostEntry, Kind, Status
+from audits.model import FABRIC, HostEntry, Status
 from audits.report import Report
 from common.hostlist import compact
+from contract import Kind
 
 LABELS = {
     "bios": "BIOS",

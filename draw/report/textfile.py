@@ -22,8 +22,9 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from audits.model import FABRIC, Kind, Status
+from audits.model import FABRIC, Status
 from audits.report import Report
+from contract import Kind
 
 
 def render(report: Report) -> str:

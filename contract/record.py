@@ -1,0 +1,150 @@
+"""What every record of the contract shares: one schema version, one way to the bytes of a
+file and back, and the located error a file that is not the contract gets.
+
+A record is a frozen, strict pydantic model refusing unknown keys, so a field the compiler
+writes and the audit does not know (or the other way round) fails loudly at the edge instead
+of reading as a missing fact. A field whose default is None is left out of the file when it is
+None (a section that does not apply, like `slurm` on a host without slurmd); a field without
+a default is always written, null included (`gpus` of a host without GPUs).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum, unique
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import orjson
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
+
+from common.errors import Diagnostic, Location, SetupError, quote
+
+SCHEMA = 1  # the version of everything under generated/expected/ and generated/deploy/
+
+# Sorted keys, two-space indent: the bytes of `json.dumps(indent=2, sort_keys=True,
+# ensure_ascii=False)`, encoded in C. Every JSON file the compiler writes is in this form.
+_JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def dumps(data: Any) -> str:
+    """`data` as a generated JSON file holds it, final newline included."""
+    return orjson.dumps(data, option=_JSON).decode() + "\n"
+
+
+@unique
+class Rule(StrEnum):
+    """The rule ids of a contract file's diagnostics (its own vocabulary, like the lab's
+    faults file: these are about generated/, not about cluster/)."""
+
+    NOT_JSON = "not-json"
+    SCHEMA_VERSION = "schema-version"
+    WRONG_SHAPE = "wrong-shape"
+
+
+class ContractError(SetupError):
+    """Raised for a file that is not the contract this version reads: the compile that wrote
+    it is another version's, or the file was edited. A set-up problem: compile again."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        self.diagnostic = diagnostic
+        super().__init__(str(diagnostic))
+
+
+def _line_of(text: str, key: str) -> Location | None:
+    """Where the top-level `key` is in a generated file: files are written indented, one key
+    a line, so a top-level key is the line that opens with it at two spaces."""
+    found = re.search(rf'^  "{re.escape(key)}":', text, re.MULTILINE)
+    if found is None:
+        return None
+    line = text.count("\n", 0, found.start()) + 1
+    return Location("", line, 3)
+
+
+class Record(BaseModel):
+    """A part of the contract."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    _absent: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._absent = frozenset(
+            f.serialization_alias or name
+            for name, f in cls.model_fields.items()
+            if not f.is_required() and f.default is None
+        )
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        # In the file's order (sorted keys): a record's value in a finding reads as the file.
+        return {k: data[k] for k in sorted(data) if data[k] is not None or k not in self._absent}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record as the JSON value it is written as."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class File(Record):
+    """A record that is a whole file: it carries the schema version, and reads and writes
+    itself. `from_json` takes the file's text (or its parsed value) and where it came from."""
+
+    version: int = Field(
+        default=SCHEMA,
+        alias="schema",
+        description="The contract's version; a reader refuses a file of another.",
+        json_schema_extra={"const": SCHEMA},
+    )
+
+    def to_json(self) -> str:
+        """The file's text, byte for byte as the compiler writes it."""
+        return dumps(self.as_dict())
+
+    @classmethod
+    def from_json(cls, data: str | bytes | dict[str, Any], source: str | Path = "<json>") -> Self:
+        """The record of a file's text (or of its parsed JSON value); raises ContractError,
+        located in `source`, for a file of another schema version or of another shape."""
+        value, text = parsed(data, source)
+        try:
+            # JSON-mode validation: arrays become tuples, strings dates, as the file means.
+            return cls.model_validate_json(text or orjson.dumps(value))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            path = ".".join(str(p) for p in first["loc"])
+            top = str(first["loc"][0]) if first["loc"] else None
+            raise refusal(text, source, Rule.WRONG_SHAPE, top, f"{path}: {first['msg']}") from None
+
+
+def refusal(
+    text: str, source: str | Path, rule: Rule, key: str | None, message: str
+) -> ContractError:
+    """The error for a contract file, at the line of its top-level `key` where that is known."""
+    at = _line_of(text, key) if key else None
+    line, col = (at.line, at.col) if at else (1, 1)
+    return ContractError(Diagnostic(Location(str(source), line, col), rule, message))
+
+
+def parsed(data: str | bytes | dict[str, Any], source: str | Path) -> tuple[dict[str, Any], str]:
+    """A contract file's JSON object and its text ("" when it came parsed); raises
+    ContractError for what is not JSON, not an object, or of another schema version."""
+    text = data.decode() if isinstance(data, bytes) else data if isinstance(data, str) else ""
+    try:
+        value = data if isinstance(data, dict) else orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise refusal(text, source, Rule.NOT_JSON, None, f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise refusal(text, source, Rule.WRONG_SHAPE, None, "not a JSON object")
+    if value.get("schema") != SCHEMA:
+        message = f"schema {quote(value.get('schema'))}, this clusterforge reads {SCHEMA}"
+        raise refusal(text, source, Rule.SCHEMA_VERSION, "schema", f"{message}: compile again")
+    return value, text
