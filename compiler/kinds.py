@@ -68,10 +68,3 @@ class PciPath(StrEnum):
 
 # The nearest a GPU and an HCA may be for GPUDirect RDMA to be worth planning.
 GPUDIRECT_PATHS = (PciPath.PIX, PciPath.PXB)
-
-
-class Severity(StrEnum):
-    """An alert's severity: what Alertmanager's receivers filter on."""
-
-    CRITICAL = "critical"
-    WARNING = "warning"

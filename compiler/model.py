@@ -33,9 +33,9 @@ from compiler.kinds import (
     Medium,
     PciPath,
     Role,
-    Severity,
     SwitchRole,
 )
+from contract import Severity  # an alert's, as a finding's: the one scale
 
 
 class Strict_(BaseModel):

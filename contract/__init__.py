@@ -13,7 +13,7 @@ contract.schema` writes them).
 
 from __future__ import annotations
 
-from contract import manifest
+from contract import manifest, metrics
 from contract.deploy import Deploy, Placed
 from contract.fabric import Cable, End, Fabric, Lifecycle, Switch
 from contract.findings import Kind, Severity
@@ -61,5 +61,6 @@ __all__ = [
     "Switch",
     "dumps",
     "manifest",
+    "metrics",
     "normal_routes",
 ]

@@ -26,7 +26,7 @@ from compiler.model import Monitoring
 from compiler.plan import Host, Plan
 from compiler.targets.monitoring import PROBES, probe_jobs
 from compiler.targets.render import template, to_yaml
-from contract import Severity
+from contract import Severity, metrics
 
 HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still names the box
 HOST_INFO = "clusterforge:host:info"  # every host with its rack, u and role, labelled host
@@ -290,7 +290,7 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
             _ssh("cat /proc/mdstat"),
         ),
     ]
-    drift = "sum by (host, kind) (clusterforge_drift_findings) > 0"
+    drift = f"sum by (host, kind) ({metrics.FINDINGS}) > 0"
     rules += [
         _alert(
             "ClusterDrift",
@@ -305,7 +305,7 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
         ),
         _alert(
             "AuditHostsUnreachable",
-            "max(clusterforge_hosts_unreachable) > 0",
+            f"max({metrics.HOSTS_UNREACHABLE}) > 0",
             None,
             warn,
             "the drift audit could not reach {{ $value }} host(s)",
@@ -314,9 +314,8 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
         ),
         _alert(
             "AuditStale",
-            "time() - min(clusterforge_audit_last_success_timestamp_seconds) > "
-            f"{seconds(m.audit_stale_after)} or "
-            "absent(clusterforge_audit_last_success_timestamp_seconds)",
+            f"time() - min({metrics.LAST_SUCCESS}) > {seconds(m.audit_stale_after)} or "
+            f"absent({metrics.LAST_SUCCESS})",
             None,
             warn,
             f"no drift audit report for {m.audit_stale_after} (or none published at all)",
@@ -353,7 +352,7 @@ def recording_rules(plan: Plan) -> list[dict[str, Any]]:
         },
         {
             "record": "rack:drift_findings:sum",
-            "expr": "sum by (rack) (sum by (host) (clusterforge_drift_findings) "
+            "expr": f"sum by (rack) (sum by (host) ({metrics.FINDINGS}) "
             f"* on (host) group_left (rack) {HOST_INFO})",
         },
         {"record": "cluster:gpus_planned:count", "expr": f"vector({sum(planned.values())})"},

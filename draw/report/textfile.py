@@ -24,14 +24,14 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from audits.model import FABRIC, Status
 from audits.report import Report
-from contract import Kind
+from contract import Kind, metrics
 
 
 def render(report: Report) -> str:
     """The report's metrics in the Prometheus text format."""
     registry = CollectorRegistry()
     findings = Gauge(
-        "clusterforge_drift_findings",
+        metrics.FINDINGS,
         "Drift findings of the last audit, per host and kind",
         ["host", "kind"],
         registry=registry,
@@ -48,17 +48,17 @@ def render(report: Report) -> str:
     for host, kind in sorted(covered | set(counts)):
         findings.labels(host=host, kind=kind).set(counts[(host, kind)])
     hosts = Gauge(
-        "clusterforge_hosts", "Hosts per status in the last audit", ["status"], registry=registry
+        metrics.HOSTS, "Hosts per status in the last audit", ["status"], registry=registry
     )
     for status in Status:
         hosts.labels(status=status.value).set(report["summary"]["status"][status.value])
     Gauge(
-        "clusterforge_hosts_unreachable",
+        metrics.HOSTS_UNREACHABLE,
         "Hosts the last audit could not reach",
         registry=registry,
     ).set(report["summary"]["status"]["unreachable"])
     changed = Gauge(
-        "clusterforge_drift_findings_changed",
+        metrics.FINDINGS_CHANGED,
         "Findings new, resolved and flapping since the previous audit",
         ["change"],
         registry=registry,
@@ -66,7 +66,7 @@ def render(report: Report) -> str:
     for change in ("new", "resolved", "flapping"):
         changed.labels(change=change).set(len(report["history"][change]))
     Gauge(
-        "clusterforge_audit_last_success_timestamp_seconds",
+        metrics.LAST_SUCCESS,
         "When the state of the last completed audit was collected (Unix time)",
         registry=registry,
     ).set(datetime.fromisoformat(report["collected_at"]).timestamp())
