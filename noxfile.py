@@ -71,3 +71,10 @@ def bench(session: nox.Session) -> None:
     """Speed and memory of compile and audit; prints medians and ratios, asserts nothing."""
     session.install("-e", ".[test]")
     session.run("python", "tests/bench.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def schema(session: nox.Session) -> None:
+    """The contract's JSON Schemas into contract/schema/ (commit them)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "contract.schema")

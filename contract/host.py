@@ -11,9 +11,10 @@ from datetime import date
 from typing import Literal
 
 from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
 from contract.deploy import Deploy
-from contract.record import File, Record
+from contract.record import Absent, File, Record
 
 VERSION_KEYS = (
     "bios",
@@ -47,7 +48,7 @@ class ExpectedRoute(Record):
 
     dst: str = Field(description='The prefix, or "default" for the default route.')
     dev: str
-    gateway: str | None = Field(default=None, description="Absent on connected routes.")
+    gateway: str | Absent = Field(default=None, description="Absent on connected routes.")
 
 
 class IbPort(Record):
@@ -137,22 +138,22 @@ class Host(File):
     )
     ib_ports: tuple[IbPort, ...]
     gpus: Gpus | None = Field(description="null on a host without GPUs.")
-    gpudirect: GpuDirect | None = Field(
+    gpudirect: GpuDirect | Absent = Field(
         default=None,
         description="On hosts with GPUs and an HCA: NCCL's settings and each GPU's HCA.",
     )
-    slurm: Slurm | None = Field(default=None, description="On hosts that run slurmd.")
-    slurm_controller: SlurmController | None = Field(
+    slurm: Slurm | Absent = Field(default=None, description="On hosts that run slurmd.")
+    slurm_controller: SlurmController | Absent = Field(
         default=None,
         description="On the first host by name that runs slurmctld: what sinfo answers for.",
     )
-    accept: Mapping[str, Accept] | None = Field(
+    accept: Mapping[str, Accept] | Absent = Field(
         default=None,
         description="Only on hosts a rollout covers: version key -> the window; pinned keys "
         "take no rollout.",
     )
     # Not in this file: generated/deploy/<host>.json, which the reader puts beside it.
-    deploy: Deploy | None = Field(default=None, exclude=True)
+    deploy: SkipJsonSchema[Deploy | None] = Field(default=None, exclude=True)
 
     @property
     def management(self) -> Interface | None:

@@ -24,10 +24,15 @@ from pydantic import (
     ValidationError,
     model_serializer,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Diagnostic, Location, SetupError, quote
 
 SCHEMA = 1  # the version of everything under generated/expected/ and generated/deploy/
+
+# A field typed `X | Absent = None` is left out of the file when None, never written null:
+# its JSON Schema says X, not required.
+Absent = SkipJsonSchema[None]
 
 # Sorted keys, two-space indent: the bytes of `json.dumps(indent=2, sort_keys=True,
 # ensure_ascii=False)`, encoded in C. Every JSON file the compiler writes is in this form.
@@ -95,9 +100,16 @@ class Record(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
+def _schema_required(schema: dict[str, Any]) -> None:
+    schema["required"] = ["schema", *schema.get("required", [])]
+
+
 class File(Record):
     """A record that is a whole file: it carries the schema version, and reads and writes
     itself. `from_json` takes the file's text (or its parsed value) and where it came from."""
+
+    # Every file says its version: the reader refuses one that does not (a JSON Schema too).
+    model_config = ConfigDict(json_schema_extra=_schema_required)
 
     version: int = Field(
         default=SCHEMA,
