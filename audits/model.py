@@ -5,7 +5,8 @@ same shape (NAPALM's compliance reports are the model): `kind` says what drifted
 (`fabric` for cables), `check` which check saw it, `path` the fact inside the contract,
 `expected` and `observed` the two values as JSON, `severity` how bad, `message` a sentence for
 people. A check either complies, finds drift, or is skipped with a reason (it could not run).
-Every host ends as exactly one `Status`.
+Every host ends as exactly one `Status`. The words of `kind` and `severity` are the contract's
+(`contract.Kind`, `contract.Severity`): the alerts and the metrics speak them too.
 """
 
 from __future__ import annotations

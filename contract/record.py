@@ -63,14 +63,11 @@ class ContractError(SetupError):
         super().__init__(str(diagnostic))
 
 
-def _line_of(text: str, key: str) -> Location | None:
-    """Where the top-level `key` is in a generated file: files are written indented, one key
-    a line, so a top-level key is the line that opens with it at two spaces."""
+def _line_of(text: str, key: str) -> int | None:
+    """The line of the top-level `key` in a generated file: files are written indented, one
+    key a line, so a top-level key is the line that opens with it at two spaces (column 3)."""
     found = re.search(rf'^  "{re.escape(key)}":', text, re.MULTILINE)
-    if found is None:
-        return None
-    line = text.count("\n", 0, found.start()) + 1
-    return Location("", line, 3)
+    return None if found is None else text.count("\n", 0, found.start()) + 1
 
 
 class Record(BaseModel):
@@ -141,9 +138,9 @@ def refusal(
     text: str, source: str | Path, rule: Rule, key: str | None, message: str
 ) -> ContractError:
     """The error for a contract file, at the line of its top-level `key` where that is known."""
-    at = _line_of(text, key) if key else None
-    line, col = (at.line, at.col) if at else (1, 1)
-    return ContractError(Diagnostic(Location(str(source), line, col), rule, message))
+    line = _line_of(text, key) if key else None
+    at = Location(str(source), line, 3) if line else Location(str(source), 1, 1)
+    return ContractError(Diagnostic(at, rule, message))
 
 
 def parsed(data: str | bytes | dict[str, Any], source: str | Path) -> tuple[dict[str, Any], str]:
