@@ -34,7 +34,7 @@ from compiler.model import (
     Switch,
     SwitchRole,
 )
-from contract import Route
+from contract import Route, ib
 
 U_HEIGHT_M = 0.04445
 TRAY_DROP_M = 0.6  # from a rack's top into the overhead tray, each end
@@ -44,7 +44,6 @@ STOCK_LENGTHS_M = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.
 DAC_MAX_M = 3.0  # passive copper beyond this loses signal at 25G and up
 # The cable ID names the rack and the switch role of its switch end: R01-IB05, R01-MG25.
 CABLE_CODES = {"leaf": "IB", "management": "MG", "storage": "ST"}
-IB_LANE_GBPS = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50, "NDR": 100}
 
 
 # --- pure helpers, shared with the checks ---------------------------------------------------
@@ -63,7 +62,7 @@ MAX_CORES = HOST_LID_BASE - CORE_LID_BASE - 1
 
 def link_gbps(fabric: Fabric) -> float:
     """The planned rate of one InfiniBand link: lanes times the per-lane rate (4x HDR = 200)."""
-    return IB_LANE_GBPS[fabric.rate] * int(fabric.width.rstrip("x"))
+    return ib.link_gbps(fabric.width, fabric.rate)
 
 
 def host_lid(rack: Rack, node: Node) -> int:
