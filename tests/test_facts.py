@@ -124,7 +124,7 @@ def test_bios_hosts_get_pxelinux_and_biosboot(bios: Compiled) -> None:
     menu = _text(bios, f"pxe/pxelinux.cfg/{mac}")
     assert "\nDEFAULT local\n" in menu and "\nLABEL local\n  LOCALBOOT 0\n" in menu
     server = bios.plan.address("prov01", "mgmt")
-    kernel = bios.plan.cluster.provisioning.boot_files.kernel
+    kernel = bios.plan.provisioning.boot_files.kernel
     assert f"\n  KERNEL http://{server}{kernel}\n" in menu
     isc = _text(bios, "dhcp/dhcpd.conf")
     bios_group = isc[isc.index('filename "lpxelinux.0"') :]

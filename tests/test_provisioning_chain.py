@@ -115,7 +115,7 @@ class Site:
 
 def site(repo: Path) -> Site:
     plan: Plan = compile_source(load(repo / "cluster")).plan
-    prov = plan.cluster.provisioning
+    prov = plan.provisioning
     server = plan.host(plan.site.services.provisioning)
     served = server.interface(prov.pxe_network)
     nic, other = (boot_nic(plan, plan.host(h)) for h in (HOST, OTHER))

@@ -28,7 +28,7 @@ from typing import Any
 
 from common.hostlist import compact
 from compiler.acceptance import FabricTest, Server, plan_rounds
-from compiler.model import Medium, Role, SwitchRole
+from compiler.model import Role, SwitchRole
 from compiler.plan import Host, Plan, link_gbps
 from compiler.targets.gpudirect import gpu_hosts
 from compiler.targets.render import to_json
@@ -104,7 +104,7 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
         by_leaf[s.leaf].append(s.name)
     out: list[tuple[str, list[str], int]] = []
     seen: set[int] = set()
-    for step in plan.cluster.acceptance.nccl_tests.steps:
+    for step in plan.acceptance.nccl_tests.steps:
         n = len(found) if step == "all" else step
         if n > len(found) or n in seen:
             continue
@@ -125,14 +125,16 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
 
 
 def render(plan: Plan) -> dict[str, str]:
-    acc = plan.cluster.acceptance
+    acc = plan.acceptance
     found, _, _, _ = servers(plan)
     test = fabric_test(plan)
     link = link_gbps(plan.fabric) / 8
     pair_mark = _mark(link, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
     hosts = {h.name: h for h in plan.hosts}
-    ib = {n for n, net in plan.cluster.networks.items() if net.medium == Medium.INFINIBAND}
-    ipoib = {h.name: next((i for i in h.interfaces if i.network in ib), None) for h in plan.hosts}
+    ipoib = {
+        h.name: next((i for i in h.interfaces if i.network in plan.ib_networks), None)
+        for h in plan.hosts
+    }
     files: dict[str, str] = {}
     rounds: list[dict[str, Any]] = []
     for number, pairs in enumerate(test.rounds, 1):
@@ -184,7 +186,12 @@ def render(plan: Plan) -> dict[str, str]:
            "leaf's server count" for c in test.idle}  # fmt: skip
     three_tier = any(s.role == SwitchRole.CORE for s in plan.switches)
     for c in plan.cables:
-        if c.lifecycle != "installed" or c.network not in ib or c.id in crossed or c.id in why:
+        if (
+            c.lifecycle != "installed"
+            or c.network not in plan.ib_networks
+            or c.id in crossed
+            or c.id in why
+        ):
             continue
         if role_of.get(c.b.device, Role.GPU) != Role.GPU:
             why[c.id] = f"{c.b.device} is no compute node: pairs run between GPU servers"
@@ -217,7 +224,7 @@ def render(plan: Plan) -> dict[str, str]:
 
 
 def _round_script(plan: Plan, name: str, rows: list[dict[str, Any]], ipoib: dict[str, Any]) -> str:
-    duration = plan.cluster.acceptance.ib_write_bw.duration_s
+    duration = plan.acceptance.ib_write_bw.duration_s
     # -F: no CPU-frequency warning as failure; --report_gbits: decimal Gb/s, as links are rated.
     bw = f"ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D {duration}"
     lines = [
@@ -241,7 +248,7 @@ def _round_script(plan: Plan, name: str, rows: list[dict[str, Any]], ipoib: dict
 
 
 def _sbatch(plan: Plan, name: str, members: list[str], leaves: int) -> str:
-    nccl = plan.cluster.acceptance.nccl_tests
+    nccl = plan.acceptance.nccl_tests
     gpus = max((plan.host(h).gpus or {}).get("count", 1) for h in members)
     return (
         "\n".join(

@@ -112,7 +112,6 @@ def host_contract(
 def fabric_contract(plan: Plan) -> dict[str, Any]:
     guid = {s.name: s.guid for s in plan.switches}
     guid |= {h.name: p.guid for h in plan.hosts for p in h.ib_ports}
-    ib = {n for n, net in plan.cluster.networks.items() if net.medium.value == "infiniband"}
 
     def end(device: str, port: str) -> dict[str, Any]:
         # A host end is "mlx5_0/1": the audit sees the CA's port number only.
@@ -137,7 +136,7 @@ def fabric_contract(plan: Plan) -> dict[str, Any]:
                 "lifecycle": c.lifecycle,
             }
             for c in plan.cables
-            if c.network in ib
+            if c.network in plan.ib_networks
         ],
     }
 
@@ -151,7 +150,7 @@ def gpudirect_contracts(plan: Plan) -> dict[str, dict[str, Any]]:
     }
     out = {}
     for h in hosts:
-        model = plan.cluster.hardware.servers[h.model]
+        model = plan.hardware.servers[h.model]
         affinity = sorted(
             (
                 {"gpu": g, "hca": a.hca, "path": a.path.value}
@@ -178,7 +177,7 @@ def slurm_controller(plan: Plan) -> dict[str, Any]:
 
 
 def render(plan: Plan) -> dict[str, str]:
-    rollouts = plan.cluster.firmware.rollouts
+    rollouts = plan.firmware.rollouts
     direct = gpudirect_contracts(plan)
     # sinfo answers the same on every controller host (a backup asks the primary): the
     # first by name reports the nodes held out, once.

@@ -34,13 +34,9 @@ def hcas(host: Host) -> list[str]:
 
 
 def socket_interfaces(plan: Plan, host: Host) -> list[str]:
-    """The host's interfaces on Ethernet networks that carry its default route (management)."""
-    nets = plan.cluster.networks
-    return [
-        i.name
-        for i in host.interfaces
-        if nets[i.network].default_route and nets[i.network].medium == Medium.ETHERNET
-    ]
+    """The host's management interface, when it is on Ethernet."""
+    mgmt = host.management_interface
+    return [mgmt.name] if plan.networks[mgmt.network].medium == Medium.ETHERNET else []
 
 
 def nccl_settings(plan: Plan, hosts: list[Host]) -> dict[str, str]:
@@ -49,7 +45,7 @@ def nccl_settings(plan: Plan, hosts: list[Host]) -> dict[str, str]:
     socket = sorted({x for h in hosts for x in socket_interfaces(plan, h)})
     # A leading '=' makes NCCL match names exactly: mlx5_1 must not select mlx5_10.
     derived = {"NCCL_IB_HCA": "=" + ",".join(ib), "NCCL_SOCKET_IFNAME": "=" + ",".join(socket)}
-    return derived | dict(sorted(plan.cluster.acceptance.nccl.settings.items()))
+    return derived | dict(sorted(plan.acceptance.nccl.settings.items()))
 
 
 def render(plan: Plan) -> dict[str, str]:
@@ -57,7 +53,7 @@ def render(plan: Plan) -> dict[str, str]:
     for host in gpu_hosts(plan):
         by_role[host.role.value].append(host)
     files = {}
-    options = plan.cluster.acceptance.module_options
+    options = plan.acceptance.module_options
     for role, hosts in sorted(by_role.items()):
         lines = [f"# /etc/nccl.conf on {role} hosts. {HEADER}"]
         lines += [f"{k}={v}" for k, v in nccl_settings(plan, hosts).items()]

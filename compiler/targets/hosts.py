@@ -13,12 +13,10 @@ from compiler.targets.render import template
 def names(plan: Plan) -> list[tuple[str, str, str]]:
     """(address, short name, network) of every host interface, BMC and switch management
     port, in address order; shared with DNS and DHCP."""
-    networks = sorted(plan.cluster.networks.items())
-    default = {n for n, net in networks if net.default_route}
     rows = []
     for host in plan.hosts:
         for iface in (*host.interfaces, host.bmc):
-            suffix = "" if iface.network in default else f"-{iface.network}"
+            suffix = "" if iface.network == host.management else f"-{iface.network}"
             rows.append((iface.address, f"{host.name}{suffix}", iface.network))
     rows += [(sw.address, sw.name, sw.network) for sw in plan.switches if sw.address and sw.network]
     return sorted(rows, key=lambda row: (ip_int(row[0]), row[1]))

@@ -33,9 +33,7 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 from common.errors import TargetError
-from compiler.deploy import services
-from compiler.model import Medium
-from compiler.plan import Host, Interface, Plan
+from compiler.plan import Host, Plan
 from compiler.targets.render import template, to_json, to_yaml
 
 ALERTMANAGER = "127.0.0.1:9093"
@@ -129,13 +127,6 @@ def target_labels(host: Host, leaf: dict[str, str]) -> dict[str, str]:
     return labels | ({"leaf": leaf[host.name]} if host.name in leaf else {})
 
 
-def management(plan: Plan, host: Host) -> Interface:
-    """The host's interface on the network that carries its default route: where it is
-    scraped and pinged."""
-    default = {n for n, net in plan.cluster.networks.items() if net.default_route}
-    return next((i for i in host.interfaces if i.network in default), host.interfaces[0])
-
-
 def probe_jobs(plan: Plan) -> set[str]:
     """The probe jobs whose exporter some host (the monitoring host) runs."""
     running = {name for host in plan.hosts for name in host.services}
@@ -144,14 +135,13 @@ def probe_jobs(plan: Plan) -> set[str]:
 
 def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """Job name -> file_sd target groups."""
-    ib = {n for n, net in plan.cluster.networks.items() if net.medium == Medium.INFINIBAND}
-    leaf = {c.b.device: c.a.device for c in plan.cables if c.network in ib}
+    leaf = {c.b.device: c.a.device for c in plan.cables if c.network in plan.ib_networks}
     jobs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     probes = probe_jobs(plan)
     for host in plan.hosts:
         labels = target_labels(host, leaf)
-        mgmt = management(plan, host)
-        for _, service in services(plan, host):
+        mgmt = host.management_interface
+        for _, service in host.software.services:
             if service.scrape:
                 target = f"{mgmt.address}:{service.scrape.port}"
                 jobs[service.scrape.job].append({"targets": [target], "labels": labels})

@@ -51,7 +51,7 @@ LOADERS = {
 
 def tmpfiles(plan: Plan) -> str:
     """pxe/tftpboot.conf: the TFTP root and the loaders of every boot mode a PXE host uses."""
-    prov = plan.cluster.provisioning
+    prov = plan.provisioning
     itself = plan.site.services.provisioning
     modes = {h.boot for h in plan.hosts if boot_nic(plan, h) is not None and h.name != itself}
     names: list[str] = []
@@ -69,7 +69,7 @@ def tmpfiles(plan: Plan) -> str:
 
 
 def render(plan: Plan) -> dict[str, str]:
-    prov = plan.cluster.provisioning
+    prov = plan.provisioning
     files = {"pxe/tftpboot.conf": tmpfiles(plan)}
     for host in plan.hosts:
         nic = boot_nic(plan, host)
