@@ -432,7 +432,7 @@ class Plan:
     acceptance: Acceptance
     racks: tuple[Rack, ...]  # as declared, for pictures and the diff's new racks
     review_only: tuple[str, ...]  # services.yaml: generated files no host holds
-    ib_networks: frozenset[str]  # the InfiniBand (IPoIB) networks; a cable's fabric is its
+    ib_networks: frozenset[str]  # the InfiniBand (IPoIB) ones: a cable on one is the fabric's
     ib_mtu: int | None  # the fabric's IB MTU (`fabric_mtu`); None without an IPoIB network
     # The site's management network: the one carrying the default route (the first by name
     # when several do); None when none does. A host's own is `Host.management`.

@@ -17,7 +17,7 @@ import pytest
 
 from compiler.load import Source, load
 from compiler.pipeline import Compiled, compile_repo, compile_source
-from compiler.targets.kickstart import boot_nic
+from compiler.targets.shared import boot_nic
 from tests.conftest import REPO, require_tool
 from tests.test_provisioning import dhcpd_check, kea_check, parse_ks
 

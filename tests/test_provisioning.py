@@ -36,7 +36,8 @@ from common.errors import SourceError
 from compiler import bundle
 from compiler.load import Source, load
 from compiler.pipeline import MANIFEST, Compiled, compile_source
-from compiler.targets.kickstart import PLACEHOLDER_ROOT_HASH, boot_nic
+from compiler.targets.kickstart import PLACEHOLDER_ROOT_HASH
+from compiler.targets.shared import boot_nic
 from tests.conftest import REPO, require_tool
 
 ISC_HOST = re.compile(r"host (\S+) \{ hardware ethernet ([0-9a-f:]+); fixed-address ([0-9.]+);")

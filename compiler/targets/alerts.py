@@ -24,8 +24,8 @@ from typing import Any
 from compiler.kinds import Severity
 from compiler.model import Monitoring
 from compiler.plan import Host, Plan
-from compiler.targets.monitoring import PROBES, probe_jobs
 from compiler.targets.render import template, to_yaml
+from compiler.targets.shared import PROBES, probe_jobs
 
 HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still names the box
 HOST_INFO = "clusterforge:host:info"  # every host with its rack, u and role, labelled host

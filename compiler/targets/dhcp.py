@@ -25,8 +25,8 @@ import netaddr
 from common.errors import TargetError
 from compiler.model import BootMode
 from compiler.plan import Plan, ip_int, network
-from compiler.targets.hosts import names
 from compiler.targets.render import template, to_json
+from compiler.targets.shared import names
 
 # RFC 4578 client system architectures, as the two-byte value of option 93.
 ARCH = {BootMode.UEFI: (7, 9), BootMode.BIOS: (0,)}  # UEFI x86-64 (7, and 9 by errata); BIOS

@@ -1,4 +1,4 @@
-"""`generated/dns/`: BIND zone files with the names /etc/hosts has (`hosts.names`).
+"""`generated/dns/`: BIND zone files with the names /etc/hosts has (`shared.names`).
 
   db.<domain>              the forward zone: every name of every network (the names already
                            carry the network: gpu001-storage), one section per network;
@@ -23,8 +23,8 @@ from collections import defaultdict
 
 from compiler.plan import Plan
 from compiler.plan import network as cidr_block
-from compiler.targets.hosts import names
 from compiler.targets.render import template
+from compiler.targets.shared import names
 
 ZONES_PATH = "/etc/named/named.conf.zones"  # where services.yaml installs named.conf.zones
 SERIAL_START = 1_000_000_000  # ten digits, far below 2**32, the SOA's 32-bit field

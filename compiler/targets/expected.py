@@ -37,9 +37,8 @@ from typing import Any
 
 from compiler.model import Rollout
 from compiler.plan import SLURMCTLD, Host, Plan
-from compiler.targets import gpudirect
 from compiler.targets.render import to_json
-from compiler.targets.slurm import SPARE_REASON
+from compiler.targets.shared import SPARE_REASON, gpu_hosts, nccl_settings
 
 SCHEMA = 1
 
@@ -143,9 +142,9 @@ def fabric_contract(plan: Plan) -> dict[str, Any]:
 
 def gpudirect_contracts(plan: Plan) -> dict[str, dict[str, Any]]:
     """The `gpudirect` section of each host NCCL runs on."""
-    hosts = gpudirect.gpu_hosts(plan)
+    hosts = gpu_hosts(plan)
     settings = {
-        role: gpudirect.nccl_settings(plan, [h for h in hosts if h.role.value == role])
+        role: nccl_settings(plan, [h for h in hosts if h.role.value == role])
         for role in {h.role.value for h in hosts}
     }
     out = {}

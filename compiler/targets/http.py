@@ -23,7 +23,7 @@ upstream (`provisioning.yaml: bootstrap`).
 from __future__ import annotations
 
 from compiler.plan import Plan
-from compiler.targets.kickstart import BUNDLE_PATH, KS_PATH
+from compiler.targets.shared import BUNDLE_PATH, KS_PATH
 
 APACHE_GROUP = "apache"  # httpd's user and group on Rocky 8 (the httpd package's)
 

@@ -41,36 +41,15 @@ from __future__ import annotations
 
 from compiler.plan import Host, Interface, Plan, network
 from compiler.targets.render import Lines, template
+from compiler.targets.shared import BUNDLE_PATH, boot_nic, http_url
 
-KS_PATH = "/ks"  # where the provisioning host serves generated/kickstart/
-BUNDLE_PATH = "/bundle"  # where it serves every host's bundle (`clusterforge bundle`)
 PLACEHOLDER_ROOT_HASH = "$6$PLACEHOLDER$no.password.matches.set.the.real.hash.outside.git"
-
-
-def server(plan: Plan) -> str:
-    """The provisioning host's address on the PXE network: DHCP next-server, TFTP, HTTP."""
-    return plan.address(plan.site.services.provisioning, plan.provisioning.pxe_network)
-
-
-def http_url(plan: Plan, path: str) -> str:
-    """`path` on the provisioning host's HTTP server, as installing hosts reach it."""
-    return f"http://{server(plan)}{path}"
-
-
-def ks_url(plan: Plan, host: Host) -> str:
-    return http_url(plan, f"{KS_PATH}/{host.name}.ks")
-
-
-def boot_nic(plan: Plan, host: Host) -> Interface | None:
-    """The NIC `host` PXE boots and installs over, when it has one with a MAC."""
-    nic = host.interface(plan.provisioning.pxe_network)
-    return nic if nic is not None and nic.mac else None
 
 
 def _network(plan: Plan, host: Host, boot: Interface) -> str:
     """The installer's `network` command: static on the boot NIC, by MAC (names may change in
     the installer), with the default route only where its network carries one."""
-    net = plan.networks[boot.network]
+    default = next((r for r in host.routes if r.dst == "default" and r.dev == boot.name), None)
     args = [
         f"--device={boot.mac}",
         "--bootproto=static",
@@ -78,8 +57,8 @@ def _network(plan: Plan, host: Host, boot: Interface) -> str:
         f"--netmask={network(boot.subnet).netmask}",
         f"--mtu={boot.mtu}",
     ]
-    if net.default_route and boot.gateway:
-        args.append(f"--gateway={boot.gateway}")
+    if default is not None:
+        args.append(f"--gateway={default.gateway}")
     else:
         args.append("--nodefroute")
     dns = ",".join(plan.address(h, boot.network) for h in plan.site.services.dns)

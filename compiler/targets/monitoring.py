@@ -30,11 +30,12 @@ plan): a rack or a leaf going dark shows as one label value.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, NamedTuple
+from typing import Any
 
 from common.errors import TargetError
 from compiler.plan import Host, Plan
 from compiler.targets.render import template, to_json, to_yaml
+from compiler.targets.shared import PROBES, probe_jobs
 
 ALERTMANAGER = "127.0.0.1:9093"
 IPMI_PASSWORD = "ipmi_password"  # key of the BMC password in plan.secrets
@@ -43,21 +44,6 @@ IPMI_CONFIG = "/etc/prometheus/ipmi_remote.yml"  # services.yaml's home of ipmi_
 TEXTFILE_DIR = "/var/lib/node_exporter/textfile"  # where the drift audit workflow publishes
 RULE_FILES = ("recording.yml", "alerts.yml")
 
-
-class Probe(NamedTuple):
-    """A job whose targets are asked through an exporter beside Prometheus."""
-
-    service: str  # of services.yaml: runs the exporter on the monitoring host
-    exporter: str  # where the exporter listens
-    path: str
-    module: str
-    interval: str | None  # the job's own scrape interval, when not the global one
-
-
-PROBES = {
-    "ipmi": Probe("ipmi-exporter", "127.0.0.1:9290", "/ipmi", "default", None),
-    "icmp": Probe("blackbox-exporter", "127.0.0.1:9115", "/probe", "icmp", "60s"),
-}
 
 # node_exporter turns these on by default; saying so keeps them on whatever the package's
 # defaults become, and the textfile collector reads nothing without its folder.
@@ -125,12 +111,6 @@ def target_labels(host: Host, leaf: dict[str, str]) -> dict[str, str]:
         "model": host.model,
     }
     return labels | ({"leaf": leaf[host.name]} if host.name in leaf else {})
-
-
-def probe_jobs(plan: Plan) -> set[str]:
-    """The probe jobs whose exporter some host (the monitoring host) runs."""
-    running = {name for host in plan.hosts for name in host.services}
-    return {job for job, probe in PROBES.items() if probe.service in running}
 
 
 def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from compiler.model import BootMode
 from compiler.plan import Plan
-from compiler.targets.kickstart import boot_nic, http_url, ks_url, server
 from compiler.targets.render import template
+from compiler.targets.shared import boot_nic, http_url, ks_url, server
 
 # Rocky 8's signed grubx64.efi (grub2 2.02-148) has `http`, `tftp` and `efinet` built in, and
 # RHEL's `linuxefi`/`initrdefi`: the module list in Rocky's shim-review submission, "Which
