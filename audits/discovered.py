@@ -35,7 +35,7 @@ def facts(text: str, name: str, plan: Plan) -> tuple[list[Fact], list[Conflict]]
         end_a, end_b = (str(a[0]), int(a[1])), (str(b[0]), int(b[1]))
         seen[end_a] = (end_b, guid_b)
         seen[end_b] = (end_a, guid_a)
-    ib = plan.cluster.networks
+    ib = plan.networks
     planned: dict[tuple[str, int], tuple[str, str]] = {}  # (switch, port) -> (device, port)
     for c in plan.cables:
         if ib[c.network].medium != Medium.INFINIBAND:

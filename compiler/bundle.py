@@ -18,7 +18,7 @@ from pathlib import Path
 from common.errors import InputError
 from compiler import output
 from compiler.pipeline import Compiled
-from compiler.targets.kickstart import BUNDLE_PATH
+from compiler.targets.shared import BUNDLE_PATH
 from contract import Deploy
 
 SERVED_MODE = 0o644  # a served bundle's files, for the HTTP server's user

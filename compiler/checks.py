@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from common.errors import Diagnostic, closest
+from common.registry import Registry
 from common.rules import Rule
 from compiler.load import Path_, Source
 from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Role, SwitchRole
@@ -1178,26 +1179,33 @@ def _version_keys(c: Cluster, model: str) -> set[str]:
     return keys | set(c.firmware.software)
 
 
-CHECKS: tuple[Check, ...] = (
-    names,
-    identities,
-    references,
-    baselines,
-    subnets,
-    addresses,
-    routes,
-    ipoib,
-    cages,
-    provisioning,
-    positions,
-    ports,
-    tiers,
-    fabric,
-    services,
-    site_hosts,
-    gpudirect,
-    slurm,
-    thresholds,
+# By name, in the order they run (`references` before every check that looks names up).
+CHECKS: Registry[Check] = Registry(
+    "check",
+    (
+        (check.__name__, check)
+        for check in (
+            names,
+            identities,
+            references,
+            baselines,
+            subnets,
+            addresses,
+            routes,
+            ipoib,
+            cages,
+            provisioning,
+            positions,
+            ports,
+            tiers,
+            fabric,
+            services,
+            site_hosts,
+            gpudirect,
+            slurm,
+            thresholds,
+        )
+    ),
 )
 
 
@@ -1205,7 +1213,7 @@ def run(cluster: Cluster, source: Source) -> list[Diagnostic]:
     """Every diagnostic of every check. Checks after `references` run only when it found no
     dangling name: they look names up and would trip over the same one again."""
     report = Report(source)
-    for check in CHECKS:
+    for check in CHECKS.values():
         before = len(report.diagnostics)
         check(cluster, report)
         if check is references and len(report.diagnostics) > before:

@@ -20,76 +20,13 @@ from fnmatch import fnmatchcase
 from common.errors import Diagnostic, SourceError
 from common.rules import Rule
 from compiler.load import Source
-from compiler.model import FileCheck, FirewallPolicy, Role, Service
-from compiler.plan import Host, Plan, derived
+from compiler.model import FileCheck
+from compiler.plan import Plan
 from compiler.probes import forbidden_path
 from contract import Deploy, Placed
 
 DEPLOY_DIR = "deploy"
-_KEY = re.compile(r"\{([a-z_]+)\}")
 _WILD = re.compile(r"[*?[]")  # what makes a pattern part more than its text
-
-
-def services(plan: Plan, host: Host) -> list[tuple[str, Service]]:
-    """The services `host` runs, in install order."""
-    catalogue = plan.cluster.services.services
-    return [(name, catalogue[name]) for name in host.services]
-
-
-def version_vars(host: Host) -> dict[str, str]:
-    """What `{key}` in a package name stands for: the host's versions, and `<key>_major`."""
-    out = dict(host.versions)
-    out |= {f"{key}_major": value.split(".")[0] for key, value in host.versions.items()}
-    return out
-
-
-def expand(text: str, variables: Mapping[str, str]) -> str:
-    """`text` with each `{key}` replaced (the checks made sure every key is there)."""
-    return _KEY.sub(lambda m: variables[m.group(1)], text)
-
-
-def packages(plan: Plan, host: Host) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(dnf module streams, packages) of the host's services, in order, without repeats;
-    worked out once for all the hosts that run the same services at the same versions."""
-    key = ("packages", host.services, tuple(host.versions.items()))
-    return derived(plan.cluster, key, lambda: _packages(plan, host))
-
-
-def _packages(plan: Plan, host: Host) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    variables = version_vars(host)
-    streams: dict[str, None] = {}
-    names: dict[str, None] = {}
-    for _, service in services(plan, host):
-        streams |= dict.fromkeys(expand(s, variables) for s in service.module_streams)
-        names |= dict.fromkeys(expand(p, variables) for p in service.packages)
-    return tuple(streams), tuple(names)
-
-
-def units(plan: Plan, host: Host) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(u for _, s in services(plan, host) for u in s.units))
-
-
-def kernel_modules(plan: Plan, host: Host) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(m for _, s in services(plan, host) for m in s.kernel_modules))
-
-
-def role_ports(plan: Plan, role: Role) -> list[str]:
-    """The ports a role's restricted networks open: the union of its services' ports."""
-    catalogue = plan.cluster.services.services
-    names = plan.cluster.services.roles.get(role, ())
-    return sorted({p for n in names for p in catalogue[n].ports}, key=_port_order)
-
-
-def _port_order(spec: str) -> tuple[int, str]:
-    number, proto = spec.split("/")
-    return int(number.split("-")[0]), proto
-
-
-def firewall_zone(plan: Plan, network: str) -> str:
-    """The firewalld zone of a host's interface on `network`."""
-    if plan.cluster.networks[network].firewall == FirewallPolicy.TRUSTED:
-        return "trusted"
-    return network
 
 
 def _matches(pattern: str, path: str) -> bool:
@@ -124,7 +61,6 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
     """Every host's Deploy, from the generated files' sha256 by path (the manifest's, hashed
     once); raises SourceError for homes without files, two files at one destination, and
     files with neither a home nor a review-only declaration."""
-    catalogue = plan.cluster.services
     problems: list[Diagnostic] = []
     homed: set[str] = set()
     out: dict[str, Deploy] = {}
@@ -132,7 +68,7 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
     for host in plan.hosts:
         placed: dict[str, Placed] = {}
         role = host.role.value
-        for name, service in services(plan, host):
+        for name, service in host.software.services:
             for i, home in enumerate(service.files):
                 home_at = ("services", "services", name, "files", i, "source")  # for a problem
                 pattern = home.source.format(host=host.name, role=role)
@@ -163,12 +99,12 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
         out[host.name] = Deploy(
             host.name,
             tuple(placed[p] for p in sorted(placed)),
-            units(plan, host),
-            kernel_modules(plan, host),
+            host.software.units,
+            host.software.kernel_modules,
         )
     at = source.where(("services", "review_only"))
     for path in sorted(digests):
-        if path in homed or any(_matches(p, path) for p in catalogue.review_only):
+        if path in homed or any(_matches(p, path) for p in plan.review_only):
             continue
         message = f"generated/{path} has no home on any host and is not declared review-only"
         problems.append(Diagnostic(at, Rule.HOMELESS_FILE, message))

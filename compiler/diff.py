@@ -508,7 +508,7 @@ def _address_book(plan: Plan) -> dict[tuple[str, str], str]:
     book = {(h.name, i.network): i.cidr for h in plan.hosts for i in (*h.interfaces, h.bmc)}
     for s in plan.switches:
         if s.address and s.network:
-            prefix = interface_prefix(plan.cluster.networks[s.network])
+            prefix = interface_prefix(plan.networks[s.network])
             book[(s.name, s.network)] = f"{s.address}/{prefix}"
     return book
 
@@ -530,7 +530,7 @@ def _addresses(a: Plan, b: Plan, renames: Mapping[str, str]) -> tuple[AddressCha
 def _label_commands(a: Plan, b: Plan, cables: Cables, reprint: Sequence[str]) -> tuple[str, ...]:
     """`clusterforge labels` lines that print every label this change needs: a new rack
     whole (its sheet, its cables' far ends, its pull sheet), any other cable by ID."""
-    new_racks = sorted({r.name for r in b.cluster.racks} - {r.name for r in a.cluster.racks})
+    new_racks = sorted({r.name for r in b.racks} - {r.name for r in a.racks})
     in_new = {c.id for c in cables.added if {c.a.rack, c.b.rack} & set(new_racks)}
     single = sorted({c.id for c in cables.added if c.id not in in_new} | set(reprint))
     commands = ["clusterforge labels " + " ".join(f"--rack {r}" for r in new_racks)]
@@ -606,7 +606,7 @@ def _value_changes(old: Mapping[str, Value], new: Mapping[str, Value]) -> tuple[
 
 
 def _firmware(a: Plan, b: Plan) -> Firmware:
-    fa, fb = a.cluster.firmware, b.cluster.firmware
+    fa, fb = a.firmware, b.firmware
     baselines = []
     for model in sorted(fa.baselines.keys() | fb.baselines.keys()):
         old = fa.baselines[model].model_dump(exclude_none=True) if model in fa.baselines else {}
@@ -936,8 +936,8 @@ def _rollouts(a: Plan, b: Plan) -> tuple[RolloutChange, ...]:
     def key(r: Rollout) -> str:
         return json.dumps(r.model_dump(mode="json"), sort_keys=True)
 
-    old = {key(r): r for r in a.cluster.firmware.rollouts}
-    new = {key(r): r for r in b.cluster.firmware.rollouts}
+    old = {key(r): r for r in a.firmware.rollouts}
+    new = {key(r): r for r in b.firmware.rollouts}
     return tuple(
         RolloutChange(status, r.rings, dict(sorted(r.previous.items())), str(r.until))
         for status, side, other in (("removed", old, new), ("added", new, old))

@@ -8,33 +8,41 @@ helpers at the top are pure and also used by the checks, which run on models tha
 from __future__ import annotations
 
 import math
+import re
 import socket
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple
 
 import netaddr
 
 from compiler.model import (
     MAX_RACK_ID,
+    Acceptance,
     BootMode,
     CableOverride,
     Cages,
     Cluster,
     Fabric,
+    FirewallPolicy,
+    Firmware,
+    Hardware,
     Medium,
     Network,
     Node,
     Partition,
+    Provisioning,
     Rack,
     Role,
+    Service,
     Site,
+    Slurm,
     Switch,
     SwitchRole,
 )
-from contract import Route
+from contract import Route, ib
 
 U_HEIGHT_M = 0.04445
 TRAY_DROP_M = 0.6  # from a rack's top into the overhead tray, each end
@@ -44,7 +52,6 @@ STOCK_LENGTHS_M = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.
 DAC_MAX_M = 3.0  # passive copper beyond this loses signal at 25G and up
 # The cable ID names the rack and the switch role of its switch end: R01-IB05, R01-MG25.
 CABLE_CODES = {"leaf": "IB", "management": "MG", "storage": "ST"}
-IB_LANE_GBPS = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50, "NDR": 100}
 
 
 # --- pure helpers, shared with the checks ---------------------------------------------------
@@ -63,7 +70,7 @@ MAX_CORES = HOST_LID_BASE - CORE_LID_BASE - 1
 
 def link_gbps(fabric: Fabric) -> float:
     """The planned rate of one InfiniBand link: lanes times the per-lane rate (4x HDR = 200)."""
-    return IB_LANE_GBPS[fabric.rate] * int(fabric.width.rstrip("x"))
+    return ib.link_gbps(fabric.width, fabric.rate)
 
 
 def host_lid(rack: Rack, node: Node) -> int:
@@ -149,10 +156,15 @@ def ib_mtu(ipoib_mtu: int) -> int | None:
     return ipoib_mtu + IPOIB_HEADER if ipoib_mtu + IPOIB_HEADER in IB_MTU_CODES else None
 
 
+def ib_networks(cluster: Cluster) -> frozenset[str]:
+    """The networks on InfiniBand (IPoIB): their cables are the fabric's."""
+    return frozenset(n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND)
+
+
 def fabric_mtu(cluster: Cluster) -> int | None:
     """The fabric's IB MTU, from its IPoIB network's MTU: one value for every partition, so
     RDMA and IPoIB traffic agree; None without an IPoIB network."""
-    mtus = [ib_mtu(n.mtu) for n in cluster.networks.values() if n.medium == Medium.INFINIBAND]
+    mtus = [ib_mtu(cluster.networks[n].mtu) for n in ib_networks(cluster)]
     return max((m for m in mtus if m), default=None)
 
 
@@ -308,6 +320,17 @@ class SlurmNode(NamedTuple):
         return self.sockets * self.cores_per_socket * self.threads_per_core
 
 
+class Software(NamedTuple):
+    """What a host's services (services.yaml, its role's, in install order) put on it."""
+
+    services: tuple[tuple[str, Service], ...]  # (name, service) in install order
+    module_streams: tuple[str, ...]  # dnf module streams, `{key}` expanded, without repeats
+    packages: tuple[str, ...]  # likewise
+    units: tuple[str, ...]
+    kernel_modules: tuple[str, ...]
+    ports: tuple[str, ...]  # what its restricted networks open: every service's, port order
+
+
 class Host(NamedTuple):
     name: str
     role: Role
@@ -320,8 +343,12 @@ class Host(NamedTuple):
     ring: str
     profile: str
     services: tuple[str, ...]  # services.yaml: what the host's role runs, in install order
+    software: Software
     interfaces: tuple[Interface, ...]
     bmc: Interface
+    # The network of the interface that carries its default route (its first interface's
+    # without one): where it is named plainly, scraped, pinged and reached by ssh.
+    management: str
     routes: tuple[Route, ...]
     ib_ports: tuple[IbPort, ...]
     versions: dict[str, str]
@@ -336,6 +363,10 @@ class Host(NamedTuple):
 
     def interface(self, network: str) -> Interface | None:
         return next((i for i in self.interfaces if i.network == network), None)
+
+    @property
+    def management_interface(self) -> Interface:
+        return next(i for i in self.interfaces if i.network == self.management)
 
 
 class SwitchPlan(NamedTuple):
@@ -388,9 +419,24 @@ class Cable(NamedTuple):
 
 @dataclass(frozen=True)
 class Plan:
+    """What every target reads: the site's declared settings as their typed models, and the
+    facts derived from them once. Targets never see the raw `Cluster`."""
+
     site: Site
     fabric: Fabric
-    cluster: Cluster  # for targets that need a declared fact no stage derives
+    networks: dict[str, Network]
+    hardware: Hardware
+    firmware: Firmware
+    provisioning: Provisioning
+    slurm: Slurm
+    acceptance: Acceptance
+    racks: tuple[Rack, ...]  # as declared, for pictures and the diff's new racks
+    review_only: tuple[str, ...]  # services.yaml: generated files no host holds
+    ib_networks: frozenset[str]  # the InfiniBand (IPoIB) ones: a cable on one is the fabric's
+    ib_mtu: int | None  # the fabric's IB MTU (`fabric_mtu`); None without an IPoIB network
+    # The site's management network: the one carrying the default route (the first by name
+    # when several do); None when none does. A host's own is `Host.management`.
+    management: str | None
     hosts: tuple[Host, ...]
     switches: tuple[SwitchPlan, ...]
     cables: tuple[Cable, ...]
@@ -415,14 +461,25 @@ class Plan:
             raise KeyError(f"{name!r} has no interface on {network!r}")
         return iface.address
 
+    def firewall_zone(self, network: str) -> str:
+        """The firewalld zone of a host's interface on `network`."""
+        if self.networks[network].firewall == FirewallPolicy.TRUSTED:
+            return "trusted"
+        return network
+
 
 def build(cluster: Cluster) -> Plan:
     """Derive everything from a model the checks passed."""
     racks = sorted(cluster.racks, key=lambda r: r.name)
     ring_of = _rings(cluster)
+    software: dict[tuple[Hashable, ...], Software] = {}  # one per set of services and versions
     hosts = tuple(
         sorted(
-            (_host(cluster, rack, node, ring_of) for rack in racks for node in rack.nodes),
+            (
+                _host(cluster, rack, node, ring_of, software)
+                for rack in racks
+                for node in rack.nodes
+            ),
             key=lambda h: h.name,
         )
     )
@@ -448,10 +505,21 @@ def build(cluster: Cluster) -> Plan:
             if net.gateway:
                 gateways[(name, rack.name)] = ip_str(subnet.first + net.gateway)
         subnets[name] = tuple(rows)
+    defaults = sorted(name for name, net in cluster.networks.items() if net.default_route)
     return Plan(
         site=cluster.site,
         fabric=cluster.fabric,
-        cluster=cluster,
+        networks=cluster.networks,
+        hardware=cluster.hardware,
+        firmware=cluster.firmware,
+        provisioning=cluster.provisioning,
+        slurm=cluster.slurm,
+        acceptance=cluster.acceptance,
+        racks=cluster.racks,
+        review_only=cluster.services.review_only,
+        ib_networks=ib_networks(cluster),
+        ib_mtu=fabric_mtu(cluster),
+        management=defaults[0] if defaults else None,
         hosts=hosts,
         switches=switches,
         cables=tuple(sorted(cables(cluster), key=lambda c: c.id)),
@@ -482,28 +550,9 @@ def _rings(cluster: Cluster) -> dict[str, str]:
     return ring_of
 
 
-def versions(cluster: Cluster, model: str) -> dict[str, str]:
+def versions(firmware: Firmware, model: str) -> dict[str, str]:
     """The baseline of `model`: the fleet's software plus the model's own firmware."""
-    baseline = cluster.firmware.baselines[model].versions()
-    return {**cluster.firmware.software, **baseline}
-
-
-# What several stages derive from the last cluster modelled (a compile models one, `diff`
-# two in turn): each node's links, the cable rules' wires, the packages of each set of
-# services. Held by identity, so a cluster is never mistaken for another; the values are
-# tuples, never changed in place.
-_DERIVED: list[tuple[Cluster, dict[Hashable, object]]] = []
-_T = TypeVar("_T")
-
-
-def derived(cluster: Cluster, key: Hashable, make: Callable[[], _T]) -> _T:
-    """`make()`, worked out once per `key` for `cluster` (see `_DERIVED`)."""
-    if not (_DERIVED and _DERIVED[0][0] is cluster):
-        _DERIVED[:] = [(cluster, {})]
-    known = _DERIVED[0][1]
-    if key not in known:
-        known[key] = make()
-    return cast(_T, known[key])
+    return {**firmware.software, **firmware.baselines[model].versions()}
 
 
 Links = tuple[tuple[Interface, ...], tuple[Route, ...], Interface]  # interfaces, routes, BMC
@@ -513,11 +562,6 @@ def links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
     """The node's interfaces, routes and BMC port; None when an address does not fit (the
     checks report that). Routes: each interface's connected subnet, its network's default
     route and `routes:` through the network's gateway."""
-    # The cluster holds both rack and node: their ids stay theirs.
-    return derived(cluster, ("links", id(rack), id(node)), lambda: _links(cluster, rack, node))
-
-
-def _links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
     ifaces: list[Interface] = []
     routes: list[Route] = []
     bmc: Interface | None = None
@@ -564,13 +608,20 @@ def egress(routes: tuple[Route, ...], block: str) -> tuple[Route, ...]:
     return (*([covering] if covering else []), *sorted(inside, key=Route.order))
 
 
-def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> Host:
+def _host(
+    cluster: Cluster,
+    rack: Rack,
+    node: Node,
+    ring_of: dict[str, str],
+    software: dict[tuple[Hashable, ...], Software],
+) -> Host:
     model = cluster.hardware.servers[node.model]
     ib_ports: list[IbPort] = []
     planned = links(cluster, rack, node)
     assert planned is not None, "checks guarantee every address"
     ifaces, routes, bmc = planned
     services = cluster.services.roles.get(node.role, ())
+    defaults = [i.network for i in ifaces if cluster.networks[i.network].default_route]
     for nic in model.nics:
         if nic.device and node.guid:
             fabric = cluster.fabric
@@ -585,11 +636,14 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
                     host_lid(rack, node),
                 )
             )
-    expected = versions(cluster, node.model)
+    expected = versions(cluster.firmware, node.model)
     expected.update({key: pin.version for key, pin in node.pins.items()})
     if not ib_ports:
         # MLNX_OFED is the HCA's driver: a host without one installs none, and has no version.
         expected.pop("ofed", None)
+    key = (services, *sorted(expected.items()))
+    if key not in software:  # hosts of one role at one baseline share it: worked out once
+        software[key] = _software(cluster, services, expected)
     return Host(
         name=node.name,
         role=node.role,
@@ -602,8 +656,10 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         ring=ring_of[node.name],
         profile=cluster.provisioning.role_profiles[node.role.value],
         services=services,
+        software=software[key],
         interfaces=tuple(ifaces),
         bmc=bmc,
+        management=(defaults or [ifaces[0].network])[0],
         routes=tuple(sorted(routes, key=Route.order)),
         ib_ports=tuple(ib_ports),
         versions=dict(sorted(expected.items())),
@@ -617,6 +673,40 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         reinstall=node.reinstall,
         slurm=slurm_node(cluster, node) if SLURMD in services else None,
     )
+
+
+_KEY = re.compile(r"\{([a-z_]+)\}")
+
+
+def _software(cluster: Cluster, names: tuple[str, ...], versions: dict[str, str]) -> Software:
+    """What services `names` install at `versions`: a package's `{key}` is the version of
+    that key, `{key_major}` its first dotted part (the checks made sure every key is there)."""
+    variables = versions | {f"{key}_major": value.split(".")[0] for key, value in versions.items()}
+
+    def expand(text: str) -> str:
+        return _KEY.sub(lambda m: variables[m.group(1)], text)
+
+    services = tuple((name, cluster.services.services[name]) for name in names)
+
+    def each(
+        values: Callable[[Service], Sequence[str]], change: Callable[[str], str] = str
+    ) -> tuple[str, ...]:
+        """Every service's `values`, in order, without repeats."""
+        return tuple(dict.fromkeys(change(v) for _, s in services for v in values(s)))
+
+    return Software(
+        services=services,
+        module_streams=each(lambda s: s.module_streams, expand),
+        packages=each(lambda s: s.packages, expand),
+        units=each(lambda s: s.units),
+        kernel_modules=each(lambda s: s.kernel_modules),
+        ports=tuple(sorted(each(lambda s: s.ports), key=_port_order)),
+    )
+
+
+def _port_order(spec: str) -> tuple[int, str]:
+    number, proto = spec.split("/")
+    return int(number.split("-")[0]), proto
 
 
 SLURMD = "slurm"  # the services.yaml service of a Slurm compute node
@@ -704,12 +794,8 @@ class Wire(NamedTuple):
     path: tuple[str | int, ...]  # where in cluster/ the rule that made it comes from
 
 
-def wires(cluster: Cluster) -> tuple[Wire, ...]:
+def wires(cluster: Cluster) -> list[Wire]:
     """Every cable the rules call for, switch end first; unconnectable ports are left out."""
-    return derived(cluster, "wires", lambda: tuple(_wires(cluster)))
-
-
-def _wires(cluster: Cluster) -> list[Wire]:
     out: list[Wire] = []
     by_role = {(rack.name, sw.role): sw.name for rack in cluster.racks for sw in rack.switches}
     for r, rack in enumerate(cluster.racks):

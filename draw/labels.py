@@ -509,7 +509,7 @@ def sheets(
     """
     chosen = STOCKS[stock or plan.site.labels.stock]
     site = plan.site.name
-    known = [r.name for r in plan.cluster.racks]
+    known = [r.name for r in plan.racks]
     problems = [
         f"no rack {r!r}{_suggest(r, known)}; the racks are {compact(known)}"
         for r in sorted(set(racks) - set(known))

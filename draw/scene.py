@@ -130,11 +130,10 @@ def floor_order(rack: RackSpot) -> tuple[int, str, int]:
 
 def scene(plan: Plan) -> Scene:
     """The plan as a picture's facts."""
-    cluster = plan.cluster
-    ib = {n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND}
+    ib = {n for n, net in plan.networks.items() if net.medium == Medium.INFINIBAND}
     racks = tuple(
         sorted(
-            (RackSpot(r.name, r.row, r.col, r.height_u, grid(r)) for r in cluster.racks),
+            (RackSpot(r.name, r.row, r.col, r.height_u, grid(r)) for r in plan.racks),
             key=floor_order,
         )
     )
@@ -150,7 +149,7 @@ def scene(plan: Plan) -> Scene:
             True,
             s.rack,
             s.u,
-            cluster.hardware.switches[s.model].height_u,
+            plan.hardware.switches[s.model].height_u,
             s.model,
             s.role.value,
             s.ports,

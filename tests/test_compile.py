@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterforge.cli import main
+from common.errors import RegistryError
+from common.registry import Registry
 from compiler import output, pipeline
 from compiler.load import Source, load
 from compiler.output import read_tree, write
 from compiler.plan import Plan
+from compiler.targets import TARGETS
 from tests.conftest import REPO
 
 
@@ -300,3 +305,29 @@ def test_two_compiles_at_once_leave_a_whole_tree(tmp_path: Path) -> None:
         assert [code for _, code in results] == [0, 0], results
         output.verify(generated)
         assert read_tree(generated) == read_tree(REPO / "generated")
+
+
+def test_targets_import_the_plan_and_the_shared_helpers_never_each_other() -> None:
+    """A target is plan in, files out: what two need is the plan's or a shared helper's
+    (render, shared), so none depends on another's internals or its order in the registry."""
+    helpers = {"render", "shared"}
+    imported = re.compile(r"^\s*from compiler\.targets(?:\.(\w+))? import ([\w, ()\n]+?)$", re.M)
+    found = {}
+    for path in sorted((REPO / "compiler" / "targets").glob("*.py")):
+        if path.stem == "__init__":  # the registry imports every target by design
+            continue
+        for module, names in imported.findall(path.read_text(encoding="utf-8")):
+            used = {module} if module else set(re.findall(r"\w+", names))
+            if used - helpers:
+                found[path.stem] = sorted(used - helpers)
+    assert found == {}
+    assert set(TARGETS) == {
+        p.stem for p in (REPO / "compiler" / "targets").glob("*.py")
+    } - helpers - {"__init__"}
+
+
+def test_the_registry_refuses_a_target_named_twice() -> None:
+    with pytest.raises(RegistryError, match="target 'hosts' is registered twice"):
+        Registry("target", [*TARGETS.items(), ("hosts", TARGETS["hosts"])])
+    with pytest.raises(RegistryError, match="no target named 'host'; did you mean 'hosts'"):
+        TARGETS["host"]

@@ -14,7 +14,7 @@ import pytest
 
 from compiler.load import parse, read_dir
 from compiler.pipeline import Compiled, compile_repo, compile_source
-from compiler.targets.hosts import names
+from compiler.targets.shared import names
 from tests.conftest import require_tool
 
 DOMAIN = "dc1.cluster.internal"

@@ -64,7 +64,7 @@ def test_draw_writes_an_elevation_per_rack_the_row_view_and_the_fabric_map(
     drawn: Path, plan: Plan
 ) -> None:
     files = sorted(str(p.relative_to(drawn)) for p in drawn.rglob("*.svg"))
-    racks = sorted(f"racks/{r.name}.svg" for r in plan.cluster.racks)
+    racks = sorted(f"racks/{r.name}.svg" for r in plan.racks)
     assert files == sorted([*racks, "racks.svg", "fabric.svg"])
 
 
@@ -90,7 +90,7 @@ def test_every_device_and_cable_appears_by_name(drawn: Path, plan: Plan) -> None
     assert devices <= _visible(drawn / "racks.svg")
     assert cables <= row
     # Each rack's elevation: its devices, and every cable with an end in it.
-    for rack in plan.cluster.racks:
+    for rack in plan.racks:
         words = _words(drawn / "racks" / f"{rack.name}.svg")
         assert {d.name for d in rack.nodes} | {s.name for s in rack.switches} <= words
         ends = {c.id for c in plan.cables if rack.name in (c.a.rack, c.b.rack)}
@@ -110,7 +110,7 @@ def _groups(path: Path, attr: str) -> dict[str, ET.Element]:
 def test_each_device_stands_at_its_u_span_and_empty_units_are_drawn(
     drawn: Path, plan: Plan
 ) -> None:
-    rack = next(r for r in plan.cluster.racks if r.name == "r01")
+    rack = next(r for r in plan.racks if r.name == "r01")
     groups = _groups(drawn / "racks" / "r01.svg", "data-device")
     spans = {h.name: (h.u, h.height_u) for h in plan.hosts if h.rack == "r01"}
     spans |= {s.name: (s.u, 1) for s in plan.switches if s.rack == "r01"}
@@ -140,7 +140,7 @@ def test_the_row_view_puts_racks_in_floor_order(drawn: Path, plan: Plan) -> None
         for g in root.iter(f"{SVG}g")
         if "data-rack" in g.attrib
     }
-    racks = sorted(plan.cluster.racks, key=lambda r: (r.row, r.col))
+    racks = sorted(plan.racks, key=lambda r: (r.row, r.col))
     assert list(placed) == [r.name for r in racks]
     for a, b in itertools.pairwise(racks):
         (ax, ay), (bx, by) = placed[a.name], placed[b.name]

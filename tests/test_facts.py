@@ -17,7 +17,7 @@ import pytest
 
 from compiler.load import Source, load
 from compiler.pipeline import Compiled, compile_repo, compile_source
-from compiler.targets.kickstart import boot_nic
+from compiler.targets.shared import boot_nic
 from tests.conftest import REPO, require_tool
 from tests.test_provisioning import dhcpd_check, kea_check, parse_ks
 
@@ -124,7 +124,7 @@ def test_bios_hosts_get_pxelinux_and_biosboot(bios: Compiled) -> None:
     menu = _text(bios, f"pxe/pxelinux.cfg/{mac}")
     assert "\nDEFAULT local\n" in menu and "\nLABEL local\n  LOCALBOOT 0\n" in menu
     server = bios.plan.address("prov01", "mgmt")
-    kernel = bios.plan.cluster.provisioning.boot_files.kernel
+    kernel = bios.plan.provisioning.boot_files.kernel
     assert f"\n  KERNEL http://{server}{kernel}\n" in menu
     isc = _text(bios, "dhcp/dhcpd.conf")
     bios_group = isc[isc.index('filename "lpxelinux.0"') :]

@@ -88,7 +88,7 @@ def lay_out(compiled: Compiled, tmp: Path) -> Path:
     bundle.write(tmp / "bundle", bundle.bundles(compiled, [name]))
     root = tmp / "bundle" / name
     root.chmod(0o755)
-    http_root = compiled.plan.cluster.provisioning.http_root
+    http_root = compiled.plan.provisioning.http_root
     for entry in json.loads((tmp / "bundle" / f"{name}.json").read_text())["files"]:
         if entry["path"].startswith(http_root):
             user, group = entry["owner"].split(":")
@@ -148,7 +148,7 @@ def test_www_data_reads_every_served_file_and_nobody_else(
     compiled: Compiled, open_tmp: Path
 ) -> None:
     root = lay_out(compiled, open_tmp)
-    www = root / compiled.plan.cluster.provisioning.http_root.lstrip("/")
+    www = root / compiled.plan.provisioning.http_root.lstrip("/")
     files = sorted(p for p in (www / "bundle").rglob("*") if p.is_file())
     files += sorted((www / "ks").glob("*.ks"))
     assert len(files) > 1000 and (www / "bundle/mon01/etc/prometheus/ipmi_remote.yml") in files
@@ -189,7 +189,7 @@ def _get(port: int, source: str, path: str) -> int:
 @pytest.mark.realtool
 def test_apache_serves_a_host_its_own_files_alone(compiled: Compiled, open_tmp: Path) -> None:
     root = lay_out(compiled, open_tmp)
-    www = root / compiled.plan.cluster.provisioning.http_root.lstrip("/")
+    www = root / compiled.plan.provisioning.http_root.lstrip("/")
     address = dict(served(compiled.plan))["gpu001"]
     conf = compiled.files["http/clusterforge.conf"].decode()
     conf = conf.replace(f"Require ip {address}\n", "Require ip 127.0.0.2\n")

@@ -32,7 +32,7 @@ from common.errors import SourceError
 from compiler import bundle
 from compiler.load import load
 from compiler.pipeline import Compiled, compile_repo, compile_source
-from compiler.targets import alerts, monitoring
+from compiler.targets import alerts, monitoring, shared
 from compiler.targets.alerts import seconds
 from compiler.targets.render import to_yaml
 from tests import monitoring_fleet as fleet
@@ -513,7 +513,7 @@ def test_ipmi_exporter_as_the_packaged_unit_runs_it_loads_the_generated_config(
     options = _env_file((overlay / "etc/default/ipmi_exporter").read_text())
     argv = options["IPMI_EXPORTER_OPTS"].split()
     address = next(a.split("=", 1)[1] for a in argv if a.startswith("--web.listen-address="))
-    assert address == monitoring.PROBES["ipmi"].exporter
+    assert address == shared.PROBES["ipmi"].exporter
     assert "freeipmi" in compiled.files[f"kickstart/{host}.ks"].decode().split("dnf -y install")[-1]
     Path("/etc/prometheus").mkdir(exist_ok=True)
     script = (
@@ -527,7 +527,7 @@ def test_ipmi_exporter_as_the_packaged_unit_runs_it_loads_the_generated_config(
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    url = f"http://{address}/ipmi?target=127.0.0.1&module={monitoring.PROBES['ipmi'].module}"
+    url = f"http://{address}/ipmi?target=127.0.0.1&module={shared.PROBES['ipmi'].module}"
     text = _scrape_ipmi(proc, url)
     # The generated module's three collectors, each tried (no BMC on loopback: up 0).
     for collector in ("bmc", "ipmi", "chassis"):

@@ -39,8 +39,8 @@ from compiler import bundle
 from compiler.load import load
 from compiler.pipeline import Compiled, compile_repo, compile_source
 from compiler.plan import Host, Plan
-from compiler.targets.monitoring import PROBES
 from compiler.targets.render import to_json, to_yaml
+from compiler.targets.shared import PROBES
 from tests import monitoring_fleet as fleet
 from tests.conftest import REPO, require_tool, stop
 

@@ -36,7 +36,8 @@ from common.errors import SourceError
 from compiler import bundle
 from compiler.load import Source, load
 from compiler.pipeline import MANIFEST, Compiled, compile_source
-from compiler.targets.kickstart import PLACEHOLDER_ROOT_HASH, boot_nic
+from compiler.targets.kickstart import PLACEHOLDER_ROOT_HASH
+from compiler.targets.shared import boot_nic
 from tests.conftest import REPO, require_tool
 
 ISC_HOST = re.compile(r"host (\S+) \{ hardware ethernet ([0-9a-f:]+); fixed-address ([0-9.]+);")
@@ -231,7 +232,7 @@ def relay_lab(iface: str, server: str, router: str, relays: list[str]) -> Iterat
 def test_both_servers_offer_the_planned_address_and_boot_file(
     compiled: Compiled, tmp_path: Path, server_kind: str
 ) -> None:
-    plan, prov = compiled.plan, compiled.plan.cluster.provisioning
+    plan, prov = compiled.plan, compiled.plan.provisioning
     host = plan.host("gpu001")
     nic, bmc = boot_nic(plan, host), host.bmc
     leaf = next(s for s in plan.switches if s.rack == host.rack)
@@ -360,7 +361,7 @@ def reservation_problems(compiled: Compiled, files: dict[str, str]) -> list[str]
             kea.setdefault(r["hw-address"], []).append(
                 (r["ip-address"], classes[0] if classes else None)
             )
-    boot_files = compiled.plan.cluster.provisioning.boot_files
+    boot_files = compiled.plan.provisioning.boot_files
     itself = compiled.plan.site.services.provisioning  # reserved, but boots no loader
     problems, pxe_macs = [], set()
     for host in compiled.plan.hosts:
@@ -436,7 +437,7 @@ def test_boot_menus_point_at_the_hosts_kickstart(compiled: Compiled) -> None:
     """One menu per host that installs from the provisioning host, for its boot mode; the
     installer's kernel and initrd over HTTP from the mirrored install tree, which the TFTP
     root does not hold."""
-    plan, prov = compiled.plan, compiled.plan.cluster.provisioning
+    plan, prov = compiled.plan, compiled.plan.provisioning
     server = plan.address(plan.site.services.provisioning, prov.pxe_network)
     menus = [p for p in compiled.files if p.startswith(("pxe/grub.cfg-", "pxe/pxelinux.cfg/"))]
     assert len(menus) == len(kickstarts(compiled)) - 1  # none for the provisioning host
@@ -533,8 +534,8 @@ def test_the_provisioning_host_installs_from_its_bootstrap_not_itself(
     (it is applied after, with the installer the kickstart leaves in /root)."""
     plan = compiled.plan
     itself = plan.site.services.provisioning
-    server = plan.address(itself, plan.cluster.provisioning.pxe_network)
-    boot = plan.cluster.provisioning.bootstrap
+    server = plan.address(itself, plan.provisioning.pxe_network)
+    boot = plan.provisioning.bootstrap
     ks = kickstarts(compiled)[itself]
     handler = parse_ks(ks)
     assert handler.url.url == boot.install
@@ -547,7 +548,7 @@ def test_the_provisioning_host_installs_from_its_bootstrap_not_itself(
     assert f"\nbaseurl={boot.install}\n" in ks  # the installed system's baseos
     # Every other host still installs from the provisioning host and fetches its bundle.
     other = kickstarts(compiled)["mon01"]
-    assert parse_ks(other).url.url == f"http://{server}{plan.cluster.provisioning.install_path}"
+    assert parse_ks(other).url.url == f"http://{server}{plan.provisioning.install_path}"
     assert f'curl -fsS --retry 5 -o /root/bundle.json "http://{server}/bundle/mon01.json"' in other
 
 

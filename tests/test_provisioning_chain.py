@@ -69,7 +69,7 @@ import pytest
 from compiler.load import load
 from compiler.pipeline import compile_source
 from compiler.plan import Plan
-from compiler.targets.kickstart import boot_nic
+from compiler.targets.shared import boot_nic
 from tests import pxe_standins as standins
 from tests.conftest import REPO, require_tool
 from tests.provisioning_host import Lab, bundle_host, lay_out, provisioning_host, repo_copy
@@ -115,7 +115,7 @@ class Site:
 
 def site(repo: Path) -> Site:
     plan: Plan = compile_source(load(repo / "cluster")).plan
-    prov = plan.cluster.provisioning
+    prov = plan.provisioning
     server = plan.host(plan.site.services.provisioning)
     served = server.interface(prov.pxe_network)
     nic, other = (boot_nic(plan, plan.host(h)) for h in (HOST, OTHER))

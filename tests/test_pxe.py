@@ -57,7 +57,7 @@ def tmpfiles(root: Path) -> subprocess.CompletedProcess[str]:
 def offered(compiled: Compiled) -> set[str]:
     """What the firmware and the loaders ask the TFTP root for, besides the menus: the boot
     file DHCP offers for each boot mode in use, and what that loader loads next."""
-    boot_files = compiled.plan.cluster.provisioning.boot_files
+    boot_files = compiled.plan.provisioning.boot_files
     itself = compiled.plan.site.services.provisioning
     modes = {h.boot.value for h in compiled.plan.hosts if h.name != itself}
     follows = {"shimx64.efi": "grubx64.efi", "lpxelinux.0": "ldlinux.c32"}

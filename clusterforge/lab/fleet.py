@@ -30,9 +30,9 @@ from audits.compare import probe_arguments
 from audits.versions import leading
 from compiler import output, pipeline
 from contract import Deploy, Host
+from contract.ib import LANE_GBPS
 
 COLLECTED_AT = "2026-05-04T06:00:00+00:00"
-_LANE_GBPS = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50, "NDR": 100}
 _BUS_IDS = ("07", "0f", "47", "4e", "87", "90", "b7", "bd")
 
 
@@ -326,7 +326,7 @@ def _digest(*parts: object) -> str:
 def _rate_gbps(rate: str) -> int:
     match = re.fullmatch(r"([0-9]+)x([A-Z]+)", rate)
     assert match, rate
-    return int(int(match[1]) * _LANE_GBPS[match[2]])
+    return int(int(match[1]) * LANE_GBPS[match[2]])
 
 
 def _ipmitool(revision: str) -> str:

@@ -21,11 +21,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from compiler.deploy import services
 from compiler.model import Monitoring
 from compiler.plan import Host, Plan
-from compiler.targets.monitoring import PROBES, probe_jobs
 from compiler.targets.render import template, to_yaml
+from compiler.targets.shared import PROBES, probe_jobs
 from contract import Severity, metrics
 
 HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still names the box
@@ -138,12 +137,13 @@ def _exporters(plan: Plan) -> list[tuple[str, str]]:
     HostDown, ipmi's BmcUnreachable."""
     jobs: dict[str, str] = {}
     for host in plan.hosts:
-        for _, service in services(plan, host):
+        for _, service in host.software.services:
             if service.scrape and service.scrape.job != "node":
                 jobs[service.scrape.job] = " ".join(service.units)
     if "icmp" in probe_jobs(plan):
-        catalogue = plan.cluster.services.services
-        jobs["icmp"] = " ".join(catalogue[PROBES["icmp"].service].units)
+        pinger = PROBES["icmp"].service
+        units = next(s.units for h in plan.hosts for n, s in h.software.services if n == pinger)
+        jobs["icmp"] = " ".join(units)
     return sorted(jobs.items())
 
 

@@ -25,8 +25,8 @@ import netaddr
 from common.errors import TargetError
 from compiler.model import BootMode
 from compiler.plan import Plan, ip_int, network
-from compiler.targets.hosts import names
 from compiler.targets.render import template, to_json
+from compiler.targets.shared import names
 
 # RFC 4578 client system architectures, as the two-byte value of option 93.
 ARCH = {BootMode.UEFI: (7, 9), BootMode.BIOS: (0,)}  # UEFI x86-64 (7, and 9 by errata); BIOS
@@ -54,8 +54,8 @@ class Boot(NamedTuple):
 
 def subnets(plan: Plan) -> list[Subnet]:
     """The served subnets in address order, each with its reservations in address order."""
-    served = plan.cluster.provisioning.dhcp_networks
-    pxe = plan.cluster.provisioning.pxe_network
+    served = plan.provisioning.dhcp_networks
+    pxe = plan.provisioning.pxe_network
     name_of = {address: name for address, name, _ in names(plan)}
     # The provisioning host gets no boot file: it serves every install, its own included
     # would be from itself (it installs from media or upstream: provisioning.yaml bootstrap).
@@ -91,7 +91,7 @@ def subnets(plan: Plan) -> list[Subnet]:
 
 
 def _addresses(plan: Plan, hosts: tuple[str, ...]) -> list[str]:
-    return [plan.address(h, plan.cluster.provisioning.pxe_network) for h in hosts]
+    return [plan.address(h, plan.provisioning.pxe_network) for h in hosts]
 
 
 def _kea(plan: Plan, rows: list[Subnet], boot: Boot, interface: str) -> dict[str, Any]:
@@ -151,7 +151,7 @@ def _kea(plan: Plan, rows: list[Subnet], boot: Boot, interface: str) -> dict[str
 
 
 def render(plan: Plan) -> dict[str, str]:
-    prov = plan.cluster.provisioning
+    prov = plan.provisioning
     server = plan.host(plan.site.services.provisioning).interface(prov.pxe_network)
     assert server is not None, "checks: the provisioning host is on the PXE network"
     itself = plan.site.services.provisioning

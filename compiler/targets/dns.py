@@ -1,4 +1,4 @@
-"""`generated/dns/`: BIND zone files with the names /etc/hosts has (`hosts.names`).
+"""`generated/dns/`: BIND zone files with the names /etc/hosts has (`shared.names`).
 
   db.<domain>              the forward zone: every name of every network (the names already
                            carry the network: gpu001-storage), one section per network;
@@ -23,8 +23,8 @@ from collections import defaultdict
 
 from compiler.plan import Plan
 from compiler.plan import network as cidr_block
-from compiler.targets.hosts import names
 from compiler.targets.render import template
+from compiler.targets.shared import names
 
 ZONES_PATH = "/etc/named/named.conf.zones"  # where services.yaml installs named.conf.zones
 SERIAL_START = 1_000_000_000  # ten digits, far below 2**32, the SOA's 32-bit field
@@ -48,7 +48,7 @@ def reverse_octets(plan: Plan, network: str) -> int:
     """How many leading octets name the reverse zone of `network`'s addresses: its prefix
     rounded up to an octet, since rounding down would claim addresses that are not the
     cluster's (10.60.0.0/16: 2, the zone 60.10.in-addr.arpa)."""
-    prefix: int = cidr_block(plan.cluster.networks[network].cidr).prefixlen
+    prefix: int = cidr_block(plan.networks[network].cidr).prefixlen
     return min(3, -(-prefix // 8))
 
 
@@ -69,7 +69,7 @@ def render(plan: Plan) -> dict[str, str]:
     domain = plan.site.domain
     forward: Sections = defaultdict(list)
     reverse: dict[str, Sections] = defaultdict(lambda: defaultdict(list))
-    cut = {network: reverse_octets(plan, network) for network in plan.cluster.networks}
+    cut = {network: reverse_octets(plan, network) for network in plan.networks}
     for address, short, network in names(plan):
         forward[network].append((short, "A", address))
         octets = address.split(".")
@@ -83,7 +83,7 @@ def render(plan: Plan) -> dict[str, str]:
         for zone in sorted(reverse)
     }
     files["dns/named.conf.zones"] = template("named-zones.j2", zones=[domain, *sorted(reverse)])
-    clients = sorted({net.cidr for net in plan.cluster.networks.values()})
+    clients = sorted({net.cidr for net in plan.networks.values()})
     files["dns/named.conf"] = template(
         "named.conf.j2", site=plan.site, clients=clients, zones=ZONES_PATH
     )

@@ -10,8 +10,7 @@ from typing import cast
 from compiler.model import Rollout
 from compiler.plan import SLURMCTLD, Plan
 from compiler.plan import Host as PlannedHost
-from compiler.targets import gpudirect
-from compiler.targets.slurm import SPARE_REASON
+from compiler.targets.shared import SPARE_REASON, gpu_hosts, nccl_settings
 from contract import (
     Accept,
     Affinity,
@@ -97,7 +96,6 @@ def host_contract(
 def fabric_contract(plan: Plan) -> Fabric:
     guid = {s.name: s.guid for s in plan.switches}
     guid |= {h.name: p.guid for h in plan.hosts for p in h.ib_ports}
-    ib = {n for n, net in plan.cluster.networks.items() if net.medium.value == "infiniband"}
 
     def end(device: str, port: str) -> End:
         # A host end is "mlx5_0/1": the audit sees the CA's port number only.
@@ -121,21 +119,21 @@ def fabric_contract(plan: Plan) -> Fabric:
                 lifecycle=cast(Lifecycle, c.lifecycle),  # the record checks it is one
             )
             for c in plan.cables
-            if c.network in ib
+            if c.network in plan.ib_networks
         ),
     )
 
 
 def gpudirect_contracts(plan: Plan) -> dict[str, GpuDirect]:
     """The `gpudirect` section of each host NCCL runs on."""
-    hosts = gpudirect.gpu_hosts(plan)
+    hosts = gpu_hosts(plan)
     settings = {
-        role: gpudirect.nccl_settings(plan, [h for h in hosts if h.role.value == role])
+        role: nccl_settings(plan, [h for h in hosts if h.role.value == role])
         for role in {h.role.value for h in hosts}
     }
     out = {}
     for h in hosts:
-        model = plan.cluster.hardware.servers[h.model]
+        model = plan.hardware.servers[h.model]
         affinity = sorted(
             (Affinity(gpu=g, hca=a.hca, path=a.path.value) for a in model.affinity for g in a.gpus),
             key=lambda e: e.gpu,
@@ -158,7 +156,7 @@ def slurm_controller(plan: Plan) -> SlurmController:
 
 
 def render(plan: Plan) -> dict[str, str]:
-    rollouts = plan.cluster.firmware.rollouts
+    rollouts = plan.firmware.rollouts
     direct = gpudirect_contracts(plan)
     # sinfo answers the same on every controller host (a backup asks the primary): the
     # first by name reports the nodes held out, once.

@@ -28,11 +28,10 @@ from compiler.targets.render import Lines, template, to_csv
 def ib_cables(plan: Plan) -> list[tuple[str, str, str, str]]:
     """(a device, a port, b device, b port) of every installed InfiniBand cable; host ports
     are the HCA port number."""
-    ib = {n for n, net in plan.cluster.networks.items() if net.medium == Medium.INFINIBAND}
     return [
         (c.a.device, c.a.port, c.b.device, c.b.port.rsplit("/", 1)[-1])
         for c in plan.cables
-        if c.network in ib and c.lifecycle == "installed"
+        if c.network in plan.ib_networks and c.lifecycle == "installed"
     ]
 
 
@@ -90,8 +89,7 @@ def cable_schedule(plan: Plan) -> str:
 
 def _panels(plan: Plan) -> dict[str, Cages | None]:
     """Each switch's front panel by name (looked up per cable end: a dict, not a scan)."""
-    models = plan.cluster.hardware.switches
-    return {s.name: models[s.model].cages for s in plan.switches}
+    return {s.name: plan.hardware.switches[s.model].cages for s in plan.switches}
 
 
 def product(panels: Mapping[str, Cages | None], cable: Cable) -> tuple[str, str, float]:

@@ -20,19 +20,19 @@ CSV_COLUMNS = ("device", "model", "ring", "key", "version", "pin_reason")
 
 
 def manifest(plan: Plan) -> dict[str, Any]:
-    servers = plan.cluster.hardware.servers
+    servers = plan.hardware.servers
     return {
         "schema": SCHEMA,
-        "rings": [ring.name for ring in plan.cluster.firmware.rings],
+        "rings": [ring.name for ring in plan.firmware.rings],
         "baselines": {
             model: dict(
                 sorted(
-                    versions(plan.cluster, model).items()
+                    versions(plan.firmware, model).items()
                     if model in servers
                     else baseline.versions().items()
                 )
             )
-            for model, baseline in sorted(plan.cluster.firmware.baselines.items())
+            for model, baseline in sorted(plan.firmware.baselines.items())
         },
         "nodes": {
             h.name: {"model": h.model, "ring": h.ring, "versions": dict(h.versions)}
@@ -47,7 +47,7 @@ def manifest(plan: Plan) -> dict[str, Any]:
 
 def rows(plan: Plan) -> list[tuple[str, str, str, str, str, str]]:
     """The CSV's rows: nodes in rollout order (ring, then name), then switches, no ring."""
-    order = {ring.name: i for i, ring in enumerate(plan.cluster.firmware.rings)}
+    order = {ring.name: i for i, ring in enumerate(plan.firmware.rings)}
     out = [
         (h.name, h.model, h.ring, key, version, h.pinned.get(key, ""))
         for h in sorted(plan.hosts, key=lambda h: (order[h.ring], h.name))

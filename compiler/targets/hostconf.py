@@ -14,7 +14,6 @@ services its role runs (services.yaml), installed through the host's bundle.
 
 from __future__ import annotations
 
-from compiler.deploy import firewall_zone, kernel_modules, role_ports
 from compiler.model import Role
 from compiler.plan import Host, Plan
 
@@ -39,7 +38,7 @@ def zone(name: str, role: str, ports: list[str]) -> str:
 
 def chrony(plan: Plan, host: str) -> str:
     ntp = plan.site.services.ntp
-    pxe = plan.cluster.provisioning.pxe_network
+    pxe = plan.provisioning.pxe_network
     lines = [f"# /etc/chrony.conf on {host}. {HEADER}"]
     lines += [f"server {plan.address(h, pxe)} iburst" for h in ntp if h != host]
     if host in ntp:
@@ -47,9 +46,7 @@ def chrony(plan: Plan, host: str) -> str:
             f"{'pool' if s.pool else 'server'} {s.host} iburst" for s in plan.site.ntp_upstream
         ]
         # Upstream out of reach: the NTP servers keep the site on one clock, their own.
-        lines += [
-            f"allow {cidr}" for cidr in sorted({n.cidr for n in plan.cluster.networks.values()})
-        ]
+        lines += [f"allow {cidr}" for cidr in sorted({n.cidr for n in plan.networks.values()})]
         lines.append("local stratum 10 orphan")
     lines += ["driftfile /var/lib/chrony/drift", "makestep 1.0 3", "rtcsync"]
     return "\n".join(lines) + "\n"
@@ -64,13 +61,13 @@ def render(plan: Plan) -> dict[str, str]:
         _, networks = roles.setdefault(host.role, (host, set()))
         networks |= {i.network for i in host.interfaces}
     for role, (host, networks) in roles.items():
-        ports = role_ports(plan, role)
+        ports = list(host.software.ports)
         for network in sorted(networks):
-            name = firewall_zone(plan, network)
+            name = plan.firewall_zone(network)
             if name != "trusted":
                 files[f"firewall/{role.value}/{name}.xml"] = zone(name, role.value, ports)
         files[f"modules/{role.value}.conf"] = "".join(
             [f"# /etc/modules-load.d/clusterforge.conf on {role.value} hosts. {HEADER}\n"]
-            + [f"{m}\n" for m in kernel_modules(plan, host)]
+            + [f"{m}\n" for m in host.software.kernel_modules]
         )
     return files

@@ -6,22 +6,9 @@ other network it is `<host>-<network>` (gpu001-storage, gpu001-bmc).
 
 from __future__ import annotations
 
-from compiler.plan import Plan, ip_int
+from compiler.plan import Plan
 from compiler.targets.render import template
-
-
-def names(plan: Plan) -> list[tuple[str, str, str]]:
-    """(address, short name, network) of every host interface, BMC and switch management
-    port, in address order; shared with DNS and DHCP."""
-    networks = sorted(plan.cluster.networks.items())
-    default = {n for n, net in networks if net.default_route}
-    rows = []
-    for host in plan.hosts:
-        for iface in (*host.interfaces, host.bmc):
-            suffix = "" if iface.network in default else f"-{iface.network}"
-            rows.append((iface.address, f"{host.name}{suffix}", iface.network))
-    rows += [(sw.address, sw.name, sw.network) for sw in plan.switches if sw.address and sw.network]
-    return sorted(rows, key=lambda row: (ip_int(row[0]), row[1]))
+from compiler.targets.shared import names
 
 
 def render(plan: Plan) -> dict[str, str]:

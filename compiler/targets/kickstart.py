@@ -39,39 +39,17 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
 
 from __future__ import annotations
 
-from compiler.deploy import kernel_modules, packages, units
 from compiler.plan import Host, Interface, Plan, network
 from compiler.targets.render import Lines, template
+from compiler.targets.shared import BUNDLE_PATH, boot_nic, http_url
 
-KS_PATH = "/ks"  # where the provisioning host serves generated/kickstart/
-BUNDLE_PATH = "/bundle"  # where it serves every host's bundle (`clusterforge bundle`)
 PLACEHOLDER_ROOT_HASH = "$6$PLACEHOLDER$no.password.matches.set.the.real.hash.outside.git"
-
-
-def server(plan: Plan) -> str:
-    """The provisioning host's address on the PXE network: DHCP next-server, TFTP, HTTP."""
-    return plan.address(plan.site.services.provisioning, plan.cluster.provisioning.pxe_network)
-
-
-def http_url(plan: Plan, path: str) -> str:
-    """`path` on the provisioning host's HTTP server, as installing hosts reach it."""
-    return f"http://{server(plan)}{path}"
-
-
-def ks_url(plan: Plan, host: Host) -> str:
-    return http_url(plan, f"{KS_PATH}/{host.name}.ks")
-
-
-def boot_nic(plan: Plan, host: Host) -> Interface | None:
-    """The NIC `host` PXE boots and installs over, when it has one with a MAC."""
-    nic = host.interface(plan.cluster.provisioning.pxe_network)
-    return nic if nic is not None and nic.mac else None
 
 
 def _network(plan: Plan, host: Host, boot: Interface) -> str:
     """The installer's `network` command: static on the boot NIC, by MAC (names may change in
     the installer), with the default route only where its network carries one."""
-    net = plan.cluster.networks[boot.network]
+    default = next((r for r in host.routes if r.dst == "default" and r.dev == boot.name), None)
     args = [
         f"--device={boot.mac}",
         "--bootproto=static",
@@ -79,12 +57,12 @@ def _network(plan: Plan, host: Host, boot: Interface) -> str:
         f"--netmask={network(boot.subnet).netmask}",
         f"--mtu={boot.mtu}",
     ]
-    if net.default_route and boot.gateway:
-        args.append(f"--gateway={boot.gateway}")
+    if default is not None:
+        args.append(f"--gateway={default.gateway}")
     else:
         args.append("--nodefroute")
     dns = ",".join(plan.address(h, boot.network) for h in plan.site.services.dns)
-    bootstrap = plan.cluster.provisioning.bootstrap
+    bootstrap = plan.provisioning.bootstrap
     if host.name == plan.site.services.provisioning and bootstrap.nameservers:
         dns = ",".join(bootstrap.nameservers)  # the site's DNS is this host, not up yet
     args += [f"--nameserver={dns}", f"--hostname={host.name}.{plan.site.domain}", "--activate"]
@@ -98,19 +76,15 @@ def bootstrap_sources(plan: Plan) -> Sources:
     """The provisioning host's own install sources, from `bootstrap`, never its own address:
     (the installer's tree, None for `cdrom`; the installer's other repos; the installed
     system's repos, `baseos` first), in the order of `repos`."""
-    boot = plan.cluster.provisioning.bootstrap
+    boot = plan.provisioning.bootstrap
     install = None if boot.install == "cdrom" else boot.install
-    repos = [
-        (r.name, boot.repos[r.name])
-        for r in plan.cluster.provisioning.repos
-        if r.name in boot.repos
-    ]
+    repos = [(r.name, boot.repos[r.name]) for r in plan.provisioning.repos if r.name in boot.repos]
     base = boot.repos.get("baseos", install)
     return install, repos, ([("baseos", base)] if base else []) + repos
 
 
 def render(plan: Plan) -> dict[str, str]:
-    prov = plan.cluster.provisioning
+    prov = plan.provisioning
     pxe = prov.pxe_network
     ntp = ",".join(plan.address(h, pxe) for h in plan.site.services.ntp)
     mirror = http_url(plan, prov.install_path)
@@ -121,7 +95,6 @@ def render(plan: Plan) -> dict[str, str]:
         boot = boot_nic(plan, host)
         if boot is None:
             continue
-        streams, names = packages(plan, host)
         sources: Sources = (mirror, repos, [("baseos", mirror), *repos])
         bundle: str | None = http_url(plan, BUNDLE_PATH)
         if host.name == plan.site.services.provisioning:
@@ -141,10 +114,10 @@ def render(plan: Plan) -> dict[str, str]:
             root_hash=plan.secrets.get("root_password_hash", PLACEHOLDER_ROOT_HASH),
             profile=prov.profiles[host.profile],
             variables={key.upper(): value for key, value in host.versions.items()},
-            streams=streams,
-            packages=names,
-            modules=kernel_modules(plan, host),
-            units=units(plan, host),
+            streams=host.software.module_streams,
+            packages=host.software.packages,
+            modules=host.software.kernel_modules,
+            units=host.software.units,
             bundle=bundle,
             apply_bundle=apply_bundle,
         )

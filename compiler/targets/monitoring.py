@@ -30,13 +30,12 @@ plan): a rack or a leaf going dark shows as one label value.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, NamedTuple
+from typing import Any
 
 from common.errors import TargetError
-from compiler.deploy import services
-from compiler.model import Medium
-from compiler.plan import Host, Interface, Plan
+from compiler.plan import Host, Plan
 from compiler.targets.render import template, to_json, to_yaml
+from compiler.targets.shared import PROBES, probe_jobs
 
 ALERTMANAGER = "127.0.0.1:9093"
 IPMI_PASSWORD = "ipmi_password"  # key of the BMC password in plan.secrets
@@ -45,21 +44,6 @@ IPMI_CONFIG = "/etc/prometheus/ipmi_remote.yml"  # services.yaml's home of ipmi_
 TEXTFILE_DIR = "/var/lib/node_exporter/textfile"  # where the drift audit workflow publishes
 RULE_FILES = ("recording.yml", "alerts.yml")
 
-
-class Probe(NamedTuple):
-    """A job whose targets are asked through an exporter beside Prometheus."""
-
-    service: str  # of services.yaml: runs the exporter on the monitoring host
-    exporter: str  # where the exporter listens
-    path: str
-    module: str
-    interval: str | None  # the job's own scrape interval, when not the global one
-
-
-PROBES = {
-    "ipmi": Probe("ipmi-exporter", "127.0.0.1:9290", "/ipmi", "default", None),
-    "icmp": Probe("blackbox-exporter", "127.0.0.1:9115", "/probe", "icmp", "60s"),
-}
 
 # node_exporter turns these on by default; saying so keeps them on whatever the package's
 # defaults become, and the textfile collector reads nothing without its folder.
@@ -129,29 +113,15 @@ def target_labels(host: Host, leaf: dict[str, str]) -> dict[str, str]:
     return labels | ({"leaf": leaf[host.name]} if host.name in leaf else {})
 
 
-def management(plan: Plan, host: Host) -> Interface:
-    """The host's interface on the network that carries its default route: where it is
-    scraped and pinged."""
-    default = {n for n, net in plan.cluster.networks.items() if net.default_route}
-    return next((i for i in host.interfaces if i.network in default), host.interfaces[0])
-
-
-def probe_jobs(plan: Plan) -> set[str]:
-    """The probe jobs whose exporter some host (the monitoring host) runs."""
-    running = {name for host in plan.hosts for name in host.services}
-    return {job for job, probe in PROBES.items() if probe.service in running}
-
-
 def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """Job name -> file_sd target groups."""
-    ib = {n for n, net in plan.cluster.networks.items() if net.medium == Medium.INFINIBAND}
-    leaf = {c.b.device: c.a.device for c in plan.cables if c.network in ib}
+    leaf = {c.b.device: c.a.device for c in plan.cables if c.network in plan.ib_networks}
     jobs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     probes = probe_jobs(plan)
     for host in plan.hosts:
         labels = target_labels(host, leaf)
-        mgmt = management(plan, host)
-        for _, service in services(plan, host):
+        mgmt = host.management_interface
+        for _, service in host.software.services:
             if service.scrape:
                 target = f"{mgmt.address}:{service.scrape.port}"
                 jobs[service.scrape.job].append({"targets": [target], "labels": labels})

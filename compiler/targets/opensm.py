@@ -15,7 +15,7 @@ exactly TRUE, GUIDs carry 0x, guid2lid records end with a blank line.
 from __future__ import annotations
 
 from compiler.model import Role, SwitchRole
-from compiler.plan import IB_MTU_CODES, Plan, fabric_mtu, partition_members
+from compiler.plan import IB_MTU_CODES, Plan, partition_members
 from compiler.targets.render import template
 
 ETC = "/etc/opensm"
@@ -41,7 +41,7 @@ def guid_list(title: str, guids: list[str]) -> str:
 
 def partitions(plan: Plan) -> str:
     # Without mtu= a partition's IPoIB broadcast group is made at 2048, and IPoIB at 2044.
-    mtu = fabric_mtu(plan.cluster)
+    mtu = plan.ib_mtu
     mtu_flag = f", mtu={IB_MTU_CODES[mtu]}" if mtu else ""
     lines = [
         "# OpenSM partitions (partition-config.txt grammar); every definition ends with ';'.",

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from compiler.model import BootMode
 from compiler.plan import Plan
-from compiler.targets.kickstart import boot_nic, http_url, ks_url, server
 from compiler.targets.render import template
+from compiler.targets.shared import boot_nic, http_url, ks_url, server
 
 # Rocky 8's signed grubx64.efi (grub2 2.02-148) has `http`, `tftp` and `efinet` built in, and
 # RHEL's `linuxefi`/`initrdefi`: the module list in Rocky's shim-review submission, "Which
@@ -51,7 +51,7 @@ LOADERS = {
 
 def tmpfiles(plan: Plan) -> str:
     """pxe/tftpboot.conf: the TFTP root and the loaders of every boot mode a PXE host uses."""
-    prov = plan.cluster.provisioning
+    prov = plan.provisioning
     itself = plan.site.services.provisioning
     modes = {h.boot for h in plan.hosts if boot_nic(plan, h) is not None and h.name != itself}
     names: list[str] = []
@@ -69,7 +69,7 @@ def tmpfiles(plan: Plan) -> str:
 
 
 def render(plan: Plan) -> dict[str, str]:
-    prov = plan.cluster.provisioning
+    prov = plan.provisioning
     files = {"pxe/tftpboot.conf": tmpfiles(plan)}
     for host in plan.hosts:
         nic = boot_nic(plan, host)

@@ -16,8 +16,6 @@ which changes on every boot). Install mode 0600, root: NetworkManager ignores ot
 
 from __future__ import annotations
 
-from compiler.deploy import firewall_zone
-from compiler.model import Medium
 from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, Interface, Plan
 from compiler.targets.render import template
 from contract import Route
@@ -48,7 +46,7 @@ def render(plan: Plan) -> dict[str, str]:
         for iface in host.interfaces:
             routes = static_routes(host, iface)
             default = next((r for r in routes if r.dst == "default"), None)
-            infiniband = plan.cluster.networks[iface.network].medium == Medium.INFINIBAND
+            infiniband = iface.network in plan.ib_networks
             hwaddr = ipoib_hwaddr(host.ib_ports[0].guid) if infiniband else iface.mac
             files[f"routes/{host.name}/{iface.name}.nmconnection"] = template(
                 "nmconnection.j2",
@@ -56,7 +54,7 @@ def render(plan: Plan) -> dict[str, str]:
                 iface=iface,
                 infiniband=infiniband,
                 hwaddr=hwaddr,
-                zone=firewall_zone(plan, iface.network),
+                zone=plan.firewall_zone(iface.network),
                 datagram=iface.mtu <= IPOIB_DATAGRAM_MAX_MTU,
                 gateway=default.gateway if default else None,
                 routes=[r for r in routes if r is not default],
