@@ -32,6 +32,7 @@ from compiler.targets import (
     opensm,
     pxe,
     routes,
+    scene,
     slurm,
 )
 
@@ -82,6 +83,7 @@ TARGETS.add("hostconf", hostconf.render)
 TARGETS.add("gpudirect", gpudirect.render)
 TARGETS.add("acceptance", acceptance.render)
 TARGETS.add("slurm", slurm.render)
+TARGETS.add("scene", scene.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:
