@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from functools import cached_property
+from functools import cache, cached_property
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
@@ -147,15 +147,15 @@ class Scene:
     def to_json(self) -> str:
         """The scene file's text: the records, one a line, in the order the scene holds them."""
         head = json.dumps({"schema": SCHEMA, "site": self.site, "room": self.room})
-        parts = [head[:-1] + ","]
-        for key, records in (
-            ("racks", self.racks),
-            ("devices", self.devices),
-            ("links", self.links),
-        ):
-            rows = ",\n".join(json.dumps(asdict(r), sort_keys=True) for r in records)
-            parts.append(f'"{key}": [\n{rows}\n]' if rows else f'"{key}": []')
-        return parts[0] + "\n" + ",\n".join(parts[1:]) + "}\n"
+        lists = [
+            f'"{key}": [\n' + ",\n".join(json.dumps(asdict(r), sort_keys=True) for r in records)
+            for key, records in (
+                ("racks", self.racks),
+                ("devices", self.devices),
+                ("links", self.links),
+            )
+        ]
+        return head[:-1] + ",\n" + ",\n".join(f"{x}\n]" for x in lists) + "}\n"
 
     @classmethod
     def from_json(cls, text: str, name: str = PATH) -> Scene:
@@ -169,7 +169,7 @@ class Scene:
             raise SceneError(f"{name}: a scene of schema {found!r}, not {SCHEMA}: recompile")
         try:
             # Strict, as every contract read: a string for a U or a list for a flag is refused.
-            return _READER.validate_json(json.dumps(data), strict=True)
+            return _reader().validate_json(json.dumps(data), strict=True)
         except ValidationError as exc:
             raise SceneError(f"{name}: not a scene: {exc}") from None
 
@@ -178,4 +178,7 @@ def floor_order(rack: RackSpot) -> tuple[int, str, int]:
     return (len(rack.row), rack.row, rack.col)
 
 
-_READER = TypeAdapter(Scene)
+@cache
+def _reader() -> TypeAdapter[Scene]:
+    # Built on the first read, not at import: `compile` imports this module and never reads.
+    return TypeAdapter(Scene)
