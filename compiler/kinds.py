@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# The stock is the labels contract's, which draw reads too: one enum for both.
+from contract.labels import LabelStock as LabelStock
+
 
 class Role(StrEnum):
     GPU = "gpu"
@@ -45,14 +48,6 @@ class FileCheck(StrEnum):
 
     CONTENT = "content"
     EXISTS = "exists"
-
-
-class LabelStock(StrEnum):
-    """Label stock the cable label sheets are laid out on; geometry in `draw/labels.py`."""
-
-    WRAP_LETTER = "wrap-letter"
-    AVERY_5160 = "avery-5160"
-    AVERY_L7163 = "avery-l7163"
 
 
 class PciPath(StrEnum):

@@ -44,6 +44,10 @@ from compiler.model import (
 )
 from contract import Route, ib
 
+# The cable records are the labels contract's, which draw and the diff report read too.
+from contract.labels import Cable as Cable
+from contract.labels import CableEnd as CableEnd
+
 U_HEIGHT_M = 0.04445
 TRAY_DROP_M = 0.6  # from a rack's top into the overhead tray, each end
 SLACK_M = 0.5
@@ -384,37 +388,6 @@ class SwitchPlan(NamedTuple):
     address: str | None
     firmware: str | None
     lid: int | None  # InfiniBand switches
-
-
-class CableEnd(NamedTuple):  # two per cable: a frozen dataclass's __init__ was 1/10 of the plan
-    device: str
-    port: str  # "5" on a switch, "eno1"/"bmc"/"mlx5_0/1" on a host
-    rack: str
-    u: int
-    location: str  # TIA-606 style: room.rackgrid-Uxx:port, e.g. H1.A01-U42:P05
-    face: str = ""  # the port as the faceplate names it: P05, P3/1 (cage 3, half 1), mlx5_0/1
-
-
-class Cable(NamedTuple):
-    id: str
-    network: str  # ipoib (InfiniBand), mgmt, bmc, storage
-    a: CableEnd  # the switch end: the ID and the label's first line come from it
-    b: CableEnd
-    medium: str  # DAC, AOC, Cat6A
-    length_m: float
-    rate: str  # 4xHDR, 25G, 1G
-    installed: bool
-    note: str = ""
-    # A split cable (one OSFP to two QSFP56) is one assembly with one leg per link: the legs
-    # share this name, the switch and cage of the split end (SPINE01-P03); "" for others.
-    assembly: str = ""
-    # Cabled and labelled, its switch port disabled by design until a link is moved onto it.
-    spare: bool = False
-
-    @property
-    def lifecycle(self) -> str:
-        """planned (not installed yet), spare (installed, port down by design) or installed."""
-        return "planned" if not self.installed else "spare" if self.spare else "installed"
 
 
 @dataclass(frozen=True)

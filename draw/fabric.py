@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from contract.scene import Device, Link, Mark, Scene
 from draw import racks
 from draw.figure import Dot, Figure, Group, Line, Rect, Shape, Text, clip, fit, width
 from draw.racks import ROLE_COLOURS
-from draw.scene import COLOURS, Device, Link, Mark, Scene
+from draw.scene import COLOURS
 
 LEFT = 86.0  # bus names
 TOP = 44.0

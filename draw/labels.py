@@ -1,8 +1,9 @@
 """Printable cable label sheets and pull sheets (PDF), laid out on real label stock.
 
-Pure: a plan in, PDF bytes out; `clusterforge labels` writes them (default `build/labels/`).
-The label content and work order come from `compiler.targets.labels`, whose CSV is compiled
-into `generated/labels/`: the committed CSV says what to print, these PDFs are how.
+Pure: the cabling (`contract.labels`) and the scene in, PDF bytes out; `clusterforge labels`
+writes them (default `build/labels/`). The label content and work order are
+`contract.labels`', whose CSV the compiler writes into `generated/labels/`: the committed CSV
+says what to print, these PDFs are how.
 
 Each label shows the cable ID large, this end and the far end (rack, U, device: port), the
 medium, length and rate, the TIA-606 identifier (near end first), and a QR code of the ID; a
@@ -11,7 +12,7 @@ QR code reads from any direction on a curved wrap label and stays small for any 
 Layout is geometry first: `layout` places every label, line and code as boxes on the stock's
 grid, `problems` proves nothing crosses a label or page boundary, and only then are the boxes
 drawn. Sheets are in work order (by rack, top to bottom, then port); each rack starts a sheet.
-PDFs are written in reportlab's invariant mode, so the same plan gives the same bytes.
+PDFs are written in reportlab's invariant mode, so the same cabling gives the same bytes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from xml.sax.saxutils import escape
 
 from reportlab.graphics.barcode import qrencoder
@@ -43,20 +43,19 @@ from reportlab.platypus import (
 
 from common.errors import InputError, TargetError
 from common.hostlist import compact
-from compiler.load import load
-from compiler.model import LabelStock
-from compiler.pipeline import check
-from compiler.plan import Cable, Plan, build
-from compiler.targets.labels import (
+from contract.labels import (
+    Cable,
+    Cabling,
     Label,
+    LabelStock,
     end_text,
     labels,
     length_text,
     pull_order,
 )
+from contract.scene import Scene
 from draw.figure import Figure, paint
 from draw.racks import rack_figure, row_figure
-from draw.scene import scene
 
 MM = 72 / 25.4
 INCH = 72.0
@@ -493,7 +492,8 @@ def _suggest(word: str, known: Sequence[str]) -> str:
 
 
 def sheets(
-    plan: Plan,
+    cabling: Cabling,
+    facts: Scene,
     stock: LabelStock | None = None,
     racks: Sequence[str] = (),
     only: Sequence[str] = (),
@@ -507,18 +507,18 @@ def sheets(
     cables' ends in racks not asked for. With `only` (cable IDs), `reprint.pdf`:
     just those cables' labels (within `racks`, if given) packed onto as few sheets as fit.
     """
-    chosen = STOCKS[stock or plan.site.labels.stock]
-    site = plan.site.name
-    known = [r.name for r in plan.racks]
+    chosen = STOCKS[stock or cabling.stock]
+    site = cabling.site
+    known = [r.name for r in facts.racks]
     problems = [
         f"no rack {r!r}{_suggest(r, known)}; the racks are {compact(known)}"
         for r in sorted(set(racks) - set(known))
     ]
-    ids = [c.id for c in plan.cables]
+    ids = [c.id for c in cabling.cables]
     problems += [f"no cable {i!r}{_suggest(i, ids)}" for i in sorted(set(only) - set(ids))]
     if problems:
         raise SelectionError("; ".join(problems))
-    cables = [c for c in plan.cables if not only or c.id in only]
+    cables = [c for c in cabling.cables if not only or c.id in only]
     chosen_labels = [lab for lab in labels(cables) if not racks or lab.here.rack in racks]
     if not chosen_labels:
         raise SelectionError("no label has an end in the racks asked for")
@@ -538,7 +538,6 @@ def sheets(
     pulled = sorted({c.a.rack for c in cables if not racks or c.a.rack in racks})
     # Label sheets go onto label stock, page by page, so the elevations go on the pull
     # sheets' front page, which is printed on plain paper.
-    facts = scene(plan)
     spots = {r.name: r for r in facts.racks}
     for rack in pulled:
         files[f"{rack}-pull.pdf"] = pull_pdf(
@@ -558,15 +557,3 @@ def sheets(
         files["all.pdf"] = pdf(chosen_labels, "all racks")
         files["pull.pdf"] = pull_pdf(cables, site, chosen.page, row_figure(facts))
     return dict(sorted(files.items()))
-
-
-def sheets_for_repo(
-    repo: Path,
-    stock: LabelStock | None = None,
-    racks: Sequence[str] = (),
-    only: Sequence[str] = (),
-    progress: Callable[[int, int], None] | None = None,
-) -> dict[str, bytes]:
-    """`sheets` for `repo/cluster`: loaded, checked and planned; no target runs, so a reprint
-    neither needs nor touches generated/. Raises SourceError for bad input."""
-    return sheets(build(check(load(repo / "cluster"))), stock, racks, only, progress)

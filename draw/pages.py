@@ -3,7 +3,8 @@
 One file each, nothing fetched: styles and the table-sorting script are inline, the pictures
 are inline SVG, and a Content-Security-Policy forbids every network fetch, so the page reads
 the same from a CI artifact, a mail attachment or a laptop offline. The data stays the source:
-`report.json` and the diff report; these pages only render them (with the plan for pictures).
+`report.json` and the diff report; these pages only render them (with the compiled scene,
+`contract.scene`, for pictures).
 """
 
 from __future__ import annotations
@@ -12,18 +13,14 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
-from pathlib import Path
 from typing import Any
 
-from common.errors import ClusterforgeError
-from compiler.diff import DiffReport, Place
-from compiler.load import load
-from compiler.pipeline import check
-from compiler.plan import Plan, build
+from contract.diff import DiffReport, Place
+from contract.scene import Mark, Scene
 from draw.fabric import fabric_figure
 from draw.figure import svg
 from draw.racks import row_figure
-from draw.scene import Mark, Scene, marked, merged, scene
+from draw.scene import marked, merged
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 SEVERITY_RANK = {"critical": 0, "warning": 1}
@@ -205,7 +202,7 @@ def audit_marks(report: Mapping[str, Any]) -> tuple[dict[str, Mark], dict[str, s
 
 
 def audit_page(report: Mapping[str, Any], facts: Scene | None, note: str | None = None) -> str:
-    """report.html: summary, sortable findings, and (with the plan's scene) the pictures."""
+    """report.html: summary, sortable findings, and (with the compiled scene) the pictures."""
     summary = report["summary"]
     status = summary["status"]
     site = facts.site if facts else "the fleet"
@@ -297,27 +294,6 @@ def _rack(finding: Mapping[str, Any], rack_of: Mapping[str, str]) -> str:
     return rack_of.get(finding["path"] if finding["host"] == "fabric" else finding["host"], "")
 
 
-def audit_page_for_repo(repo: Path, report: Mapping[str, Any]) -> str:
-    """`audit_page` with the scene of `repo/cluster`; without pictures (and saying why) when
-    cluster/ cannot be planned. A cluster/ other than the one the expectations were compiled
-    from is still drawn, under a warning."""
-    try:
-        source = load(repo / "cluster")
-        plan = build(check(source))
-    except ClusterforgeError as exc:
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return audit_page(
-            report, None, f"No pictures: {repo / 'cluster'} cannot be planned ({why})."
-        )
-    note = None
-    if source.digest() != report["expectations"]["source_sha256"]:
-        note = (
-            "The pictures are drawn from cluster/ as it is now, which is not the source the "
-            "expectations were compiled from: run `clusterforge compile` and audit again."
-        )
-    return audit_page(report, scene(plan), note)
-
-
 # --- the change picture ---------------------------------------------------------------------
 
 
@@ -325,7 +301,7 @@ def _where(place: Place) -> str:
     return f"{place.rack} U{place.u}" + (f" slot {place.slot}" if place.slot else "")
 
 
-def diff_scene(report: DiffReport, base: Plan, head: Plan) -> Scene:
+def diff_scene(report: DiffReport, base: Scene, head: Scene) -> Scene:
     """HEAD's scene with what the change added, removed (drawn from BASE) and moved marked."""
     marks: dict[str, Mark] = {}
     notes: dict[str, str] = {}
@@ -345,13 +321,13 @@ def diff_scene(report: DiffReport, base: Plan, head: Plan) -> Scene:
         marks[change.id] = Mark.MOVED if change.repatched else Mark.CHANGED
         notes[change.id] = "; ".join(f"{x.key}: {x.old} -> {x.new}" for x in change.changes)
     gone = [p.name for d in (report.nodes, report.switches) for p in d.removed]
-    facts = merged(scene(head), scene(base), gone, [c.id for c in report.cables.removed])
+    facts = merged(head, base, gone, [c.id for c in report.cables.removed])
     return marked(facts, marks, notes)
 
 
-def diff_page(report: DiffReport, base: Plan | None, head: Plan | None) -> str:
+def diff_page(report: DiffReport, base: Scene | None, head: Scene | None) -> str:
     """The change picture: counts, risks, what changed where, and HEAD drawn with it marked.
-    Without both plans (a side does not compile) only the errors are shown."""
+    Without both scenes (a side does not compile) only the errors are shown."""
     title = f"Change {report.base.ref} -> {report.head.ref}"
     body = [
         f"<h1>{escape(title)}</h1>",

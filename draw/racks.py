@@ -9,8 +9,9 @@ an outline only, dashed.
 
 from __future__ import annotations
 
+from contract.scene import Device, Mark, RackSpot, Scene
 from draw.figure import Dot, Figure, Group, Rect, Shape, Text, clip, fit
-from draw.scene import COLOURS, Device, Mark, RackSpot, Scene
+from draw.scene import COLOURS
 
 U = 14.0  # points per rack unit: one line of 9 pt text fits a 1U device
 RACK_W = 210.0

@@ -1,6 +1,6 @@
 """The diff as a pull-request comment (Markdown): what a reviewer reads first.
 
-Pure: a `compiler.diff.DiffReport` in, Markdown out (moved here from `compiler/diff.py`: all
+Pure: a `contract.diff.DiffReport` in, Markdown out (moved here from `compiler/diff.py`: all
 drawing for people lives in `draw/`). The pull-request workflow finds its comment by `MARKER`.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from common import hostlist
-from compiler.diff import AddressChange, Devices, DiffReport, Revision, Risk
-from compiler.plan import CableEnd
+from contract.diff import AddressChange, Devices, DiffReport, Revision, Risk
+from contract.labels import CableEnd
 
 MARKER = "<!-- clusterforge-diff -->"  # the PR workflow finds its comment by this line
 MARKDOWN_LIMIT = 60_000  # GitHub rejects comments over 65,536 characters

@@ -8,6 +8,7 @@ crosses its spine's bus.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import itertools
 import os
@@ -23,11 +24,14 @@ from clusterforge.cli import main
 from compiler.load import load
 from compiler.pipeline import check
 from compiler.plan import Plan, build
+from compiler.targets import labels as target
+from compiler.targets.scene import scene
+from contract import scene as scene_file
+from contract.scene import Device, End, Link, RackSpot, Scene
 from draw import labels
 from draw.fabric import fabric_figure, tiers
 from draw.figure import Line, svg
 from draw.racks import HEAD, U
-from draw.scene import Device, End, Link, RackSpot, Scene, scene
 from tests.conftest import REPO, require_tool
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -215,18 +219,21 @@ def test_tiers_follow_the_cables_up_to_a_core() -> None:
 
 
 _HASH_SCRIPT = """
-import hashlib, sys
+import contextlib, hashlib, io, sys
 from pathlib import Path
-from draw.pictures import pictures_for_repo
-for name, text in pictures_for_repo(Path(sys.argv[1])).items():
-    print(name, hashlib.sha256(text.encode()).hexdigest())
+from clusterforge.cli import main
+out = Path(sys.argv[2])
+with contextlib.redirect_stdout(io.StringIO()):
+    assert main(["-C", sys.argv[1], "draw", "--out", str(out)]) == 0
+for path in sorted(p for p in out.rglob("*") if p.is_file()):
+    print(path.relative_to(out), hashlib.sha256(path.read_bytes()).hexdigest())
 """
 
 
-def test_pictures_are_byte_identical_across_runs_and_hash_seeds() -> None:
+def test_pictures_are_byte_identical_across_runs_and_hash_seeds(tmp_path: Path) -> None:
     runs = [
         subprocess.run(
-            [sys.executable, "-c", _HASH_SCRIPT, str(REPO)],
+            [sys.executable, "-c", _HASH_SCRIPT, str(REPO), str(tmp_path / seed)],
             env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)},
             capture_output=True,
             text=True,
@@ -238,7 +245,7 @@ def test_pictures_are_byte_identical_across_runs_and_hash_seeds() -> None:
 
 
 def test_the_pull_sheet_opens_with_the_racks_elevation(plan: Plan, tmp_path: Path) -> None:
-    files = labels.sheets(plan, racks=["r01"])
+    files = labels.sheets(target.cabling(plan), scene(plan), racks=["r01"])
     pdf = tmp_path / "r01-pull.pdf"
     pdf.write_bytes(files["r01-pull.pdf"])
     first = subprocess.run(
@@ -255,12 +262,14 @@ def test_the_pull_sheet_opens_with_the_racks_elevation(plan: Plan, tmp_path: Pat
     assert not any(re.fullmatch(r"R01-[A-Z]{2}\d+", w) for w in first)  # the table is later
     assert (
         hashlib.sha256(files["r01-pull.pdf"]).digest()
-        == hashlib.sha256(labels.sheets(plan, racks=["r01"])["r01-pull.pdf"]).digest()
+        == hashlib.sha256(
+            labels.sheets(target.cabling(plan), scene(plan), racks=["r01"])["r01-pull.pdf"]
+        ).digest()
     )
 
 
 def test_nothing_but_the_cli_imports_draw() -> None:
-    """Drawing reads plans, diffs and reports; no stage imports it back, only the command
+    """Drawing reads scenes, diffs and reports; no stage imports it back, only the command
     line's commands (clusterforge/commands/) hand it what to draw."""
     importing = re.compile(r"^\s*(from|import) draw\b", re.M)
     found = sorted(
@@ -270,3 +279,49 @@ def test_nothing_but_the_cli_imports_draw() -> None:
         if importing.search(p.read_text(encoding="utf-8"))
     )
     assert found == ["clusterforge/commands/audit.py", "clusterforge/commands/review.py"]
+
+
+def test_draw_imports_nothing_of_the_compiler() -> None:
+    """It draws records (contract/, the audit's report), never a plan: a page drawn at audit
+    time cannot re-plan cluster/. Imports inside functions count too."""
+    crossings = [
+        f"{p.relative_to(REPO)}:{node.lineno}"
+        for p in sorted((REPO / "draw").rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in (
+            [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        )
+        if name.split(".")[0] == "compiler"
+    ]
+    assert len(list((REPO / "draw").rglob("*.py"))) > 10  # the walk found draw's modules
+    assert crossings == []
+
+
+# --- the compiled scene ---------------------------------------------------------------------
+
+
+def test_the_compiled_scene_is_the_plans_one_record_a_line(plan: Plan) -> None:
+    text = (REPO / "generated" / scene_file.PATH).read_text(encoding="utf-8")
+    facts = Scene.from_json(text)
+    assert facts == scene(plan) and facts.to_json() == text
+    # The header, three list brackets each side, and every rack, device and cable on its own.
+    records = len(facts.racks) + len(facts.devices) + len(facts.links)
+    assert len(text.splitlines()) == 7 + records and records > 300
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        ('"schema": 1', '"schema": 2', "schema 2, not 1"),
+        ('"u": 42', '"u": "42"', "valid integer"),  # strict: no string for a number
+        ('"installed": true', '"installed": 1', "valid boolean"),
+        ('"col": 1,', '"col": 1, "colour": "red",', "colour"),  # no key the record lacks
+    ],
+)
+def test_a_scene_file_that_is_not_one_is_refused_naming_it(old: str, new: str, said: str) -> None:
+    text = (REPO / "generated" / scene_file.PATH).read_text(encoding="utf-8")
+    assert old in text
+    with pytest.raises(scene_file.SceneError) as caught:
+        Scene.from_json(text.replace(old, new, 1), "generated/draw/scene.json")
+    assert str(caught.value).startswith("generated/draw/scene.json: ") and said in str(caught.value)

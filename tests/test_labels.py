@@ -26,7 +26,9 @@ from compiler.load import load
 from compiler.model import LabelStock
 from compiler.pipeline import check
 from compiler.plan import Plan, build
-from compiler.targets import labels as content
+from compiler.targets import labels as target
+from compiler.targets.scene import scene
+from contract import labels as content
 from draw import labels as sheets
 from tests.conftest import REPO, require_tool
 
@@ -110,7 +112,7 @@ def test_every_cable_is_on_two_labels_and_one_pull_row(plan: Plan, tmp_path: Pat
 
 @pytest.mark.realtool
 def test_a_rack_sheet_holds_the_labels_of_its_ends(plan: Plan, tmp_path: Path) -> None:
-    files = sheets.sheets(plan, racks=["r01", "n01"])
+    files = sheets.sheets(target.cabling(plan), scene(plan), racks=["r01", "n01"])
     assert sorted(files) == [  # no switch end in n01, so no pull sheet
         "n01-far.pdf", "n01.pdf", "r01-far.pdf", "r01-pull.pdf", "r01.pdf"
     ]  # fmt: skip
@@ -125,7 +127,7 @@ def test_a_rack_sheet_holds_the_labels_of_its_ends(plan: Plan, tmp_path: Path) -
 def test_a_rack_alone_also_gets_the_far_end_labels_of_its_cables(
     plan: Plan, tmp_path: Path
 ) -> None:
-    files = sheets.sheets(plan, racks=["r01"])
+    files = sheets.sheets(target.cabling(plan), scene(plan), racks=["r01"])
     assert sorted(files) == ["r01-far.pdf", "r01-pull.pdf", "r01.pdf"]
     far = {c.id: 1 for c in plan.cables if (c.a.rack == "r01") != (c.b.rack == "r01")}
     assert far, "r01 has uplinks to the spine rack"
@@ -328,23 +330,27 @@ def test_a_code_with_the_wrong_id_does_not_pass_for_the_label(plan: Plan, tmp_pa
 # --- determinism ----------------------------------------------------------------------------
 
 _HASH_SCRIPT = """
-import hashlib, sys
+import contextlib, hashlib, io, sys
 from pathlib import Path
-from draw.labels import sheets_for_repo
-files = sheets_for_repo(Path(sys.argv[1]), racks=["s01"])
-for name, data in sorted(files.items()):
-    print(name, hashlib.sha256(data).hexdigest())
+from clusterforge.cli import main
+out = Path(sys.argv[2])
+with contextlib.redirect_stdout(io.StringIO()):
+    assert main(["-C", sys.argv[1], "labels", "--rack", "s01", "--out", str(out)]) == 0
+for path in sorted(out.iterdir()):
+    print(path.name, hashlib.sha256(path.read_bytes()).hexdigest())
 """
 
 
-def test_sheets_are_byte_identical_across_runs_and_hash_seeds(plan: Plan) -> None:
-    here = {n: hashlib.sha256(d).hexdigest() for n, d in sheets.sheets(plan, racks=["s01"]).items()}
-    assert here == {
-        n: hashlib.sha256(d).hexdigest() for n, d in sheets.sheets(plan, racks=["s01"]).items()
-    }
+def test_sheets_are_byte_identical_across_runs_and_hash_seeds(plan: Plan, tmp_path: Path) -> None:
+    def digests() -> dict[str, str]:
+        files = sheets.sheets(target.cabling(plan), scene(plan), racks=["s01"])
+        return {n: hashlib.sha256(d).hexdigest() for n, d in files.items()}
+
+    here = digests()
+    assert here == digests()
     for seed in ("0", "12345"):
         out = subprocess.run(
-            [sys.executable, "-c", _HASH_SCRIPT, str(REPO)],
+            [sys.executable, "-c", _HASH_SCRIPT, str(REPO), str(tmp_path / seed)],
             check=True,
             capture_output=True,
             text=True,
@@ -357,7 +363,7 @@ def test_sheets_are_byte_identical_across_runs_and_hash_seeds(plan: Plan) -> Non
 
 
 def test_labels_csv_has_one_row_per_cable_in_label_software_columns(plan: Plan) -> None:
-    (path, text), *rest = content.render(plan).items()
+    (path, text), *rest = target.render(plan).items()
     assert path == "labels/labels.csv" and rest == []
     rows = list(csv.DictReader(io.StringIO(text)))
     assert list(rows[0]) == ["label_id", "end_a", "end_b", "text_a", "text_b", "barcode"]

@@ -28,8 +28,11 @@ from clusterforge.lab.fleet import Fleet, compile_reference
 from compiler.load import load
 from compiler.pipeline import check
 from compiler.plan import build
+from compiler.targets.scene import scene
+from contract.scene import Mark
 from draw import pages
-from draw.scene import COLOURS, Mark, scene
+from draw.report import Renderer
+from draw.scene import COLOURS
 from tests.conftest import REPO, require_tool
 from tests.test_diff import add_rack, git, move_spare, repatch
 
@@ -228,15 +231,61 @@ def test_the_page_is_byte_identical_for_the_same_recording(drift: Audit, tmp_pat
     assert (again / "report.html").read_bytes() == (drift.out / "report.html").read_bytes()
 
 
-def test_without_cluster_the_page_says_why_it_has_no_pictures(drift: Audit, tmp_path: Path) -> None:
-    bare = compile_reference(REPO, tmp_path / "bare")  # generated/ only
-    out = tmp_path / "out"
+def _audited(repo: Path, drift: Audit, out: Path) -> str:
+    """report.html of the drift recording audited against `repo`."""
     recording = drift.out.parent / "recording"
-    code = main(["-C", str(bare), "audit", "--replay", str(recording), "--out", str(out)])
+    code = main(["-C", str(repo), "audit", "--replay", str(recording), "--out", str(out)])
     assert code == drift.code
-    html = (out / "report.html").read_text(encoding="utf-8")
-    assert "No pictures" in html and "<svg" not in html
+    return (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_the_pictures_are_of_the_compiled_state_not_of_cluster_as_it_is_now(
+    drift: Audit, tmp_path: Path
+) -> None:
+    """cluster/ moved on after the compile (a rack renamed, not recompiled): the page draws
+    what generated/ holds, which the expectations were compiled with."""
+    repo = tmp_path / "repo"
+    shutil.copytree(drift.repo, repo)
+    racks = repo / "cluster" / "racks"
+    text = (racks / "r04.yaml").read_text(encoding="utf-8")
+    (racks / "r04.yaml").unlink()
+    (racks / "r4x.yaml").write_text(text.replace("\nname: r04\n", "\nname: r4x\n"))
+    assert "name: r4x" in (racks / "r4x.yaml").read_text()
+    html = _audited(repo, drift, tmp_path / "out")
+    assert 'data-rack="r04"' in html and "r4x" not in html
+    assert html == drift.html  # the same compile and recording: the same page
+
+
+def test_without_cluster_the_page_is_drawn_from_generated(drift: Audit, tmp_path: Path) -> None:
+    bare = compile_reference(REPO, tmp_path / "bare")  # generated/ only
+    html = _audited(bare, drift, tmp_path / "out")
+    assert html == drift.html and "<svg" in html
+
+
+def test_a_tree_compiled_without_a_scene_gets_a_page_saying_why(
+    drift: Audit, tmp_path: Path
+) -> None:
+    """generated/ from before the scene was compiled: the findings, and no pictures."""
+    bare = compile_reference(REPO, tmp_path / "bare")
+    (bare / "generated" / "draw" / "scene.json").unlink()
+    manifest = bare / "generated" / "MANIFEST.json"
+    listed = json.loads(manifest.read_text(encoding="utf-8"))
+    del listed["files"]["draw/scene.json"]
+    manifest.write_text(json.dumps(listed), encoding="utf-8")
+    html = _audited(bare, drift, tmp_path / "out")
+    assert "No pictures" in html and "draw/scene.json" in html and "<svg" not in html
     assert _parse(html).ids["drift"] == "1"
+
+
+def test_a_scene_compiled_from_another_source_is_drawn_under_a_warning(drift: Audit) -> None:
+    """A merge of shards audited against another compile than the one generated/ holds."""
+    report = json.loads((drift.out / "report.json").read_text(encoding="utf-8"))
+    facts = scene(build(check(load(drift.repo / "cluster"))))
+    same = Renderer(facts, report["expectations"]["source_sha256"]).files(report)
+    other = Renderer(facts, "0" * 64).files(report)
+    assert same["report.html"] == drift.html
+    assert "not compiled from the source" in other["report.html"]
+    assert "not compiled from the source" not in drift.html
 
 
 # --- diff --html --------------------------------------------------------------------------

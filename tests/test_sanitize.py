@@ -112,7 +112,7 @@ def reference(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _report(repo: Path, reference: Path, tmp: Path, hostile: bool) -> tuple[int, Path]:
     """A replay of the reference fleet (hostile or not), reported against the checkout, whose
-    cluster/ gives report.html its pictures."""
+    compiled scene (generated/draw/scene.json) gives report.html its pictures."""
     fleet = Fleet.load(reference / "generated")
     if hostile:
         _hostile(fleet)

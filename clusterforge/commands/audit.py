@@ -4,13 +4,17 @@ its history) and `accept`."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterforge.commands import Command, Progress
 from common.errors import EXIT_OK
+
+if TYPE_CHECKING:
+    from draw.report import Renderer
 
 
 def add(command: Command) -> None:
@@ -143,10 +147,9 @@ def _audit(args: argparse.Namespace) -> int:
     from audits import pipeline as audit
     from audits import ssh
     from audits.model import AuditError
-    from draw.report import Renderer
 
     # The documents come from `draw`, handed in: `audits` never imports it.
-    renderer = Renderer(args.repo)
+    renderer = _renderer(args.repo / "generated")
     # Inside the repository but under build/, which git ignores: a report is not source.
     args.out = args.out or args.repo / "build" / "audit-report"
     given = {k: v for k, v in vars(args).items() if v is not None and k != "out"}
@@ -226,6 +229,26 @@ def _audit(args: argparse.Namespace) -> int:
     status = ", ".join(f"{n} {s}" for s, n in report["summary"]["status"].items())
     print(f"{args.out}: {status}; fabric {report['summary']['fabric']}")
     return report["exit_code"]
+
+
+def _renderer(generated: Path) -> Renderer:
+    """The report's renderings, with the scene compiled into `generated`: the audit never
+    re-plans cluster/, which may have moved on since the expectations were compiled."""
+    from contract import scene
+    from draw.report import Renderer
+
+    path = generated / scene.PATH
+    try:
+        facts = scene.Scene.from_json(path.read_text(encoding="utf-8"), str(path))
+    except OSError as exc:
+        return Renderer(None, missing=f"{path} cannot be read ({exc.strerror}): compile again")
+    except scene.SceneError as exc:
+        return Renderer(None, missing=str(exc))
+    try:
+        source = json.loads((generated / "MANIFEST.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        source = {}  # the audit itself refuses a tree without a readable manifest
+    return Renderer(facts, source.get("source_sha256"))
 
 
 def _accept(args: argparse.Namespace) -> int:

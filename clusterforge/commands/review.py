@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterforge.commands import Command, Progress, batch, write_files
 from common.errors import EXIT_INPUT, EXIT_OK
 from compiler.kinds import LabelStock
+
+if TYPE_CHECKING:
+    from compiler.plan import Plan
 
 
 def add(command: Command) -> None:
@@ -70,12 +74,26 @@ def add(command: Command) -> None:
     )
 
 
+def _plan(repo: Path) -> Plan:
+    """`repo/cluster` loaded, checked and planned; no target runs, so the pictures and a
+    reprint neither need nor touch generated/. Raises SourceError for bad input."""
+    from compiler.load import load
+    from compiler.pipeline import check
+    from compiler.plan import build
+
+    return build(check(load(repo / "cluster")))
+
+
 def _labels(args: argparse.Namespace) -> int:
+    from compiler.targets import labels as content
+    from compiler.targets import scene
     from draw import labels
 
     only = [i.strip().upper() for arg in args.only for i in arg.split(",") if i.strip()]
-    files = labels.sheets_for_repo(
-        args.repo,
+    plan = _plan(args.repo)
+    files = labels.sheets(
+        content.cabling(plan),
+        scene.scene(plan),
         args.stock and LabelStock(args.stock),
         args.rack,
         only,
@@ -89,9 +107,10 @@ def _labels(args: argparse.Namespace) -> int:
 
 
 def _draw(args: argparse.Namespace) -> int:
+    from compiler.targets import scene
     from draw import pictures
 
-    files = pictures.pictures_for_repo(args.repo)
+    files = pictures.pictures(scene.scene(_plan(args.repo)))
     out = args.out or args.repo / "build" / "draw"
     write_files(out, files, "the pictures")
     print(f"{out}: {len(files)} SVG file(s) written (racks/, racks.svg, fabric.svg)")
@@ -109,10 +128,13 @@ def _diff(args: argparse.Namespace) -> int:
     markdown = review.to_markdown(report)
     outputs = {args.json: diff.to_json(report), args.markdown: markdown}
     if args.html is not None:
+        from compiler.targets import scene
         from draw import pages
 
-        plans = [side.compiled.plan if side.compiled else None for side in compared.sides]
-        outputs[args.html] = pages.diff_page(report, *plans)
+        scenes = [
+            scene.scene(side.compiled.plan) if side.compiled else None for side in compared.sides
+        ]
+        outputs[args.html] = pages.diff_page(report, *scenes)
     write_files(Path(), {str(p): text for p, text in outputs.items() if p}, "the report")
     if args.markdown is None:
         print(markdown, end="")

@@ -34,6 +34,7 @@ from compiler.targets import (
     opensm,
     pxe,
     routes,
+    scene,
     slurm,
 )
 
@@ -64,6 +65,7 @@ TARGETS: Registry[Target] = Registry(
         ("gpudirect", gpudirect.render),
         ("acceptance", acceptance.render),
         ("slurm", slurm.render),
+        ("scene", scene.render),
     ],
 )
 

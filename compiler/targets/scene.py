@@ -1,0 +1,64 @@
+"""`generated/draw/scene.json`: the plan as a picture's facts (`contract.scene`), compiled so
+that every page `draw` makes, the audit's report.html above all, shows the state generated/
+was compiled from and never re-plans whatever cluster/ holds when it is drawn."""
+
+from __future__ import annotations
+
+from compiler.model import Medium
+from compiler.plan import Plan, grid
+from contract.scene import PATH, Device, End, Link, RackSpot, Scene, floor_order
+
+
+def scene(plan: Plan) -> Scene:
+    """The plan as a picture's facts."""
+    racks = tuple(
+        sorted(
+            (RackSpot(r.name, r.row, r.col, r.height_u, grid(r)) for r in plan.racks),
+            key=floor_order,
+        )
+    )
+    devices = [
+        Device(
+            h.name, False, h.rack, h.u, h.height_u, h.model, h.role.value, None, bool(h.ib_ports)
+        )
+        for h in plan.hosts
+    ]
+    devices += [
+        Device(
+            s.name,
+            True,
+            s.rack,
+            s.u,
+            plan.hardware.switches[s.model].height_u,
+            s.model,
+            s.role.value,
+            s.ports,
+            s.medium == Medium.INFINIBAND,
+        )
+        for s in plan.switches
+    ]
+    links = tuple(
+        Link(
+            c.id,
+            c.network,
+            c.network in plan.ib_networks,
+            End(c.a.device, c.a.port),
+            End(c.b.device, c.b.port),
+            f"{c.medium} {c.length_m:g} m, {c.rate}"
+            + ("" if c.installed else ", not installed")
+            + (", spare: its port down by design" if c.spare else ""),
+            c.installed,
+        )
+        for c in plan.cables
+    )
+    return Scene(
+        plan.site.name,
+        plan.site.room,
+        racks,
+        tuple(sorted(devices, key=lambda d: d.name)),
+        links,
+    )
+
+
+def render(plan: Plan) -> dict[str, str]:
+    return {PATH: scene(plan).to_json()}

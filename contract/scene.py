@@ -1,0 +1,184 @@
+"""What a picture shows: racks on the floor, devices at their U, cables between ports, and the
+marks a page puts on some of them (drift, a change). The compiler writes it, compiled from the
+plan, as `generated/draw/scene.json`; `draw` lays it out, nothing recomputed, so a page drawn
+at audit time shows the state the audit's expectations were compiled from.
+
+`generated/draw/scene.json` (schema 1): one JSON object, one record a line so that a change
+to the floor reads as a few changed lines in a pull request:
+  schema: 1; site, room
+  racks: [{name, row, col, height_u, grid}]  in floor order: by row, then position
+  devices: [{name, switch, rack, u, height_u, model, role, ports, infiniband}]  by name;
+           ports: a switch's port count, null on a host; infiniband: on the compute fabric
+  links: [{id, network, infiniband, a: {device, port}, b: {device, port}, text, installed}]
+         by ID; a: the switch end; text: medium, length and rate, for hover text
+Marks and notes are a page's, never compiled: the file holds none.
+
+A `Scene` is the one input of every layout. Pages that compare two states (a diff) draw one
+scene: HEAD's, plus what BASE had and HEAD removed, marked `removed`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from functools import cache, cached_property
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+from common.errors import InputError
+
+SCHEMA = 1
+PATH = "draw/scene.json"  # under generated/
+
+# A key the record does not have is an error, as in cluster/.
+_RECORD = ConfigDict(extra="forbid")
+
+
+class SceneError(InputError):
+    """Raised when a scene file is not one: bad JSON, another schema, a field missing or of
+    the wrong type."""
+
+
+class Mark(StrEnum):
+    """Why a device or cable stands out. Audit: drift, unreachable, error for hosts; missing,
+    miswired, degraded for cables. Diff: added, removed, moved (re-patched), changed."""
+
+    DRIFT = "drift"
+    UNREACHABLE = "unreachable"
+    ERROR = "error"
+    MISSING = "missing"
+    MISWIRED = "miswired"
+    DEGRADED = "degraded"
+    ADDED = "added"
+    REMOVED = "removed"
+    MOVED = "moved"
+    CHANGED = "changed"
+
+
+@dataclass(frozen=True)
+class RackSpot:
+    __pydantic_config__ = _RECORD
+
+    name: str
+    row: str
+    col: int
+    height_u: int
+    grid: str  # the floor-grid name, A01
+
+
+@dataclass(frozen=True)
+class Device:
+    __pydantic_config__ = _RECORD
+
+    name: str
+    switch: bool
+    rack: str
+    u: int
+    height_u: int
+    model: str
+    role: str
+    ports: int | None  # a switch's port count
+    infiniband: bool  # on the compute fabric (an IB switch, or a host with an HCA)
+
+
+@dataclass(frozen=True)
+class End:
+    __pydantic_config__ = _RECORD
+
+    device: str
+    port: str
+
+
+@dataclass(frozen=True)
+class Link:
+    __pydantic_config__ = _RECORD
+
+    id: str
+    network: str
+    infiniband: bool
+    a: End  # the switch end
+    b: End
+    text: str  # medium, length and rate, for hover text
+    installed: bool
+
+
+@dataclass(frozen=True)
+class Scene:
+    __pydantic_config__ = _RECORD
+
+    site: str
+    room: str
+    racks: tuple[RackSpot, ...]  # in floor order: by row, then position
+    devices: tuple[Device, ...]  # by name
+    links: tuple[Link, ...]  # by ID
+    marks: Mapping[str, Mark] = field(default_factory=dict)  # device name or cable ID
+    notes: Mapping[str, str] = field(default_factory=dict)  # extra hover text, same keys
+
+    def rack_devices(self, rack: str) -> list[Device]:
+        return self._by_rack.get(rack, [])
+
+    def cables_of(self, device: str) -> list[Link]:
+        """The cables with an end on `device`, by ID."""
+        return self._by_device.get(device, [])
+
+    # Indexes, so a picture of a thousand hosts is linear in its size, not quadratic.
+    @cached_property
+    def _by_rack(self) -> dict[str, list[Device]]:
+        out: dict[str, list[Device]] = {}
+        for d in self.devices:
+            out.setdefault(d.rack, []).append(d)
+        return out
+
+    @cached_property
+    def _by_device(self) -> dict[str, list[Link]]:
+        out: dict[str, list[Link]] = {}
+        for c in self.links:
+            for name in dict.fromkeys((c.a.device, c.b.device)):
+                out.setdefault(name, []).append(c)
+        return out
+
+    def hover(self, name: str, text: str) -> str:
+        """`text`, with the mark and the note of `name` when it has them."""
+        mark, note = self.marks.get(name), self.notes.get(name)
+        return "\n".join(x for x in (text, mark and f"{mark.upper()}", note) if x)
+
+    def to_json(self) -> str:
+        """The scene file's text: the records, one a line, in the order the scene holds them."""
+        head = json.dumps({"schema": SCHEMA, "site": self.site, "room": self.room})
+        lists = [
+            f'"{key}": [\n' + ",\n".join(json.dumps(asdict(r), sort_keys=True) for r in records)
+            for key, records in (
+                ("racks", self.racks),
+                ("devices", self.devices),
+                ("links", self.links),
+            )
+        ]
+        return head[:-1] + ",\n" + ",\n".join(f"{x}\n]" for x in lists) + "}\n"
+
+    @classmethod
+    def from_json(cls, text: str, name: str = PATH) -> Scene:
+        """The scene of a scene file's text; raises SceneError naming `name`."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SceneError(f"{name}: not JSON ({exc})") from None
+        found = data.pop("schema", None) if isinstance(data, dict) else None
+        if found != SCHEMA:
+            raise SceneError(f"{name}: a scene of schema {found!r}, not {SCHEMA}: recompile")
+        try:
+            # Strict, as every contract read: a string for a U or a list for a flag is refused.
+            return _reader().validate_json(json.dumps(data), strict=True)
+        except ValidationError as exc:
+            raise SceneError(f"{name}: not a scene: {exc}") from None
+
+
+def floor_order(rack: RackSpot) -> tuple[int, str, int]:
+    return (len(rack.row), rack.row, rack.col)
+
+
+@cache
+def _reader() -> TypeAdapter[Scene]:
+    # Built on the first read, not at import: `compile` imports this module and never reads.
+    return TypeAdapter(Scene)
