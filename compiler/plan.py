@@ -351,7 +351,7 @@ class Host(NamedTuple):
     interfaces: tuple[Interface, ...]
     bmc: Interface
     # The network of the interface that carries its default route (its first interface's
-    # without one): where it is named plainly, scraped, pinged and reached by ssh.
+    # without one): where it is named plainly, scraped and pinged, and NCCL bootstraps.
     management: str
     routes: tuple[Route, ...]
     ib_ports: tuple[IbPort, ...]
