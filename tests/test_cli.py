@@ -24,6 +24,7 @@ from clusterforge.commands import Progress
 from common.errors import OutputError
 from compiler import output
 from compiler.output import read_tree
+from contract import manifest
 from tests.conftest import REPO, require_tool
 
 
@@ -143,7 +144,7 @@ def test_output_that_cannot_be_read_is_the_set_up_not_a_bug(
     def failing(fd: int, size: int) -> bytes:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(output, "_read", failing)
+    monkeypatch.setattr(manifest, "read", failing)
     for argv in (["compile"], ["compile", "--check"]):
         assert main(["-C", str(repo), *argv]) == 4
         err = capsys.readouterr().err
