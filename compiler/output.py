@@ -25,7 +25,8 @@ from common.errors import OutputError
 
 # The manifest, the tree's lock and the check of a whole tree are the readers' too (the
 # audit reads generated/ through the contract, never through the compiler).
-from contract.manifest import MANIFEST, get, lock_path, locked, read, verify, walk
+from contract import manifest
+from contract.manifest import MANIFEST, lock_path, verify
 
 __all__ = ["MANIFEST", "Difference", "compare", "lock_path", "read_tree", "verify", "write"]
 
@@ -60,7 +61,7 @@ class Difference(NamedTuple):
 def read_tree(root: Path) -> dict[str, bytes]:
     """Every file below `root` by its relative path, sorted; raises OutputError."""
     try:
-        return {rel: get(path) for rel, path in sorted(walk(root).items())}
+        return {rel: manifest.get(path) for rel, path in sorted(manifest.walk(root).items())}
     except OSError as exc:
         raise OutputError(f"cannot read {root}: {exc}") from exc
 
@@ -69,13 +70,13 @@ def compare(root: Path, files: dict[str, bytes]) -> Difference:
     """What differs between `files` and the tree at `root`: a file on both sides is read only
     when its size matches, a stale one not at all. Raises OutputError: a file the operator may
     not read is the set-up's, like one that cannot be written."""
-    with locked(root, exclusive=False):
+    with manifest.locked(root, exclusive=False):
         return _compare(root, files)
 
 
 def _compare(root: Path, files: dict[str, bytes]) -> Difference:
     try:
-        on_disk = walk(root)
+        on_disk = manifest.walk(root)
         changed = [p for p in files if p in on_disk and not _holds(on_disk[p], files[p])]
     except OSError as exc:
         raise OutputError(f"cannot read {root}: {exc}") from exc
@@ -90,14 +91,14 @@ def _holds(path: str, data: bytes) -> bool:
     """Whether the file at `path` holds exactly `data`."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return os.fstat(fd).st_size == len(data) and read(fd, len(data)) == data
+        return os.fstat(fd).st_size == len(data) and manifest.read(fd, len(data)) == data
     finally:
         os.close(fd)
 
 
 def write(root: Path, files: dict[str, bytes]) -> Difference:
     """Make `root` hold exactly `files`; returns what differed (empty: nothing touched)."""
-    with locked(root, exclusive=True):
+    with manifest.locked(root, exclusive=True):
         return _write(root, files)
 
 
@@ -109,7 +110,7 @@ def _write(root: Path, files: dict[str, bytes]) -> Difference:
         if not root.is_dir():
             _write_whole(root, files)
             return difference
-        manifest = files.get(MANIFEST)
+        listing = files.get(MANIFEST)
         (root / MANIFEST).unlink(missing_ok=True)
         for rel in (*difference.missing, *difference.changed):
             if rel != MANIFEST:
@@ -117,8 +118,8 @@ def _write(root: Path, files: dict[str, bytes]) -> Difference:
         for rel in difference.extra:
             (root / rel).unlink()
             _prune(root, (root / rel).parent)
-        if manifest is not None:
-            atomic.replace(root / MANIFEST, manifest)
+        if listing is not None:
+            atomic.replace(root / MANIFEST, listing)
     except OSError as exc:
         raise OutputError(f"cannot write {root}: {exc}") from exc
     return difference

@@ -22,6 +22,7 @@ import pytest
 from audits import expected
 from clusterforge.cli import main
 from clusterforge.lab import faults, lab, topology
+from clusterforge.lab.fleet import as_state
 from clusterforge.lab.ibsim import LabError
 from common.hostlist import expand
 from tests.conftest import require_tool
@@ -39,7 +40,8 @@ def _staged(repo: Path) -> tuple[set[tuple[str, str]], list[list[str]], set[str]
     """What examples/faults.yaml stages, as the report must say it: (host, drifted version)
     pairs, swapped cable pairs, hosts down."""
     e = expected.read(repo)
-    staged = faults.read(repo / FAULTS, e.hosts, [c["id"] for c in e.fabric["cables"]])
+    contracts = {h: as_state(c) for h, c in e.hosts.items()}
+    staged = faults.read(repo / FAULTS, contracts, [c.id for c in e.fabric.cables])
     drift = {
         (h, f.version)
         for f in staged.faults
@@ -117,7 +119,7 @@ def test_a_bad_faults_file_is_a_located_error_and_starts_nothing(
 
 def test_cable_faults_rewrite_both_ends_in_the_topology(repo: Path) -> None:
     e = expected.read(repo)
-    cables = {c["id"]: c for c in e.fabric["cables"]}
+    cables = {c["id"]: c for c in e.fabric.as_dict()["cables"]}
     net = (repo / "generated" / "fabric" / "topology.net").read_text(encoding="utf-8")
     staged = [
         faults.CableSwapped(fault=faults.Kind.CABLE_SWAPPED, cables=("R03-IB02", "R03-IB03")),
