@@ -22,8 +22,8 @@ from common.rules import Rule
 from compiler.load import Source
 from compiler.model import FileCheck, FirewallPolicy, Role, Service
 from compiler.plan import Host, Plan, derived
-from compiler.probes import forbidden_path
 from contract import Deploy, Placed
+from contract.probes.spec import forbidden_path
 
 DEPLOY_DIR = "deploy"
 _KEY = re.compile(r"\{([a-z_]+)\}")

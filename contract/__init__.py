@@ -5,6 +5,9 @@ this package imports neither, and neither reaches into the other's internals thr
 Per host, `expected/hosts/<host>.json` (schema in `compiler/targets/expected.py`) says what the
 machine must look like; `deploy/<host>.json` (`Deploy` below) says which generated files the
 host holds, where, with which mode and owner, and which units and kernel modules must run.
+Beside them: `probes/`, the audit's commands with their parsers and lab renderers, which the
+compiler grants the audit account and the audit runs; `account`, that account's names; and
+`manifest`, generated/MANIFEST.json.
 """
 
 from __future__ import annotations

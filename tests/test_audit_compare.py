@@ -21,8 +21,9 @@ from audits.compare import compare_host, host_probes
 from audits.fabric import compare_fabric, fabric_probes
 from audits.model import HostEntry
 from audits.versions import same, tokens
-from clusterforge.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet
 from common.errors import SourceError
+from tests.reference import compile_reference
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 

@@ -24,13 +24,14 @@ from PIL import Image
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
-from clusterforge.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet
 from compiler.load import load
 from compiler.pipeline import check
 from compiler.plan import build
 from draw import pages
 from draw.scene import COLOURS, Mark, scene
 from tests.conftest import REPO, require_tool
+from tests.reference import compile_reference
 from tests.test_diff import add_rack, git, move_spare, repatch
 
 DRIFTED = "gpu017"
