@@ -57,7 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from common.errors import Diagnostic, Location, SourceError
 from common.hostlist import expand
 from common.rules import Rule
-from compiler.load import Source, parse_document
+from common.yaml import Source, parse_document
 from contract import probes
 
 
