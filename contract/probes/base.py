@@ -1,4 +1,4 @@
-"""What every probe parser shares: its error, and the registry error.
+"""What every probe parser shares: its error, and the readers of one line and of a number.
 
 A parser raises `ParseError` for output it does not understand (garbled, truncated, empty when
 content is required) instead of returning a partial or guessed value. The collector knows the
@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 from common.errors import ClusterforgeError
-from common.errors import RegistryError as RegistryError  # re-exported: its home moved
 
 _DECIMAL = re.compile(r"[0-9]+")
 
