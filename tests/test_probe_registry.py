@@ -21,7 +21,7 @@ import pytest
 from audits.collect import ReplayCollector, over_cap
 from audits.observe import observe
 from audits.ssh import probe_words
-from clusterforge.lab.fleet import Fleet
+from clusterforge.lab.fleet import FABRIC, Fleet
 from common.errors import RegistryError
 from compiler import pipeline
 from compiler.targets import access
@@ -135,20 +135,24 @@ def test_a_probe_not_registered_is_none_of_theirs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(n for n, e in probes.PROBES.items() if e.render))
 def test_every_renderer_prints_what_its_parser_reads(name: str) -> None:
-    """On every host of the reference, as planned: the renderer's output parses, and the
-    per-interface renderer's keys name the probe."""
+    """On every host of the reference as planned (a fabric probe: on its fabric as cabled),
+    the renderer's output parses, under keys that name the probe."""
     entry = probes.PROBES[name]
     assert entry.render is not None
     fleet = Fleet.load(REPO / "generated")
+    if entry.spec.scope == "fabric":
+        subjects = [(FABRIC, fleet.fabric_state(), Now())]
+    else:
+        subjects = [(h, fleet.hosts[h].state, fleet.now(h)) for h in sorted(fleet.hosts)]
     rendered = 0
-    for host in sorted(fleet.hosts):
-        for key, text in entry.render(host, fleet.hosts[host].state, fleet.now(host)).items():
+    for subject, state, now in subjects:
+        for key, text in entry.render(subject, state, now).items():
             assert key.split("@", 1)[0] == name
             try:
                 result = entry.parse(text)
             except ParseError as exc:
-                pytest.fail(f"{host}: {key}: the renderer's output does not parse: {exc}")
+                pytest.fail(f"{subject}: {key}: the renderer's output does not parse: {exc}")
             assert json.loads(json.dumps(result)) == result
             rendered += 1
-    # Each renderer runs on some host of the reference: a test it can fail.
+    # Each renderer prints for some host of the reference: a test it can fail.
     assert rendered > 0

@@ -377,9 +377,10 @@ def _serve(
             # A scan whose ibsim is gone would retry for ever.
             run = ["env", *assigned, "timeout", "-s", "KILL", "60", tools[name]]
             answers[name] = f"exec {shlex.join([*run, *probes.PROBES[name].spec.argv[1:]])}"
-        if fleet.switches:
+        rendered = fleet.fabric_outputs()
+        if "mlxfwmanager" in rendered:
             # ibsim has no switch firmware to read: the fabric host plays mlxfwmanager's answer.
-            answers["mlxfwmanager"] = f"printf %s {shlex.quote(fleet.mlxfwmanager())}"
+            answers["mlxfwmanager"] = f"printf %s {shlex.quote(rendered['mlxfwmanager'])}"
     arguments = fleet.arguments(host)
 
     def hit(key: str, faults: Mapping[str, set[str] | None]) -> bool:

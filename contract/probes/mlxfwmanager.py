@@ -46,10 +46,12 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
+from contract.probes._ids import lid
 from contract.probes.base import ParseError
-from contract.probes.spec import MIB, Probe
+from contract.probes.spec import MIB, Now, Probe
 
 PROBE = "mlxfwmanager"
 # The switches' firmware, in-band from the fabric host (its parser, below);
@@ -120,3 +122,27 @@ def parse(text: str) -> list[Device]:
     return sorted(
         out, key=lambda d: (d["base_guid"] is None, d["base_guid"] or "", d["base_mac"] or "")
     )
+
+
+def render(host: str, state: Mapping[str, Any], now: Now) -> dict[str, str]:
+    """On the fabric host (`state`: the fabric as the lab cables it, its `switches`): its own
+    HCA, then every switch in-band whose firmware is known; nothing on a fabric without any."""
+    if not state["switches"]:
+        return {}
+    blocks = ["Querying Mellanox devices firmware ...\n"]
+    devices = [("ConnectX6", "/dev/mst/mt4123_pciconf0", "0c42a10300000000", "20.39.1002")]
+    devices += [
+        ("Quantum", f"/dev/mst/SW_MT54000_{s['name']}_lid-0x{lid(s['guid']):04x}",
+         s["guid"][2:], s["firmware"])
+        for s in state["switches"]
+        if s["firmware"] is not None
+    ]  # fmt: skip
+    for n, (kind, device, guid, firmware) in enumerate(devices, 1):
+        blocks.append(
+            f"Device #{n}:\n----------\n\n  Device Type:      {kind}\n"
+            f"  PCI Device Name:  {device}\n  Base GUID:        {guid}\n"
+            f"  Versions:         Current        Available     \n"
+            f"     FW             {firmware}   N/A           \n\n"
+            "  Status:           No matching image found\n"
+        )
+    return {PROBE: "\n".join(blocks)}
