@@ -10,7 +10,8 @@ injected by changing a host's ``state`` (a copy of its contract: ``versions``, `
 writes the recording. Each host probe's output is its module's renderer's
 (``contract/probes/<probe>.py``, shaped as ``tests/fixtures/<probe>/``), given the host's
 state and what its faults make it show (``Fleet.now``); the lab's SSH hosts answer from the
-same (``Fleet.outputs(host)``). The fabric scans are rendered here, from the cables as now.
+same (``Fleet.outputs(host)``). The fabric probes' renderers take the fabric as cabled now
+(``Fleet.fabric_state``). The fleet keeps the fault mechanics; the renderers only print.
 
 Identifiers the contract does not hold (GPU serials and UUIDs, bus IDs, LIDs) are derived from
 the host name (``contract/probes/_ids.py``), so a recording is the same every time. CA node
