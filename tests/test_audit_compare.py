@@ -411,7 +411,7 @@ def test_a_bad_rollout_is_a_located_error(
 def _fabric(fleet: Fleet, generated: Path, contract: dict[str, Any] | None = None) -> Any:
     plan = contract or json.loads((generated / "expected" / "fabric.json").read_text())
     ports = {p["port_guid"]: name for name, h in fleet.hosts.items() for p in h.state["ib_ports"]}
-    collected = Collected({"ibnetdiscover": fleet.ibnetdiscover()}, {})
+    collected = Collected({"ibnetdiscover": fleet.fabric_outputs()["ibnetdiscover"]}, {})
     return compare_fabric(plan, ports, collected)
 
 
@@ -429,7 +429,7 @@ def test_the_fabric_as_planned_is_ok(fleet: Fleet, generated: Path) -> None:
 def _with_firmware(fleet: Fleet, generated: Path) -> Any:
     plan = json.loads((generated / "expected" / "fabric.json").read_text())
     ports = {p["port_guid"]: name for name, h in fleet.hosts.items() for p in h.state["ib_ports"]}
-    outputs = {"ibnetdiscover": fleet.ibnetdiscover(), "mlxfwmanager": fleet.mlxfwmanager()}
+    outputs = fleet.fabric_outputs()
     return compare_fabric(plan, ports, Collected(outputs, {}))
 
 
@@ -453,7 +453,7 @@ def test_switch_firmware_is_read_from_the_fabric_scan(fleet: Fleet, generated: P
 
 def test_hosts_are_matched_by_port_guid_not_node_guid(fleet: Fleet) -> None:
     # The recorder makes CA node GUIDs port GUID - 1 (ibsim), so only port GUIDs can match.
-    text = fleet.ibnetdiscover()
+    text = fleet.fabric_outputs()["ibnetdiscover"]
     port = fleet.hosts["gpu001"].state["ib_ports"][0]["port_guid"]
     node = f"H-{int(port, 16) - 1:016x}"
     assert node in text and f'"H-{port[2:]}"' not in text

@@ -156,7 +156,8 @@ def test_a_comparison_that_raises_costs_only_its_host(
     class Replay:
         def collect(self, hosts: Any, fabric: Any) -> Collection:
             outputs = {h: Collected(fleet.outputs(h), {}) for h in hosts}
-            return Collection(NOW, outputs, Collected({"ibnetdiscover": fleet.ibnetdiscover()}, {}))
+            scan = fleet.fabric_outputs()["ibnetdiscover"]
+            return Collection(NOW, outputs, Collected({"ibnetdiscover": scan}, {}))
 
     real = compare.compare_host
 
