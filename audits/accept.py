@@ -3,7 +3,7 @@
 Reads `generated/acceptance/plan.json` (what was to run, where its logs are, the pass marks,
 each pair's cables), the hosts' contracts (`generated/expected/`, for the admission checks),
 `generated/expected/fabric.json` (every cable), and the logs under RESULTS_DIR in the layout
-plan.json names. Parsing is the parsers' (`audits.parsers.RESULTS` and the audit's probes);
+plan.json names. Parsing is the parsers' (`audits.parsers.RESULTS`, and `contract.probes`'s);
 judging is here; a missing log is "not tested", a log that cannot be parsed a failure.
 
 - A node is `admitted` when its burn-in (dcgmi diag), GPU admission (count, model, NVLinks,
@@ -50,10 +50,11 @@ from typing import Any, Protocol
 
 from audits import admission, expected, gpudirect
 from audits.model import AuditError
-from audits.parsers import PARSERS, RESULTS, ParseError
+from audits.parsers import RESULTS
 from audits.sink import Sink
 from common import atomic
-from contract import Host, Kind
+from contract import Host, Kind, probes
+from contract.probes import ParseError
 
 SCHEMA = 1
 EXIT_READY, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 2
@@ -91,7 +92,7 @@ def _read(results: Path, relative: str) -> str | None:
 
 
 def _parse(name: str, text: str) -> tuple[Any, str | None]:
-    parse = RESULTS.get(name) or PARSERS[name]
+    parse = RESULTS[name] if name in RESULTS else probes.PROBES[name].parse
     try:
         return parse(text), None
     except ParseError as exc:
@@ -165,13 +166,13 @@ def _node(inputs: Inputs, node: dict[str, Any], results: Path) -> dict[str, Any]
             facts[probe] = fact
     contract = inputs.contracts.get(host)
     gpus, direct = (contract.gpus, contract.gpudirect) if contract else (None, None)
-    for check, kind, probes, run, applies in (
+    for check, kind, needs, run, applies in (
         ("gpus", Kind.GPU, _GPU_PROBES, admission.gpus, gpus is not None),
         ("gpudirect", Kind.GPUDIRECT, _GPUDIRECT_PROBES, gpudirect.check, direct is not None),
     ):
         if contract is None or not applies:
             continue
-        if not all(p in facts for p in probes):
+        if not all(p in facts for p in needs):
             missing.append(check)
             continue
         sink = Sink(host, check, kind, _EPOCH)

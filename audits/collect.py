@@ -26,7 +26,7 @@ and hands on what replay reads back, so any report can be reproduced from its in
 
 `collected_at` is ISO 8601 with a UTC offset: when the state was read. A requested key with
 neither a file nor a `failed` entry counts as failed ("not recorded"); files nobody asked for
-are not read, and of a file no more than its probe's `max_output` (compiler/probes.py): a
+are not read, and of a file no more than its probe's `max_output` (contract/probes/): a
 longer one is failed, as the live run fails a probe that prints more. Unreachable means the
 connection failed (refused, timeout, authentication); `failed` is for a host that answered
 (command missing, non-zero exit, command timeout).
@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from audits.model import AuditError, HostKeyFact
-from audits.probes import PROBES
 from common import atomic
+from contract import probes
 
 SCHEMA = 1
 NOT_RECORDED = "not recorded"
@@ -63,8 +63,8 @@ def probe_of(key: str) -> str:
 def output_cap(key: str) -> int:
     """The bytes of a probe key's output that count (the probe's `max_output`): more is a
     failure of the probe, live and replayed alike."""
-    probe = PROBES.get(probe_of(key))
-    return probe.max_output if probe is not None else _DEFAULT_CAP
+    entry = probes.PROBES.get(probe_of(key))
+    return entry.spec.max_output if entry is not None else _DEFAULT_CAP
 
 
 def over_cap(cap: int) -> str:

@@ -78,8 +78,8 @@ from audits.model import (
     finding_order,
 )
 from audits.observe import Observed, observe
-from audits.parsers.base import RegistryError
 from audits.sink import Facts, Sink
+from common.errors import RegistryError
 from contract import Host, Kind, Placed, Severity, normal_routes
 
 INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault

@@ -12,7 +12,8 @@ from typing import Any
 
 from audits.collect import Collected, probe_of
 from audits.model import ProbeFailure
-from audits.parsers import ParseError, get_parser
+from contract import probes
+from contract.probes import ParseError
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ def observe(subject: str, collected: Collected) -> Observed:
     failures = [ProbeFailure(probe=k, message=v) for k, v in collected.failed.items()]
     for key, text in collected.outputs.items():
         try:
-            facts[key] = get_parser(probe_of(key))(text)
+            facts[key] = probes.PROBES[probe_of(key)].parse(text)
         except ParseError as exc:
             failures.append(ProbeFailure(probe=key, message=str(exc.at_host(subject))))
         except RecursionError:

@@ -2,7 +2,7 @@
 
 `SshCollector` is a `Collector`: it connects to every host it is asked about, at most
 `concurrency` at a time, runs the probe keys asked for, one allowlisted command each
-(`audits.probes.PROBES`; nothing else is ever sent), one after the other on one connection,
+(`contract.probes.PROBES`; nothing else is ever sent), one after the other on one connection,
 and runs the fabric probes on the connection of the one host named to scan the fabric from.
 It never interprets an output. `audit_live` is what `clusterforge audit` runs without
 `--replay`: it records what the collector saw (`audits.collect.Recorder`) and reports from
@@ -64,12 +64,12 @@ from audits.collect import (
 )
 from audits.compare import INTERNAL_ERROR, probe_arguments
 from audits.model import AuditError, HostKeyFact
-from audits.probes import PROBES, ProbeError
 from audits.report import Report
-from contract import Host
+from contract import Host, account, probes
+from contract.probes import ProbeError
 
 SSH_PORT = 22
-AUDIT_USER = "clusterforge-audit"  # site.yaml audit.user of the reference cluster
+AUDIT_USER = account.USER
 SUBNET_MANAGER = "subnet-manager"  # the role whose hosts sit on the fabric to scan it from
 _REASON_MAX = 300  # characters of a command's stderr kept in a reason
 Progress = Callable[[int, int], None]  # (hosts done, hosts in all): the CLI's progress line
@@ -414,7 +414,7 @@ class _Runner:
                 continue
             until = min(self.deadline, now + self.options.probe_timeout)
             command = shlex.join(["--within", str(max(1, math.ceil(until - now))), *words])
-            ok = PROBES[probe_of(key)].ok_exits
+            ok = probes.PROBES[probe_of(key)].spec.ok_exits
             path = folder / f"{key}.txt"
             cap = min(self.cap, output_cap(key))
             try:
@@ -478,9 +478,11 @@ async def _tail(stream: asyncssh.SSHReader[bytes]) -> bytes:
 def probe_words(key: str, arguments: tuple[str, ...] = ()) -> list[str]:
     """What the audit sends for a probe key: the probe's name and its arguments (the forced
     command of generated/access/ runs it); raises ProbeError."""
-    probe = PROBES.get(probe_of(key))
-    if probe is None:
-        raise ProbeError(f"{key!r} is not an allowlisted probe (known: {sorted(PROBES)})")
+    entry = probes.PROBES.get(probe_of(key))
+    if entry is None:
+        known = sorted(probes.PROBES)
+        raise ProbeError(f"{key!r} is not an allowlisted probe (known: {known})")
+    probe = entry.spec
     iface = key.split("@", 1)[1] if "@" in key else None
     probe.argv_for(iface, arguments)  # checks the arguments, as the host will
     return [probe.name, *([iface] if iface is not None else []), *arguments]

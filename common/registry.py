@@ -34,6 +34,14 @@ class Registry(Mapping[str, T]):
             known = f"; did you mean {hint!r}?" if hint else ""
             raise RegistryError(f"no {self.what} named {name!r}{known}") from None
 
+    # Mapping's own `in` and `get` look a name up and catch KeyError, which `__getitem__`
+    # does not raise: asked whether it holds a name, the registry answers without raising.
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def get(self, name: str, default: T | None = None) -> T | None:  # type: ignore[override]
+        return self._entries.get(name, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 

@@ -22,8 +22,8 @@ from common.rules import Rule
 from compiler.load import Source
 from compiler.model import FileCheck
 from compiler.plan import Plan
-from compiler.probes import forbidden_path
 from contract import Deploy, Placed
+from contract.probes.spec import forbidden_path
 
 DEPLOY_DIR = "deploy"
 _WILD = re.compile(r"[*?[]")  # what makes a pattern part more than its text

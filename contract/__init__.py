@@ -9,6 +9,8 @@ and owner, and which units and kernel modules must run; `expected/fabric.json` (
 InfiniBand cables and switches. Every file carries `SCHEMA`, and a reader refuses another.
 `schema/*.schema.json` are the records' JSON Schemas, for other tools (`python -m
 contract.schema` writes them).
+Beside them: `probes/`, the audit's commands with their parsers and lab renderers, which the
+compiler grants the audit account and the audit runs; `account`, that account's names.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ reader of generated/ (the audit, the lab, a bundle) checks a tree against it her
 
 A write holds an exclusive `flock` on a lock file beside the tree (`.generated.lock`, which
 git ignores); a reader takes it shared, so it waits for a write under way to end.
+`load` reads a tree's manifest for the readers that need no compiler, and `seal` writes one
+for a tree made of compiled files (the lab's view of some hosts), as a compile makes it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, NamedTuple
 
+from common import atomic
 from common.errors import OutputError
+from contract.record import SCHEMA
 
 MANIFEST = "MANIFEST.json"  # written last: its presence says the tree is whole
 
@@ -132,3 +137,30 @@ def source_sha256(root: Path) -> str | None:
     except (OSError, ValueError, AttributeError) as exc:
         raise OutputError(f"cannot read {root / MANIFEST}: {exc}") from None
     return None if value is None else str(value)
+
+
+class Manifest(NamedTuple):
+    source_sha256: str
+    files: dict[str, str]  # path under the tree -> sha256
+
+
+def load(root: Path) -> Manifest:
+    """The manifest of the tree `root`; raises OSError or ValueError for one that is not."""
+    data: Any = json.loads((root / MANIFEST).read_bytes())
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+        raise ValueError(f"{root / MANIFEST}: not a manifest of files")
+    return Manifest(
+        str(data.get("source_sha256", "")), {str(k): str(v) for k, v in data["files"].items()}
+    )
+
+
+def seal(root: Path, source_sha256: str) -> None:
+    """Write the manifest of every file below `root` (MANIFEST.json itself aside)."""
+    files = {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path != root / MANIFEST
+    }
+    body = {"schema": SCHEMA, "source_sha256": source_sha256, "files": dict(sorted(files.items()))}
+    # The bytes of the compiler's own: sorted keys, two-space indent, a final newline.
+    atomic.replace(root / MANIFEST, json.dumps(body, indent=2, sort_keys=True) + "\n")

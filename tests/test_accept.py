@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from audits.accept import blame, judge, read_inputs
 from clusterforge.cli import main
-from clusterforge.lab.fleet import compile_reference
 from clusterforge.lab.ibsim import SimFabric
 from compiler import generate, pipeline
 from compiler.acceptance import Server, plan_rounds, route
@@ -28,6 +27,7 @@ from compiler.targets.acceptance import servers
 from draw.report import readiness
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
+from tests.reference import compile_reference
 
 # -- rounds: properties -----------------------------------------------------------------------
 

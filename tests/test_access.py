@@ -24,8 +24,9 @@ import pytest
 
 from audits.compare import probe_arguments
 from clusterforge.lab.fleet import as_record
-from compiler.probes import PROBES
-from compiler.targets.access import FORCED, PROBE_COMMAND, REFUSED, SUDOERS
+from compiler.targets.access import REFUSED
+from contract.account import FORCED, PROBE_COMMAND, SUDOERS
+from contract.probes import PROBES
 from tests.conftest import require_tool
 
 GENERATED = Path(__file__).resolve().parent.parent / "generated"
@@ -75,7 +76,7 @@ def test_the_sudoers_file_is_valid_and_grants_exactly_the_root_probes(
     }
     assert not any("*" in c or "?" in c or "[" in c for c in granted)
     want = set()
-    for probe in PROBES.values():
+    for probe in (e.spec for e in PROBES.values()):
         if not probe.root:
             continue
         if probe.takes is None:
@@ -150,7 +151,7 @@ def _shimmed(tmp_path: Path, role: str = ROLE) -> Path:
     script = (ACCESS / role / FORCED).read_text(encoding="utf-8")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for program in sorted({p.program for p in PROBES.values()} | {SUDO}):
+    for program in sorted({e.spec.program for e in PROBES.values()} | {SUDO}):
         shim = bin_dir / program.rsplit("/", 1)[1]
         body = (
             'shift 2\nexec "$@"\n'
@@ -181,7 +182,7 @@ def _run(forced: Path, command: str | None) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("name", sorted(PROBES))
 def test_every_probe_runs_by_name_with_exactly_its_command(forced: Path, name: str) -> None:
-    probe = PROBES[name]
+    probe = PROBES[name].spec
     iface = "ib0" if probe.per_interface else None
     arguments = TAKES.get(name, ())
     words = [name, *([iface] if iface else []), *arguments]

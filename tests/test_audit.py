@@ -22,8 +22,9 @@ from audits.collect import ReplayCollector
 from audits.compare import host_probes
 from audits.report import Report
 from clusterforge.cli import main
-from clusterforge.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet
 from draw.report import markdown
+from tests.reference import compile_reference
 
 OFED_HOSTS = ["gpu017", "gpu042", "gpu101"]
 OLD_OFED = "5.8-1.0.1.1"

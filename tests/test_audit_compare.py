@@ -21,9 +21,10 @@ from audits.compare import compare_host, host_probes
 from audits.fabric import compare_fabric, fabric_probes
 from audits.model import HostEntry
 from audits.versions import same, tokens
-from clusterforge.lab.fleet import Fleet, as_record, compile_reference
+from clusterforge.lab.fleet import Fleet, as_record
 from common.errors import SourceError
 from contract import Fabric
+from tests.reference import compile_reference
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 
@@ -419,7 +420,7 @@ def test_a_bad_rollout_is_a_located_error(
 def _fabric(fleet: Fleet, generated: Path, contract: dict[str, Any] | None = None) -> Any:
     plan = contract or json.loads((generated / "expected" / "fabric.json").read_text())
     ports = {p["port_guid"]: name for name, h in fleet.hosts.items() for p in h.state["ib_ports"]}
-    collected = Collected({"ibnetdiscover": fleet.ibnetdiscover()}, {})
+    collected = Collected({"ibnetdiscover": fleet.fabric_outputs()["ibnetdiscover"]}, {})
     return compare_fabric(Fabric.from_json(plan), ports, collected)
 
 
@@ -437,7 +438,7 @@ def test_the_fabric_as_planned_is_ok(fleet: Fleet, generated: Path) -> None:
 def _with_firmware(fleet: Fleet, generated: Path) -> Any:
     plan = json.loads((generated / "expected" / "fabric.json").read_text())
     ports = {p["port_guid"]: name for name, h in fleet.hosts.items() for p in h.state["ib_ports"]}
-    outputs = {"ibnetdiscover": fleet.ibnetdiscover(), "mlxfwmanager": fleet.mlxfwmanager()}
+    outputs = fleet.fabric_outputs()
     return compare_fabric(Fabric.from_json(plan), ports, Collected(outputs, {}))
 
 
@@ -461,7 +462,7 @@ def test_switch_firmware_is_read_from_the_fabric_scan(fleet: Fleet, generated: P
 
 def test_hosts_are_matched_by_port_guid_not_node_guid(fleet: Fleet) -> None:
     # The recorder makes CA node GUIDs port GUID - 1 (ibsim), so only port GUIDs can match.
-    text = fleet.ibnetdiscover()
+    text = fleet.fabric_outputs()["ibnetdiscover"]
     port = fleet.hosts["gpu001"].state["ib_ports"][0]["port_guid"]
     node = f"H-{int(port, 16) - 1:016x}"
     assert node in text and f'"H-{port[2:]}"' not in text

@@ -28,13 +28,13 @@ import pytest
 from audits.collect import Collected, Collection, ReplayCollector, probe_of, write_recording
 from audits.compare import host_probes, probe_arguments
 from audits.model import AuditError
-from audits.probes import PROBES
 from audits.ssh import TRUNCATED, SshCollector, SshOptions, Target, fabric_host
 from clusterforge.cli import main
 from clusterforge.lab import lab as twin
 from clusterforge.lab.fleet import Fleet, as_record
 from compiler.targets.access import REFUSED
 from contract import Host
+from contract.probes import PROBES
 from tests.conftest import require_tool
 from tests.lab.small import compile_lab
 
@@ -117,7 +117,7 @@ def _answer(lab: twin.Lab, host: str, command: str, shell: str) -> None:
 def allowlisted(key: str, contract: dict[str, Any] | None = None) -> str:
     iface = key.split("@", 1)[1] if "@" in key else None
     arguments = probe_arguments(as_record(contract)).get(key, ()) if contract else ()
-    return shlex.join(PROBES[probe_of(key)].argv_for(iface, arguments))
+    return shlex.join(PROBES[probe_of(key)].spec.argv_for(iface, arguments))
 
 
 def most_at_once(commands: list[twin.Command]) -> int:
@@ -569,7 +569,9 @@ def test_a_probe_stalled_mid_output_fails_alone_and_the_hosts_other_answers_are_
     ]
     # The probes before and after the stalled one ran, and their outputs are the readings.
     sent = [c.line for c in run.commands if c.host == STALLS]
-    at = next(i for i, line in enumerate(sent) if line.endswith(shlex.join(PROBES[STALLED].argv)))
+    at = next(
+        i for i, line in enumerate(sent) if line.endswith(shlex.join(PROBES[STALLED].spec.argv))
+    )
     assert 0 < at < len(sent) - 1
     folder = run.out / "recording" / "hosts" / STALLS
     kept = {p.stem for p in folder.glob("*.txt")}
@@ -648,7 +650,7 @@ def test_renamed_nics_are_missing_interfaces_not_a_crash(unruly: Run, lab_repo: 
 @pytest.mark.realtool
 def test_a_huge_output_is_cut_and_recorded_with_a_marker(unruly: Run) -> None:
     entry = unruly.host("gpu002")
-    bios = PROBES["dmidecode_bios"].max_output  # the probe's own cap, under --max-output
+    bios = PROBES["dmidecode_bios"].spec.max_output  # the probe's own cap, under --max-output
     assert [(f["probe"], f["message"]) for f in entry["failures"]] == [
         ("dmidecode_bios", f"output over {bios} bytes: the recording keeps the first"),
         ("xid", f"output over {CAP} bytes: the recording keeps the first"),

@@ -25,10 +25,11 @@ from audits.compare import compare_host, compare_observed, host_probes
 from audits.fabric import compare_fabric_observed
 from audits.model import ProbeFailure
 from audits.observe import Observed
-from audits.parsers import PARSERS, ParseError
 from audits.report import EXIT_BUG
-from clusterforge.lab.fleet import Fleet, as_record, compile_reference
+from clusterforge.lab.fleet import Fleet, as_record
 from contract import Fabric, Host
+from contract.probes import PROBES, ParseError
+from tests.reference import compile_reference
 
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -42,7 +43,7 @@ def _facts(probe: str) -> list[Any]:
     found = []
     for text in sorted((FIXTURES / probe).glob("*.txt")):
         try:
-            found.append(PARSERS[probe](text.read_text(encoding="utf-8")))
+            found.append(PROBES[probe].parse(text.read_text(encoding="utf-8")))
         except ParseError:
             continue
     assert found, probe
@@ -86,12 +87,12 @@ def contracts(reference: Path) -> dict[str, dict[str, Any]]:
     return {h: json.loads((folder / f"{h}.json").read_text(encoding="utf-8")) for h in HOSTS}
 
 
-@pytest.mark.parametrize("probe", sorted(PARSERS))
+@pytest.mark.parametrize("probe", sorted(PROBES))
 @settings(max_examples=40, deadline=None)
 @given(text=st.text() | st.binary().map(lambda b: b.decode("utf-8", "replace")))
 def test_every_parser_gives_facts_or_a_parse_error(probe: str, text: str) -> None:
     try:
-        facts = PARSERS[probe](text)
+        facts = PROBES[probe].parse(text)
     except ParseError as exc:
         assert exc.probe == probe
         return
@@ -157,7 +158,8 @@ def test_a_comparison_that_raises_costs_only_its_host(
     class Replay:
         def collect(self, hosts: Any, fabric: Any) -> Collection:
             outputs = {h: Collected(fleet.outputs(h), {}) for h in hosts}
-            return Collection(NOW, outputs, Collected({"ibnetdiscover": fleet.ibnetdiscover()}, {}))
+            scan = fleet.fabric_outputs()["ibnetdiscover"]
+            return Collection(NOW, outputs, Collected({"ibnetdiscover": scan}, {}))
 
     real = compare.compare_host
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from audits.parsers import ibnetdiscover
 from clusterforge.lab.ibsim import SimFabric
 from compiler import generate, pipeline
 from compiler.load import Source, load
 from compiler.pipeline import Compiled
+from contract.probes import ibnetdiscover
 from tests.conftest import REPO, require_tool
 
 REFERENCE = load(REPO / "cluster")

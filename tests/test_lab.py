@@ -173,6 +173,18 @@ def test_every_host_is_played_at_the_loopback_twin_of_its_address() -> None:
             lab.loopback(address)
 
 
+def test_a_host_is_played_at_the_twin_of_the_address_its_default_route_leaves_by() -> None:
+    """Whatever the site calls its management network: here `oob`, beside an IB network."""
+    interfaces = [
+        {"name": "ib0", "network": "ib", "address": "10.70.0.5/16"},
+        {"name": "eno1", "network": "oob", "address": "10.60.2.11/16"},
+    ]
+    routed = {"interfaces": interfaces, "routes": [{"dst": "default", "dev": "eno1"}]}
+    unrouted = {"interfaces": interfaces, "routes": [{"dst": "10.70.0.0/16", "dev": "ib0"}]}
+    addresses = lab._addresses({"a": routed, "b": unrouted}, ["a", "b"])
+    assert addresses == {"a": "127.60.2.11", "b": "127.255.0.1"}
+
+
 # -- the whole reference cluster, live ---------------------------------------------------------
 
 

@@ -548,7 +548,8 @@ def test_node_exporter_reads_the_audit_s_metrics_where_the_workflow_publishes_th
     for tool in ("unshare", "setpriv", "mount", "systemd-sysusers", "systemd-tmpfiles"):
         require_tool(tool)
     from clusterforge.cli import main
-    from clusterforge.lab.fleet import Fleet, compile_reference
+    from clusterforge.lab.fleet import Fleet
+    from tests.reference import compile_reference
     from tests.test_kickstart import host_root, run_accounts_block
     from tests.test_workflows import _step
 

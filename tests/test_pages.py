@@ -24,7 +24,7 @@ from PIL import Image
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
-from clusterforge.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet
 from compiler.load import load
 from compiler.pipeline import check
 from compiler.plan import build
@@ -34,6 +34,7 @@ from draw import pages
 from draw.report import Renderer
 from draw.scene import COLOURS
 from tests.conftest import REPO, require_tool
+from tests.reference import compile_reference
 from tests.test_diff import add_rack, git, move_spare, repatch
 
 DRIFTED = "gpu017"

@@ -15,17 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audits.parsers import (
-    PARSERS,
-    RESULTS,
-    ParseError,
-    RegistryError,
-    build_registry,
-    get_parser,
-)
-from audits.probes import PROBES, Probe, ProbeError, build_probes
-from common.errors import ClusterforgeError
+from audits.parsers import RESULTS
+from common.errors import ClusterforgeError, RegistryError
+from contract import probes
+from contract.probes import PROBES, ParseError, Probe, ProbeError
 
+PARSERS = {name: entry.parse for name, entry in PROBES.items()}
+ALL = PARSERS | dict(RESULTS)  # every fixture folder's parser: a probe's, or an acceptance log's
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted(FIXTURES.glob("*/*.txt"))
 # Robustness, not speed, is under test: a loaded CI runner must not turn these into failures.
@@ -34,7 +30,7 @@ FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 def _parser(name: str) -> object:
     """The parser of a fixture folder: a probe's, or an acceptance log's."""
-    return (PARSERS | RESULTS)[name]
+    return ALL[name]
 
 
 def _expected(case: Path) -> object:
@@ -48,7 +44,7 @@ def _is_failure(expected: object) -> bool:
 @pytest.mark.parametrize("case", CASES, ids=lambda case: f"{case.parent.name}/{case.stem}")
 def test_fixture(case: Path) -> None:
     name = case.parent.name
-    parse = RESULTS[name] if name in RESULTS else get_parser(name)
+    parse = RESULTS[name] if name in RESULTS else PROBES[name].parse
     text = case.read_text(encoding="utf-8")
     expected = _expected(case)
     if _is_failure(expected):
@@ -65,7 +61,7 @@ def test_fixture(case: Path) -> None:
         assert json.loads(json.dumps(result)) == result
 
 
-@pytest.mark.parametrize("probe", sorted(PARSERS | RESULTS))
+@pytest.mark.parametrize("probe", sorted(ALL))
 def test_every_parser_has_three_cases_one_of_them_failing(probe: str) -> None:
     cases = sorted((FIXTURES / probe).glob("*.txt"))
     assert len(cases) >= 3, f"{probe} has {len(cases)} fixture cases"
@@ -74,7 +70,7 @@ def test_every_parser_has_three_cases_one_of_them_failing(probe: str) -> None:
 
 def test_every_fixture_folder_belongs_to_a_parser() -> None:
     folders = {path.name for path in FIXTURES.iterdir() if path.is_dir()}
-    assert folders - set(PARSERS | RESULTS) == set()
+    assert folders - set(ALL) == set()
 
 
 def test_every_fixture_is_a_pair() -> None:
@@ -83,14 +79,17 @@ def test_every_fixture_is_a_pair() -> None:
     assert texts == expectations
 
 
-@pytest.mark.parametrize("probe", sorted(PARSERS | RESULTS))
+@pytest.mark.parametrize("probe", sorted(ALL))
 def test_parser_lives_in_the_module_named_after_its_probe(probe: str) -> None:
-    parse = (PARSERS | RESULTS)[probe]
-    assert getattr(parse, "__module__", None) == f"audits.parsers.{probe}"
+    parse = ALL[probe]
+    home = "audits.parsers" if probe in RESULTS else "contract.probes"
+    assert getattr(parse, "__module__", None) == f"{home}.{probe}"
 
 
-def test_every_probe_has_a_parser_and_every_parser_a_probe() -> None:
-    assert sorted(PROBES) == sorted(PARSERS)
+def test_every_probe_module_of_the_package_is_registered() -> None:
+    modules = {m.__name__.rsplit(".", 1)[1] for m in probes.discover()}
+    assert modules == set(PROBES) and not modules & set(RESULTS)
+    assert {"uname_r", "ibnetdiscover", "sha256sum"} <= modules
 
 
 @FUZZ
@@ -104,18 +103,18 @@ def test_cut_or_damaged_output_is_parsed_or_refused_never_crashes(
     noise = data.draw(st.text(max_size=5), label="noise")
     damaged = text[:start] + noise + text[end:]
     try:
-        result = (PARSERS | RESULTS)[case.parent.name](damaged)
+        result = ALL[case.parent.name](damaged)
     except ParseError:
         return
     json.dumps(result, allow_nan=False)
 
 
-@pytest.mark.parametrize("probe", sorted(PARSERS | RESULTS))
+@pytest.mark.parametrize("probe", sorted(ALL))
 @FUZZ
 @given(text=st.text())
 def test_arbitrary_text_is_parsed_or_refused_never_crashes(probe: str, text: str) -> None:
     try:
-        result = (PARSERS | RESULTS)[probe](text)
+        result = ALL[probe](text)
     except ParseError:
         return
     json.dumps(result, allow_nan=False)
@@ -167,7 +166,7 @@ def test_json_with_a_value_replaced_is_parsed_or_refused_never_crashes(
             parent = parent[step]
         parent[path[-1]] = replacement
     try:
-        result = (PARSERS | RESULTS)[case.parent.name](json.dumps(document))
+        result = ALL[case.parent.name](json.dumps(document))
     except ParseError:
         return
     json.dumps(result, allow_nan=False)
@@ -194,25 +193,19 @@ def test_parse_error_is_a_clusterforge_error_and_survives_pickling() -> None:
     assert (str(copy), copy.host) == (str(error), "gpu003")
 
 
-def test_registry_refuses_a_name_twice() -> None:
-    with pytest.raises(RegistryError, match="'ibstat' is registered twice"):
-        build_registry([("ibstat", PARSERS["ibstat"]), ("ibstat", PARSERS["uname_r"])])
-
-
-def test_unknown_parser_lists_the_known_ones() -> None:
-    with pytest.raises(RegistryError, match="'ibstatus'") as caught:
-        get_parser("ibstatus")
-    assert all(name in str(caught.value) for name in PARSERS)
+def test_unknown_probe_names_the_closest_one() -> None:
+    with pytest.raises(RegistryError, match="no probe named 'ibstatus'; did you mean 'ibstat'"):
+        PROBES["ibstatus"]
 
 
 def test_probe_registry_refuses_a_name_twice() -> None:
-    probe = Probe("uname_r", ("uname", "-r"), "host", "/usr/bin/uname")
-    with pytest.raises(RegistryError, match="'uname_r' is defined twice"):
-        build_probes([probe, probe])
+    uname = next(m for m in probes.discover() if m.__name__.endswith(".uname_r"))
+    with pytest.raises(RegistryError, match="'uname_r' is registered twice"):
+        probes.build([uname, uname])
 
 
 def test_per_interface_probe_fills_in_a_checked_interface() -> None:
-    probe = PROBES["ethtool_i"]
+    probe = PROBES["ethtool_i"].spec
     assert probe.argv_for("ib0") == ("ethtool", "-i", "ib0")
     for bad in (None, "", "ib0; reboot", "$(id)", "a" * 16):
         with pytest.raises(ProbeError):
@@ -220,9 +213,9 @@ def test_per_interface_probe_fills_in_a_checked_interface() -> None:
 
 
 def test_host_probe_takes_no_interface() -> None:
-    assert PROBES["uname_r"].argv_for() == ("uname", "-r")
+    assert PROBES["uname_r"].spec.argv_for() == ("uname", "-r")
     with pytest.raises(ProbeError):
-        PROBES["uname_r"].argv_for("eth0")
+        PROBES["uname_r"].spec.argv_for("eth0")
 
 
 def test_placeholder_and_per_interface_go_together() -> None:

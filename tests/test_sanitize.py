@@ -26,11 +26,12 @@ from hypothesis import strategies as st
 
 from audits import expected, pipeline
 from audits.collect import ReplayCollector
-from audits.probes import PROBES
 from audits.sanitize import LIMIT, VALUE_LIMIT, clean, text, xml_legal
 from clusterforge.cli import main
-from clusterforge.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet
+from contract.probes import PROBES
 from tests.conftest import require_tool
+from tests.reference import compile_reference
 
 ESCAPES = (
     "\x1b]0;owned\x07"  # window title
@@ -141,7 +142,7 @@ def test_hostile_hosts_are_errors_or_drift_never_a_crash(hostile_run: tuple[int,
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert code == 2 and report["summary"]["internal_errors"] == 0
     status = {h["host"]: h for h in report["hosts"]}
-    bios_cap = PROBES["dmidecode_bios"].max_output
+    bios_cap = PROBES["dmidecode_bios"].spec.max_output
     for name in ["gpu001", *FLOODED]:
         assert status[name]["status"] == "error"
         assert status[name]["failures"] == [

@@ -23,14 +23,14 @@ from typing import Any
 
 import pytest
 
-from audits.parsers import sinfo_r, slurmd_c
 from clusterforge.cli import main
-from clusterforge.lab.fleet import Fleet, compile_reference
+from clusterforge.lab.fleet import Fleet
 from compiler import pipeline
 from compiler.plan import Host
-from compiler.probes import PROBES
+from contract.probes import PROBES, sinfo_r, slurmd_c
 from tests import slurm_site
 from tests.conftest import require_tool
+from tests.reference import compile_reference
 from tests.test_audit import audit
 
 CONTROLLER, NODE = "login01", "gpu001"
@@ -222,7 +222,7 @@ def test_slurmctld_reads_the_generated_files_as_planned(
 
 def slurm_site_reasons(site: slurm_site.Site) -> list[Any]:
     """The audit's probe, as the audit runs it, on the controller, read by its parser."""
-    out = site.run(*PROBES["sinfo_r"].argv)
+    out = site.run(*PROBES["sinfo_r"].spec.argv)
     assert out.returncode == 0, out.stderr
     return list(sinfo_r.parse(out.stdout))
 

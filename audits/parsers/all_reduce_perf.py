@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from typing import TypedDict
 
-from audits.parsers.base import ParseError
+from contract.probes.base import ParseError
 
 PROBE = "all_reduce_perf"
 

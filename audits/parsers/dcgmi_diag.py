@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypedDict
 
-from audits.parsers.base import ParseError
+from contract.probes.base import ParseError
 
 PROBE = "dcgmi_diag"
 

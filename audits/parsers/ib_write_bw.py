@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import TypedDict
 
-from audits.parsers.base import ParseError
+from contract.probes.base import ParseError
 
 PROBE = "ib_write_bw"
 

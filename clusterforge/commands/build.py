@@ -224,7 +224,7 @@ def _import(args: argparse.Namespace) -> int:
             text = args.leases.read_text(encoding="utf-8")
             facts, conflicts = importer.from_leases(text, args.leases.name, p), []
         elif args.ibnetdiscover is not None:
-            from audits import discovered
+            from compiler import discovered
 
             text = args.ibnetdiscover.read_text(encoding="utf-8")
             facts, conflicts = discovered.facts(text, args.ibnetdiscover.name, p)

@@ -54,11 +54,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from audits.probes import PROBES
 from common.errors import Diagnostic, Location, SourceError
 from common.hostlist import expand
 from common.rules import Rule
-from compiler.load import Source, parse_document
+from common.yaml import Source, parse_document
+from contract import probes
 
 
 class Kind(StrEnum):
@@ -285,8 +285,10 @@ def _problems(
             return found
         for host in hosts:
             c = contracts[host]
-            if isinstance(fault, ProbeFault) and fault.probe not in (None, *PROBES):
-                found.append(("probe", f"{fault.probe!r} is not a probe ({', '.join(PROBES)})"))
+            if isinstance(fault, ProbeFault) and fault.probe not in (None, *probes.PROBES):
+                found.append(
+                    ("probe", f"{fault.probe!r} is not a probe ({', '.join(probes.PROBES)})")
+                )
                 break
             if isinstance(fault, VersionDrift) and fault.version not in c["versions"]:
                 known = ", ".join(sorted(c["versions"]))

@@ -54,16 +54,14 @@ from typing import Any
 from audits import expected
 from audits.collect import probe_of
 from audits.compare import host_probes
-from audits.probes import PROBES
 from clusterforge.lab import faults as fault
 from clusterforge.lab import topology
 from clusterforge.lab.fleet import Fleet, as_record, as_state
 from clusterforge.lab.ibsim import LabError, find_umad2sim, require
 from common import atomic
 from common.hostlist import expand
-from compiler import output, pipeline
-from compiler.output import MANIFEST
-from compiler.targets.access import FORCED, PROBE_COMMAND
+from contract import manifest, probes
+from contract.account import FORCED, PROBE_COMMAND
 
 PER_SSHD = 16  # sshd's MAX_LISTEN_SOCKS
 SUBNET_MANAGER = "subnet-manager"
@@ -233,9 +231,7 @@ def _view(repo: Path, state: Path, played: Sequence[str], every: Sequence[str]) 
         shutil.copytree(source / "access", view / "access")
     # The view is a tree of its own, its manifest made as a compile makes one, so the audit's
     # check that it reads a whole compiled tree holds for it too.
-    files = output.read_tree(view)
-    digest = json.loads((source / MANIFEST).read_bytes()).get("source_sha256", "")
-    (view / MANIFEST).write_bytes(pipeline.manifest(files, digest))
+    manifest.seal(view, manifest.load(source).source_sha256)
     return view.parent
 
 
@@ -330,13 +326,17 @@ def _start(
 
 
 def _addresses(contracts: Mapping[str, Mapping[str, Any]], played: Sequence[str]) -> dict[str, str]:
-    """Each host's loopback twin of its mgmt address; hosts without one (or whose twin is
-    taken) get 127.255.x.y. Raises LabError for anything that is not loopback."""
+    """Each host's loopback twin of its management address, the address of the interface its
+    default route leaves by (as the compiler defines the management network, whatever the
+    site names it); hosts without one (or whose twin is taken) get 127.255.x.y. Raises
+    LabError for anything that is not loopback."""
     out: dict[str, str] = {}
     spare = (f"127.255.{n // 250}.{n % 250 + 1}" for n in range(65536))
     taken: set[str] = set()
     for host in played:
-        mgmt = [i["address"] for i in contracts[host]["interfaces"] if i["network"] == "mgmt"]
+        contract = contracts[host]
+        out_by = {r["dev"] for r in contract["routes"] if r["dst"] == "default"}
+        mgmt = [i["address"] for i in contract["interfaces"] if i["name"] in out_by]
         address = twin(mgmt[0]) if mgmt and ":" not in mgmt[0] else None
         while address is None or address in taken:
             address = next(spare)
@@ -376,10 +376,11 @@ def _serve(
         for name in FABRIC_SCANS:
             # A scan whose ibsim is gone would retry for ever.
             run = ["env", *assigned, "timeout", "-s", "KILL", "60", tools[name]]
-            answers[name] = f"exec {shlex.join([*run, *PROBES[name].argv[1:]])}"
-        if fleet.switches:
+            answers[name] = f"exec {shlex.join([*run, *probes.PROBES[name].spec.argv[1:]])}"
+        rendered = fleet.fabric_outputs()
+        if "mlxfwmanager" in rendered:
             # ibsim has no switch firmware to read: the fabric host plays mlxfwmanager's answer.
-            answers["mlxfwmanager"] = f"printf %s {shlex.quote(fleet.mlxfwmanager())}"
+            answers["mlxfwmanager"] = f"printf %s {shlex.quote(rendered['mlxfwmanager'])}"
     arguments = fleet.arguments(host)
 
     def hit(key: str, faults: Mapping[str, set[str] | None]) -> bool:
@@ -387,7 +388,7 @@ def _serve(
 
     def line(key: str) -> str:
         iface = key.split("@", 1)[1] if "@" in key else None
-        argv = PROBES[probe_of(key)].argv_for(iface, arguments.get(probe_of(key), ()))
+        argv = probes.PROBES[probe_of(key)].spec.argv_for(iface, arguments.get(probe_of(key), ()))
         return shlex.quote(shlex.join(argv))
 
     script = ["case $SSH_ORIGINAL_COMMAND in"]
@@ -453,7 +454,7 @@ def _access(state: Path, access: Path) -> None:
     bin_dir = state / "bin"
     bin_dir.mkdir()
     respond = shlex.join(["/bin/sh", str(state / RESPONDER.name), str(state)])
-    programs = {p.program for p in PROBES.values()} | {SUDO}
+    programs = {e.spec.program for e in probes.PROBES.values()} | {SUDO}
     scripts = {r: (access / r / FORCED).read_text(encoding="utf-8") for r in roles}
     for program in sorted(programs):
         name = program.rsplit("/", 1)[1]

@@ -1,7 +1,7 @@
 """`generated/access/`: the drift audit's account, which makes "read-only" the host's rule.
 
 The audit logs in as `site.audit.user` with one key; sshd runs every command that key sends
-through a forced command, which runs only the allowlisted probes of `compiler/probes.py`, by
+through a forced command, which runs only the allowlisted probes of `contract/probes/`, by
 name, with their arguments checked, and sudo grants that account exactly the probes needing
 root. Each file, where it goes on every host (the host's bundle), its mode and owner:
 
@@ -54,20 +54,18 @@ from collections.abc import Mapping, Sequence
 from common.errors import TargetError
 from compiler.model import AuditAccess
 from compiler.plan import Plan
-from compiler.probes import (
+from contract import Deploy, probes
+from contract.account import FORCED, PROBE_COMMAND, SUDOERS
+from contract.probes.spec import (
     FORBIDDEN_ROOTS,
     IFACE,
     IFACE_CHARS,
     IFACE_MAX,
-    PROBES,
     UNIT_SUFFIXES,
     Probe,
 )
-from contract import Deploy
 
-PROBE_COMMAND = "/usr/local/libexec/clusterforge-probe"
 REFUSED = 126  # the forced command's exit code for anything not allowlisted
-FORCED, SUDOERS = "clusterforge-probe", "sudoers"  # the per-role files, in access/<role>/
 _WITHIN_DIGITS = 4  # --within takes 1..9999 seconds, capped at probe_timeout_s
 _KILL_AFTER_S = 5  # SIGKILL this long after the SIGTERM, for a probe that ignores it
 # One login: the audit runs its probes one after another on one channel; a few more leave
@@ -226,7 +224,7 @@ def sudoers(
 
 
 def _root_probes() -> list[Probe]:
-    found = sorted((p for p in PROBES.values() if p.root), key=lambda p: p.name)
+    found = sorted((e.spec for e in probes.PROBES.values() if e.spec.root), key=lambda p: p.name)
     for probe in found:
         if probe.per_interface:
             # sudoers could only grant it with a wildcard: any argument at all.
@@ -246,7 +244,8 @@ def forced_command(
     """The POSIX sh script sshd runs for every command of the audit key; the file probes may
     be given only a list of `allowed` (by probe), else they are refused."""
     cases = "".join(
-        _case(probe, (allowed or {}).get(name, ())) for name, probe in sorted(PROBES.items())
+        _case(entry.spec, (allowed or {}).get(name, ()))
+        for name, entry in sorted(probes.PROBES.items())
     )
     limit = access.probe_timeout_s
     digits = " | ".join("[1-9]" + "[0-9]" * n for n in range(_WITHIN_DIGITS))
@@ -295,7 +294,7 @@ exec timeout -k {_KILL_AFTER_S} "$within" "$@"
 
 
 # How the forced command checks each unit name systemctl_show is asked for: the rules of
-# compiler.probes._ARGUMENT, as sh patterns (C locale).
+# contract.probes.spec._ARGUMENT, as sh patterns (C locale).
 _TAKES = {
     "units": (
         "        case $a in\n"

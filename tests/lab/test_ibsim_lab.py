@@ -69,7 +69,7 @@ def planned_descriptions() -> dict[int, str]:
     return desc
 
 
-# -- a deliberately small ibnetdiscover reader (the audit's real one is audits/parsers) --------
+# -- a deliberately small ibnetdiscover reader (the audit's real one is contract/probes) -------
 
 _HEADER = re.compile(r'^(Switch|Ca)\s+\d+\s+"[SH]-([0-9a-f]{16})"\s+# "([^"]*)"')
 _SW_PORT = re.compile(
