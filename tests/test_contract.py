@@ -5,7 +5,6 @@ reaches a host by its management interface whatever the site names that network.
 
 from __future__ import annotations
 
-import ast
 import copy
 import hashlib
 import json
@@ -184,23 +183,3 @@ def test_the_management_address_is_the_default_routes_whatever_the_network_is_na
     assert targets({"gpu001": oob}, inventory) == inventory  # the inventory wins
     routeless = oob.model_copy(update={"routes": ()})
     assert routeless.management is None and targets({"gpu001": routeless}, {}) == {}
-
-
-def test_the_audit_imports_the_compiler_only_where_probes_are_still_read() -> None:
-    """audits/ reads the compiler's output through contract/ and common/ alone; the probe
-    catalogue's modules are the one exception left."""
-    exceptions = {"probes.py", "discovered.py", "collect.py"}
-    found = []
-    for path in sorted((REPO / "audits").rglob("*.py")):
-        if path.name in exceptions or "parsers" in path.parts:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "compiler"]
-    assert found == []
