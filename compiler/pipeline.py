@@ -26,8 +26,9 @@ from compiler.plan import Plan, build, oversized
 from compiler.targets import access
 from compiler.targets.alertmanager import WEBHOOK
 from compiler.targets.monitoring import IPMI_PASSWORD
-from compiler.targets.render import CONTROL, UnsafeValue, to_json
+from compiler.targets.render import CONTROL, UnsafeValue
 from contract import Deploy
+from contract import manifest as contract_manifest
 
 MANIFEST = output.MANIFEST
 CARRIED = ("dns/",)  # generated/ files whose next version depends on the last (SOA serials)
@@ -327,12 +328,5 @@ def manifest(
 ) -> bytes:
     """MANIFEST.json: every file's sha256 (those in `known` already hashed) and the source's."""
     known = known or {}
-    body = {
-        "schema": 1,
-        "source_sha256": source_digest,
-        "files": {
-            path: known.get(path) or sha256(data).hexdigest()
-            for path, data in sorted(files.items())
-        },
-    }
-    return to_json(body).encode()  # every path and digest is ASCII: json.dumps's bytes
+    digests = {path: known.get(path) or sha256(data).hexdigest() for path, data in files.items()}
+    return contract_manifest.render(digests, source_digest)

@@ -14,14 +14,14 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from common import atomic
 from common.errors import OutputError
-from contract.record import SCHEMA
+from contract.record import SCHEMA, dumps
 
 MANIFEST = "MANIFEST.json"  # written last: its presence says the tree is whole
 
@@ -154,6 +154,17 @@ def load(root: Path) -> Manifest:
     )
 
 
+def render(digests: Mapping[str, str], source_sha256: str) -> bytes:
+    """MANIFEST.json's bytes for a tree of files with these sha256s: the one writer of the
+    format, for a compile and for a tree made of compiled files alike."""
+    body = {
+        "schema": SCHEMA,
+        "source_sha256": source_sha256,
+        "files": dict(sorted(digests.items())),
+    }
+    return dumps(body).encode()  # every path and digest is ASCII
+
+
 def seal(root: Path, source_sha256: str) -> None:
     """Write the manifest of every file below `root` (MANIFEST.json itself aside)."""
     files = {
@@ -161,6 +172,4 @@ def seal(root: Path, source_sha256: str) -> None:
         for path in sorted(root.rglob("*"))
         if path.is_file() and path != root / MANIFEST
     }
-    body = {"schema": SCHEMA, "source_sha256": source_sha256, "files": dict(sorted(files.items()))}
-    # The bytes of the compiler's own: sorted keys, two-space indent, a final newline.
-    atomic.replace(root / MANIFEST, json.dumps(body, indent=2, sort_keys=True) + "\n")
+    atomic.replace(root / MANIFEST, render(files, source_sha256))
