@@ -79,7 +79,7 @@ from audits.model import (
 )
 from audits.observe import Observed, observe
 from audits.sink import Facts, Sink
-from common.errors import RegistryError
+from common.registry import Registry
 from contract import Host, Kind, Placed, Severity, normal_routes
 
 INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault
@@ -286,80 +286,90 @@ def _units(c: Host, facts: Facts, sink: Sink) -> None:
             sink.drift(f"{where}.enabled", "enabled", state["enabled"], Severity.WARNING, text)
 
 
-def build_checks(checks: tuple[Check, ...]) -> tuple[Check, ...]:
-    """The checks in order; a name given twice is an error."""
-    names = [check.name for check in checks]
-    for name in names:
-        if names.count(name) > 1:
-            raise RegistryError(f"check {name!r} is defined twice")
-    return checks
-
-
-CHECKS = build_checks(
+# In order: a host's findings come out check by check; a name given twice fails at import.
+CHECKS: Registry[Check] = Registry(
+    "check",
     (
-        Check("bios", Kind.FIRMWARE, _has("bios"), _fixed("dmidecode_bios"), _bios),
-        Check("bmc", Kind.FIRMWARE, _has("bmc"), _fixed("ipmitool_mc_info"), _bmc),
-        Check(
-            "nic_firmware", Kind.FIRMWARE, _has("nic_firmware", "nic_psid"), _ipoib, _nic_firmware
-        ),
-        Check("vbios", Kind.FIRMWARE, _has("vbios"), _fixed("nvidia_smi_gpus"), _vbios),
-        Check(
-            "gpu_driver",
-            Kind.DRIVER,
-            _has("gpu_driver", "cuda"),
-            _fixed("nvidia_smi_xml"),
-            _gpu_driver,
-        ),
-        Check(
-            "ofed",
-            Kind.OFED,
-            _has("ofed"),
-            _fixed("ofed_info"),
-            _single("ofed", "ofed_info", "version"),
-        ),
-        Check(
-            "kernel",
-            Kind.KERNEL,
-            _has("kernel"),
-            _fixed("uname_r"),
-            _single("kernel", "uname_r", "kernel_release"),
-        ),
-        Check("routes", Kind.ROUTE, lambda c: True, _fixed("ip_route"), _routes),
-        Check("addresses", Kind.ADDRESS, lambda c: True, _fixed("ip_addr"), _addresses),
-        Check("ib_ports", Kind.IB_PORT, lambda c: bool(c.ib_ports), _fixed("ibstat"), _ib_ports),
-        Check(
-            "gpus",
-            Kind.GPU,
-            lambda c: c.gpus is not None,
-            _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
-            admission.gpus,
-        ),
-        Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files),
-        Check(
-            "units", Kind.SERVICE, lambda c: bool(_units_of(c)), _fixed("systemctl_show"), _units
-        ),
-        Check(
-            "gpudirect",
-            Kind.GPUDIRECT,
-            lambda c: c.gpudirect is not None,
-            _fixed("nccl_conf", "ibstat", "lsmod", "nvidia_smi_topo"),
-            gpudirect.check,
-        ),
-        Check("slurmd", Kind.SLURM, lambda c: c.slurm is not None, _fixed("slurmd_c"), slurm.node),
-        Check(
-            "slurm_drains",
-            Kind.SLURM,
-            lambda c: c.slurm_controller is not None,
-            _fixed("sinfo_r"),
-            slurm.drains,
-        ),
-    )
+        (check.name, check)
+        for check in (
+            Check("bios", Kind.FIRMWARE, _has("bios"), _fixed("dmidecode_bios"), _bios),
+            Check("bmc", Kind.FIRMWARE, _has("bmc"), _fixed("ipmitool_mc_info"), _bmc),
+            Check(
+                "nic_firmware",
+                Kind.FIRMWARE,
+                _has("nic_firmware", "nic_psid"),
+                _ipoib,
+                _nic_firmware,
+            ),
+            Check("vbios", Kind.FIRMWARE, _has("vbios"), _fixed("nvidia_smi_gpus"), _vbios),
+            Check(
+                "gpu_driver",
+                Kind.DRIVER,
+                _has("gpu_driver", "cuda"),
+                _fixed("nvidia_smi_xml"),
+                _gpu_driver,
+            ),
+            Check(
+                "ofed",
+                Kind.OFED,
+                _has("ofed"),
+                _fixed("ofed_info"),
+                _single("ofed", "ofed_info", "version"),
+            ),
+            Check(
+                "kernel",
+                Kind.KERNEL,
+                _has("kernel"),
+                _fixed("uname_r"),
+                _single("kernel", "uname_r", "kernel_release"),
+            ),
+            Check("routes", Kind.ROUTE, lambda c: True, _fixed("ip_route"), _routes),
+            Check("addresses", Kind.ADDRESS, lambda c: True, _fixed("ip_addr"), _addresses),
+            Check(
+                "ib_ports", Kind.IB_PORT, lambda c: bool(c.ib_ports), _fixed("ibstat"), _ib_ports
+            ),
+            Check(
+                "gpus",
+                Kind.GPU,
+                lambda c: c.gpus is not None,
+                _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
+                admission.gpus,
+            ),
+            Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files),
+            Check(
+                "units",
+                Kind.SERVICE,
+                lambda c: bool(_units_of(c)),
+                _fixed("systemctl_show"),
+                _units,
+            ),
+            Check(
+                "gpudirect",
+                Kind.GPUDIRECT,
+                lambda c: c.gpudirect is not None,
+                _fixed("nccl_conf", "ibstat", "lsmod", "nvidia_smi_topo"),
+                gpudirect.check,
+            ),
+            Check(
+                "slurmd", Kind.SLURM, lambda c: c.slurm is not None, _fixed("slurmd_c"), slurm.node
+            ),
+            Check(
+                "slurm_drains",
+                Kind.SLURM,
+                lambda c: c.slurm_controller is not None,
+                _fixed("sinfo_r"),
+                slurm.drains,
+            ),
+        )
+    ),
 )
 
 
 def host_probes(c: Host) -> tuple[str, ...]:
     """The probe keys a host's checks need: what a collector must fetch from it."""
-    return tuple(sorted({k for check in CHECKS if check.applies(c) for k in check.probes(c)}))
+    return tuple(
+        sorted({k for check in CHECKS.values() if check.applies(c) for k in check.probes(c)})
+    )
 
 
 @dataclass(frozen=True)
@@ -387,7 +397,7 @@ def compare_observed(
     findings: list[Finding] = []
     accepted: list[Accepted] = []
     versions: dict[str, VersionPair] = {}
-    for check in CHECKS:
+    for check in CHECKS.values():
         if not check.applies(c):
             continue
         probes = check.probes(c)
