@@ -74,7 +74,7 @@ def test_without_an_audit_key_services_lose_only_the_account_s_files() -> None:
 # What a wheel is built from: the packages, the metadata pyproject.toml reads, and the two
 # files of cluster/ the policy links point at.
 _BUILT_FROM = ("pyproject.toml", "README.md", "LICENSE", *(f"cluster/{n}" for n in _POLICY))
-_PACKAGES = ("compiler", "audits", "draw", "clusterforge", "contract")
+_PACKAGES = ("common", "compiler", "audits", "draw", "clusterforge", "contract")
 
 
 def test_an_installed_package_writes_the_policy_files_itself(tmp_path: Path) -> None:

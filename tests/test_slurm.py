@@ -426,6 +426,7 @@ def test_the_spare_howto_is_one_change_whose_diff_is_exactly_the_swap(
         "labels/labels.csv",
         "expected/fabric.json",
         "inventory.json",
+        "draw/scene.json",  # the pictures: the new cable, the roles
         "opensm/cn_guids",
         "opensm/partitions.conf",
         *(f"monitoring/targets/{t}.json" for t in ("dcgm", "icmp", "ipmi", "node")),
