@@ -34,6 +34,7 @@ from compiler.model import (
     Switch,
     SwitchRole,
 )
+from compiler.rails import Rails, hca_order, rails
 from contract import Route
 
 U_HEIGHT_M = 0.04445
@@ -332,6 +333,7 @@ class Host(NamedTuple):
     os_disks: tuple[str, ...]  # stable names (/dev/disk/by-path/...), mirrored
     scratch_disk: str | None
     reinstall: bool  # its PXE menu installs by default; otherwise it boots the local disk
+    hca_of: dict[str, str]  # an IPoIB interface's HCA (RDMA device): ib3 -> mlx5_3
     slurm: SlurmNode | None = None  # hosts that run services.yaml's `slurm` (slurmd)
 
     def interface(self, network: str) -> Interface | None:
@@ -571,18 +573,21 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
     assert planned is not None, "checks guarantee every address"
     ifaces, routes, bmc = planned
     services = cluster.services.roles.get(node.role, ())
-    for nic in model.nics:
-        if nic.device and node.guid:
+    railed = rail_plan(cluster)
+    for nic in hca_order(model):
+        assert nic.device is not None, "hca_order lists HCAs"
+        guid = node.guids.get(nic.device, node.guid)
+        if guid:
             fabric = cluster.fabric
             ib_ports.append(
                 IbPort(
                     nic.device,
                     nic.port or 1,
-                    node.guid,
+                    guid,
                     int(link_gbps(fabric)),
                     fabric.width,
                     fabric.rate,
-                    host_lid(rack, node),
+                    railed.host_lid(rack, node, nic) if railed else host_lid(rack, node),
                 )
             )
     expected = versions(cluster, node.model)
@@ -615,8 +620,14 @@ def _host(cluster: Cluster, rack: Rack, node: Node, ring_of: dict[str, str]) -> 
         os_disks=node.os_disks or model.os_disks,
         scratch_disk=node.scratch_disk or model.scratch_disk,
         reinstall=node.reinstall,
+        hca_of={nic.name: nic.device for nic in model.nics if nic.device},
         slurm=slurm_node(cluster, node) if SLURMD in services else None,
     )
+
+
+def rail_plan(cluster: Cluster) -> Rails | None:
+    """The rail-optimised fabric's plan (compiler/rails.py), worked out once per cluster."""
+    return derived(cluster, "rails", lambda: rails(cluster))
 
 
 SLURMD = "slurm"  # the services.yaml service of a Slurm compute node
@@ -662,7 +673,9 @@ def _switch(
     elif sw.role == SwitchRole.CORE:
         lid = CORE_LID_BASE + 1 + top[SwitchRole.CORE].index(sw.name)
     elif sw.role == SwitchRole.LEAF:
-        lid = LEAF_LID_BASE + rack.id
+        railed = rail_plan(cluster)
+        in_unit = railed is not None and sw.name in railed.leaf
+        lid = railed.leaf_lid(sw.name) if railed and in_unit else LEAF_LID_BASE + rack.id
     # Switch management ports live on the first network, by name, that has a switch_base.
     network = next(
         (n for n, net in sorted(cluster.networks.items()) if net.switch_base is not None), None
@@ -712,15 +725,23 @@ def wires(cluster: Cluster) -> tuple[Wire, ...]:
 def _wires(cluster: Cluster) -> list[Wire]:
     out: list[Wire] = []
     by_role = {(rack.name, sw.role): sw.name for rack in cluster.racks for sw in rack.switches}
+    railed = rail_plan(cluster)
     for r, rack in enumerate(cluster.racks):
         for n, node in enumerate(rack.nodes):
             for nic_name, net_name in nic_networks(cluster, node):
                 net = cluster.networks.get(net_name)
                 path: tuple[str | int, ...] = ("racks", r, "nodes", n)
+                nic = next(
+                    (x for x in cluster.hardware.servers[node.model].nics if x.name == nic_name),
+                    None,
+                )
+                on_rail = railed.wire(rack, node, nic) if railed and nic else None
                 if net_name in node.links:
                     link = node.links[net_name]
                     switch, port = link.switch, link.port
                     path = (*path, "links", net_name)
+                elif on_rail is not None:
+                    (switch, port), path = on_rail, (*path, "slot")
                 elif net is not None and net.switch is not None:
                     found = by_role.get((rack.name, net.switch))
                     if found is None:
@@ -729,10 +750,6 @@ def _wires(cluster: Cluster) -> list[Wire]:
                     path = (*path, "slot")
                 else:
                     continue
-                nic = next(
-                    (x for x in cluster.hardware.servers[node.model].nics if x.name == nic_name),
-                    None,
-                )
                 end = f"{nic.device}/{nic.port or 1}" if nic and nic.device else nic_name
                 out.append(Wire(net_name, switch, port, node.name, end, path))
     fabric = cluster.fabric
@@ -762,8 +779,11 @@ def _wires(cluster: Cluster) -> list[Wire]:
     ]
     for sw, rack, path in switches:  # every leaf's first, then every spine's: the plan's order
         if sw.role == SwitchRole.LEAF:
-            # A leaf's place on its pod's spines is its rack's place in the pod.
+            # A leaf's place on its pod's spines is its rack's place in the pod; a rail
+            # leaf's, its unit's and rail's.
             pod, place = tiers.pod_of(rack.id)
+            if railed and sw.name in railed.leaf:
+                pod, place = 0, railed.place(sw.name)
             spines = tiers.spines.get(pod, ())
             out += uplinks(sw, path, fabric.uplink_port, spines, fabric.links_per_spine, place)
     for sw, _, path in switches:
@@ -857,6 +877,8 @@ def cables(cluster: Cluster) -> list[Cable]:
     ib = {n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND}
     overrides = overrides_of(cluster)
     ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
+    railed = rail_plan(cluster)
+    rail_leaves = railed.leaf if railed else {}
 
     def end(device: str, port: str) -> CableEnd:
         rack, u = place[device]
@@ -889,9 +911,10 @@ def cables(cluster: Cluster) -> list[Cable]:
             medium = "Cat6A" if gbps <= 10 else ("DAC" if length <= DAC_MAX_M else "AOC")
             rate = f"{gbps}G"
         # A rack has one switch of each role whose ports name its cables (R01-IB05); a spine's
-        # uplinks to the core are named by the spine, which is unique site-wide (SPINE03-33).
+        # uplinks to the core are named by the spine, which is unique site-wide (SPINE03-33),
+        # and so are a rail leaf's cables, several rail leaves sharing a rack (SU1-IB3-05).
         # The ID follows the rule's port, not an override's: it stays with the cable.
-        if role[a.device] == SwitchRole.SPINE:
+        if role[a.device] == SwitchRole.SPINE or a.device in rail_leaves:
             cable_id = f"{a.device.upper()}-{wire.switch_port:02d}"
         else:
             cable_id = f"{ra.name.upper()}-{CABLE_CODES[role[a.device]]}{wire.switch_port:02d}"

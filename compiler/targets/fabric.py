@@ -28,9 +28,15 @@ from compiler.targets.render import Lines, template, to_csv
 def ib_cables(plan: Plan) -> list[tuple[str, str, str, str]]:
     """(a device, a port, b device, b port) of every installed InfiniBand cable; host ports
     are the HCA port number."""
+    return [(a, a_port, b, b_port.rsplit("/", 1)[-1]) for a, a_port, b, b_port in _ib_ends(plan)]
+
+
+def _ib_ends(plan: Plan) -> list[tuple[str, str, str, str]]:
+    """(a device, a port, b device, b port) of every installed InfiniBand cable, host ports
+    as the plan names them (mlx5_3/1)."""
     ib = {n for n, net in plan.cluster.networks.items() if net.medium == Medium.INFINIBAND}
     return [
-        (c.a.device, c.a.port, c.b.device, c.b.port.rsplit("/", 1)[-1])
+        (c.a.device, c.a.port, c.b.device, c.b.port)
         for c in plan.cables
         if c.network in ib and c.lifecycle == "installed"
     ]
@@ -43,16 +49,25 @@ def topology(plan: Plan) -> str:
     for sw in ib_switches:
         assert sw.guid is not None
         ids[sw.name], desc[sw.name] = f"S-{sw.guid[2:]}", sw.name
+    # Each HCA is a CA node of its own (an eight-rail server is eight), named in the plan's
+    # cable ends by host and device; a host of one HCA keeps its bare name.
+    cas: dict[str, int] = {}  # node key -> its ports
     for host in plan.hosts:
         for port in host.ib_ports:
             # ibsim derives a CA's port N GUID as node GUID + N; we plan the port GUID (what
             # ibstat, cn_guid_file and partitions show), so the simulated node GUID is one less.
             node_guid = f"{int(port.guid, 16) - port.port:016x}"
-            ids[host.name], desc[host.name] = f"H-{node_guid}", f"{host.name} {port.device}"
+            key = host.name if len(host.ib_ports) == 1 else f"{host.name} {port.device}"
+            ids[key], desc[key] = f"H-{node_guid}", f"{host.name} {port.device}"
+            cas[key] = cas.get(key, 0) + 1
+    several = {h.name for h in plan.hosts if len(h.ib_ports) > 1}
     links: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-    for a, a_port, b, b_port in ib_cables(plan):
-        links[a].append((int(a_port), b, b_port))
-        links[b].append((int(b_port), a, a_port))
+    for a, a_port, b, b_port in _ib_ends(plan):
+        device, _, number = b_port.rpartition("/")
+        if b in several:
+            b = f"{b} {device}"
+        links[a].append((int(a_port), b, number or b_port))
+        links[b].append((int(number or b_port), a, a_port))
     token = f"{plan.fabric.width}{plan.fabric.rate}"
 
     def ports(name: str) -> str:
@@ -68,9 +83,7 @@ def topology(plan: Plan) -> str:
 
     nodes = [("Switch", sw.ports, sw.name, sw.guid, ports(sw.name)) for sw in ib_switches]
     nodes += [
-        ("Ca", len(host.ib_ports), host.name, f"0x{ids[host.name][2:]}", ports(host.name))
-        for host in plan.hosts
-        if host.name in links
+        ("Ca", n, key, f"0x{ids[key][2:]}", ports(key)) for key, n in cas.items() if key in links
     ]
     return template("topology.net.j2", site=plan.site, nodes=nodes, ids=ids, desc=desc)
 
