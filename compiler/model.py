@@ -298,10 +298,11 @@ class Nic(Strict_):
     speed_gbps: int = Field(gt=0)
     device: str | None = None  # RDMA device of an InfiniBand port, e.g. mlx5_0
     port: int | None = Field(None, ge=1)
-    # A rail-optimised fabric's HCAs: rail k of every server of a scalable unit goes to the
-    # unit's k-th leaf. Where it sits on the board (NUMA node, PCIe switch) is the site's
-    # record for `nvidia-smi topo -m`; the GPUs nearest to it are the model's `affinity`.
-    rail: int | None = Field(None, ge=1)
+    # A rail-optimised fabric's HCAs: rail k (from 0, as mlx5_k and ibk) of every server of
+    # a scalable unit goes to the unit's leaf k. Where it sits on the board (NUMA node, PCIe
+    # switch) is the site's record for `nvidia-smi topo -m`; the GPUs nearest to it are the
+    # model's `affinity`.
+    rail: int | None = Field(None, ge=0)
     numa_node: int | None = Field(None, ge=0)
     pcie_switch: str | None = None
 
@@ -472,9 +473,9 @@ class SubnetManager(Strict_):
 
 class ScalableUnit(Strict_):
     """A rail-optimised fabric's building block: the servers of `racks` (in that order) and
-    its leaves, one per rail in rail order. Leaf k takes rail k of every server of the unit,
-    on port place * servers_per_rack + slot (place: the rack's among `racks`, from 0), so a
-    server added to a rack moves no cable."""
+    its leaves, one per rail in rail order. Leaf k (from 0) takes rail k of every server of
+    the unit, on port place * servers_per_rack + slot (place: the rack's among `racks`, from
+    0), so a server added to a rack moves no cable."""
 
     name: Name
     racks: tuple[Name, ...] = Field(min_length=1)

@@ -1,18 +1,21 @@
 """The rail-optimised fabric's plan: scalable units, their rail leaves, and each HCA's place.
 
 A server of a rail-optimised fabric has one HCA per GPU, each on its own rail; rail k of every
-server of a scalable unit (SU) is cabled to the unit's k-th leaf, and the leaves of every unit
+server of a scalable unit (SU) is cabled to the unit's leaf k (rails count from 0, as GPUs,
+HCAs and their IPoIB interfaces do: GPU 3, mlx5_3 and ib3 are rail 3), and the leaves of every unit
 link to every spine (two-tier), as NVIDIA's DGX SuperPOD reference architecture builds it
 (SUs of 32 servers, eight rails, eight leaves each). Everything here is a rule, so a server,
 a rack or a unit added at the end renumbers nothing:
 
 - a server's port on its rail leaves: the rack's place in the unit * servers_per_rack + slot;
-- a rail leaf's place on the spines: unit index * rails + rail - 1 (as a rack leaf's is its
+- a rail leaf's place on the spines: unit index * rails + rail (as a rack leaf's is its
   rack id - 1);
-- static LIDs: a rail leaf 0x100 + unit index * rails + rail; an HCA
-  0x1000 + rails * (unit index * down ports + leaf port - 1) + rail - 1, where the down ports
+- static LIDs: a rail leaf 0x101 + its place; an HCA
+  0x1000 + rails * (unit index * down ports + leaf port - 1) + rail, where the down ports
   are a leaf's ports below `uplink_port`: every HCA of 4,096 eight-rail servers (32,768
-  ports) inside the unicast LIDs 0x0001-0xBFFF.
+  ports, 0x1000-0x8FFF); an HCA on no rail (a service host's, cabled by `links:`)
+  0x9000 + 16 * rack id + slot, up to 0xBBFF for rack id 703: all inside the unicast LIDs
+  0x0001-0xBFFF.
 
 Pure functions of the model; the checks (`check`) run on models that may be wrong.
 """
@@ -29,9 +32,10 @@ if TYPE_CHECKING:
 
 RAIL_LEAF_LID_BASE = 0x100  # as the rack leaves': a fabric has one kind or the other
 RAIL_HOST_LID_BASE = 0x1000
-LID_UNICAST_TOP = 0xBFFF
+RAIL_LID_TOP = 0x8FFF
+OFF_RAIL_LID_BASE = 0x9000
+OFF_RAIL_SLOTS = 16  # a rack's hosts on no rail: slots 1-15 (service hosts, a rack's few)
 LEAF_LID_TOP = 0xF00  # the cores' LIDs start above it (compiler/plan.py)
-SLOTS = 64  # LIDs a rack's hosts on no rail may take, as compiler/plan.py's HOST_LID_SLOTS
 
 
 class Rails(NamedTuple):
@@ -41,12 +45,12 @@ class Rails(NamedTuple):
     down_ports: int  # a leaf's ports below uplink_port: the most servers a unit can hold
     units: tuple[ScalableUnit, ...]
     unit_of_rack: dict[str, tuple[int, int]]  # rack -> (unit index, the rack's place in it)
-    leaf: dict[str, tuple[int, int]]  # leaf -> (unit index, rail)
+    leaf: dict[str, tuple[int, int]]  # leaf -> (unit index, rail from 0)
 
     def place(self, leaf: str) -> int:
         """A rail leaf's place on every spine (0-based), as a rack leaf's is its rack id - 1."""
         unit, rail = self.leaf[leaf]
-        return unit * self.per_server + rail - 1
+        return unit * self.per_server + rail
 
     def leaf_lid(self, leaf: str) -> int:
         return RAIL_LEAF_LID_BASE + 1 + self.place(leaf)
@@ -64,22 +68,16 @@ class Rails(NamedTuple):
         if nic.rail is None or port is None:
             return None
         leaves = self.units[self.unit_of_rack[rack.name][0]].leaves
-        return (leaves[nic.rail - 1], port) if nic.rail <= len(leaves) else None
+        return (leaves[nic.rail], port) if nic.rail < len(leaves) else None
 
     def host_lid(self, rack: Rack, node: Node, nic: Nic) -> int:
-        """An HCA's static LID: by its unit, leaf port and rail; an HCA on no rail (a service
-        host's, cabled by `links:`) by its rack and slot from the top of the unicast LIDs
-        down, clear of the rails' block from 0x1000 up (`check` finds a clash)."""
+        """An HCA's static LID: by its unit, leaf port and rail; an HCA on no rail by its rack
+        and slot, above the rails' block."""
         port = self.port(rack, node)
         if nic.rail is None or port is None:
-            return LID_UNICAST_TOP + 1 - SLOTS * (rack.id + 1) + node.slot
+            return OFF_RAIL_LID_BASE + OFF_RAIL_SLOTS * rack.id + node.slot
         unit = self.unit_of_rack[rack.name][0]
-        return (
-            RAIL_HOST_LID_BASE
-            + self.per_server * (unit * self.down_ports + port - 1)
-            + nic.rail
-            - 1
-        )
+        return RAIL_HOST_LID_BASE + self.per_server * (unit * self.down_ports + port - 1) + nic.rail
 
 
 def rail_hcas(model: ServerModel) -> list[Nic]:
@@ -98,7 +96,7 @@ def rails(cluster: Cluster) -> Rails | None:
         for place, rack in enumerate(unit.racks):
             unit_of_rack.setdefault(rack, (u, place))
         for r, name in enumerate(unit.leaves):
-            leaf.setdefault(name, (u, r + 1))
+            leaf.setdefault(name, (u, r))
     return Rails(count, fabric.uplink_port - 1, fabric.scalable_units, unit_of_rack, leaf)
 
 
@@ -114,7 +112,7 @@ def hca_order(model: ServerModel) -> list[Nic]:
 
 
 def check(c: Cluster, rep: Report) -> None:
-    """A model's HCAs on rails 1..N, one each; a rail-optimised fabric's units hold together
+    """A model's HCAs on rails 0..N-1, one each; a rail-optimised fabric's units hold together
     (known racks and leaves, each in one unit, one leaf per rail, servers within the unit's
     ports), it is two-tier, and its LID plan fits the unicast LIDs."""
     at = ("fabric",)
@@ -124,12 +122,12 @@ def check(c: Cluster, rep: Report) -> None:
         hcas = [(i, nic) for i, nic in enumerate(model.nics) if nic.device]
         numbered = sorted(nic.rail for _, nic in hcas if nic.rail is not None)
         where = ("hardware", "servers", name, "nics")
-        if numbered and numbered != list(range(1, len(hcas) + 1)):
+        if numbered and numbered != list(range(len(hcas))):
             rep.add(
                 (*where, hcas[0][0], "rail"),
                 Rule.RAIL_LAYOUT,
                 f"{name!r}: its {len(hcas)} HCAs are on rails {numbered}; give each one rail, "
-                f"1-{len(hcas)}",
+                f"0-{len(hcas) - 1}",
             )
         elif len(hcas) > 1 and not railed:
             rep.add(
@@ -210,9 +208,18 @@ def check(c: Cluster, rep: Report) -> None:
     for r, rack in enumerate(c.racks):
         for n, node in enumerate(rack.nodes):
             server = c.hardware.servers.get(node.model)
-            if server is None or not rail_hcas(server):
-                continue
             p = ("racks", r, "nodes", n)
+            if server is None:
+                continue
+            if not rail_hcas(server):
+                if any(nic.device for nic in server.nics) and node.slot >= OFF_RAIL_SLOTS:
+                    rep.add(
+                        (*p, "slot"),
+                        Rule.LID_RANGE,
+                        f"slot {node.slot} of {node.name!r}: an HCA on no rail has a static "
+                        f"LID in slots 1-{OFF_RAIL_SLOTS - 1} of its rack",
+                    )
+                continue
             if rack.name not in plan.unit_of_rack:
                 rep.add(
                     (*p, "model"),
@@ -231,12 +238,12 @@ def check(c: Cluster, rep: Report) -> None:
                 )
             for nic in rail_hcas(server):
                 lid = plan.host_lid(rack, node, nic)
-                if lid > LID_UNICAST_TOP:
+                if lid > RAIL_LID_TOP:
                     rep.add(
                         p,
                         Rule.LID_RANGE,
                         f"{node.name!r} {nic.device}: static LID 0x{lid:04x} is beyond the "
-                        f"unicast LIDs (0x0001-0x{LID_UNICAST_TOP:04X})",
+                        f"rails' LIDs (0x1000-0x{RAIL_LID_TOP:04X}: 4,096 servers of 8 rails)",
                     )
     for leaf in plan.leaf:
         if plan.leaf_lid(leaf) >= LEAF_LID_TOP:
