@@ -25,6 +25,7 @@ from compiler.generate import (
     _mac,
     _switch,
 )
+from compiler.load import Source, parse
 
 LEAF_PORTS = 64  # qm9700: 32 twin-port OSFP cages
 UPLINK_PORT = 33  # ports 1-32 face the unit's servers, 33-64 the spines
@@ -310,3 +311,9 @@ def _node(name: str, slot: int, u: int, rack: int, rails: int) -> str:
         f"  - name: {name}\n    model: hgx-h100\n    role: gpu\n    slot: {slot}\n    u: {u}\n"
         f"    serial: SN{rack:04d}{slot:02d}\n    mac: {{{macs}}}\n    guids: {{{guids}}}\n"
     )
+
+
+def source(units: int, **options: object) -> Source:
+    """`generate_rails(...)` parsed, as the compile would load it from disk."""
+    tree = generate_rails(units, **options)  # type: ignore[arg-type]
+    return parse({f"cluster/{path}": text.encode() for path, text in tree.items()})
