@@ -782,7 +782,9 @@ def _wires(cluster: Cluster) -> list[Wire]:
             # A leaf's place on its pod's spines is its rack's place in the pod; a rail
             # leaf's, its unit's and rail's.
             pod, place = tiers.pod_of(rack.id)
-            if railed and sw.name in railed.leaf:
+            if railed and sw.name not in railed.leaf:
+                continue  # a leaf of no unit has no place on the spines (checks say so)
+            if railed:
                 pod, place = 0, railed.place(sw.name)
             spines = tiers.spines.get(pod, ())
             out += uplinks(sw, path, fabric.uplink_port, spines, fabric.links_per_spine, place)

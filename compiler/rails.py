@@ -206,6 +206,14 @@ def check(c: Cluster, rep: Report) -> None:
                 f"servers need {capacity} leaf ports below uplink_port {fabric.uplink_port}",
             )
     for r, rack in enumerate(c.racks):
+        for s, sw in enumerate(rack.switches):
+            if sw.role == SwitchRole.LEAF and sw.name not in plan.leaf:
+                rep.add(
+                    ("racks", r, "switches", s),
+                    Rule.SCALABLE_UNIT,
+                    f"leaf {sw.name!r} is in no scalable unit: a rail-optimised fabric's "
+                    "leaves are its units' (fabric.yaml scalable_units: leaves)",
+                )
         for n, node in enumerate(rack.nodes):
             server = c.hardware.servers.get(node.model)
             p = ("racks", r, "nodes", n)
