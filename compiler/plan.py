@@ -398,6 +398,7 @@ class Plan:
     cables: tuple[Cable, ...]
     subnets: dict[str, tuple[tuple[str, str], ...]]  # network -> ((rack, subnet), ...)
     gateways: dict[tuple[str, str], str] = field(default_factory=dict)  # (network, rack) -> ip
+    rails: Rails | None = None  # a rail-optimised fabric's units and rail leaves
     # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
     secrets: dict[str, str] = field(default_factory=dict)
     # The committed generated/ files a target continues from (DNS serials), set by the pipeline.
@@ -459,6 +460,7 @@ def build(cluster: Cluster) -> Plan:
         cables=tuple(sorted(cables(cluster), key=lambda c: c.id)),
         subnets=subnets,
         gateways=gateways,
+        rails=rail_plan(cluster),
     )
 
 

@@ -170,3 +170,30 @@ def test_init_writes_a_rail_site(tmp_path: Path, capsys: pytest.CaptureFixture[s
     compiled = pipeline.compile_repo(tmp_path / "site")
     gpus = [h for h in compiled.plan.hosts if h.role.value == "gpu"]
     assert len(gpus) == 31 and {len(h.ib_ports) for h in gpus} == {8}
+
+
+def test_pairs_run_rail_to_rail_and_cross_every_rail_cable(example: Compiled) -> None:
+    plan = json.loads(example.files["acceptance/plan.json"])
+    rails = example.plan.rails
+    assert rails is not None
+    leaf_of = {c.id: c.a.device for c in example.plan.cables}
+    crossed = set()
+    for round_ in plan["ib_write_bw"]["rounds"]:
+        logs = [p["log"] for p in round_["pairs"]]
+        assert len(logs) == len(set(logs))
+        for p in round_["pairs"]:
+            assert p["client"] != p["server"]
+            on = {rails.leaf[leaf_of[c]][1] for c in p["cables"]}
+            assert len(on) == 1, p  # one rail end to end
+            [rail] = on
+            assert p["log"].endswith(f"-mlx5_{rail}.txt")
+            assert p["lids"] == [
+                next(q.lid for q in example.plan.host(h).ib_ports if q.device == f"mlx5_{rail}")
+                for h in (p["client"], p["server"])
+            ]
+            crossed |= set(p["cables"])
+    gpus = {h.name for h in example.plan.hosts if h.role.value == "gpu"}
+    rail_cables = {c.id for c in example.plan.cables if c.b.device in gpus and "/" in c.b.port}
+    assert rail_cables <= crossed
+    script = example.files["acceptance/ib_write_bw/round-01.sh"].decode()
+    assert "ib_write_bw -d mlx5_7 -i 1 -p 18522 " in script

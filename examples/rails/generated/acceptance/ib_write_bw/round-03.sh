@@ -5,509 +5,501 @@ set -eu
 out="$1/ib_write_bw/round-03"
 mkdir -p "$out"
 # Servers first; each waits for its one client.
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
-ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu036 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu039 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu041 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu043 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu045 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu046 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu048 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu050 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu051 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu053 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu055 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu056 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu058 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu060 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu061 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu063 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu036 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu039 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu041 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu043 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu045 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu046 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu048 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu050 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu051 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu053 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu055 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu056 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu058 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu060 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu061 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu063 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu036 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu039 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu041 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu043 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu045 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu046 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu048 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu050 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu051 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu053 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu055 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu056 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu058 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu060 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu061 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu063 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu036 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu039 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu041 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu043 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu045 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu046 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu048 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu050 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu051 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu053 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu055 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu056 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu058 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu060 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu061 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu063 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu036 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu039 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu041 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu043 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu045 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu046 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu048 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu050 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu051 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu053 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu055 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu056 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu058 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu060 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu061 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu063 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu036 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu039 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu041 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu043 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu045 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu046 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu048 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu050 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu051 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu053 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu055 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu056 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu058 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu060 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu061 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu063 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu034 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu033 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu035 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu036 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu037 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu038 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu039 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu040 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu041 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu042 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu043 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu044 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu045 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu046 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu047 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu048 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu049 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu050 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu051 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu052 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu053 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu054 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu055 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu056 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu057 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu058 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu059 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu060 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu061 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu062 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu063 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
 sleep 2
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.13' > "$out/gpu001-gpu003.txt" 2>&1 &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.12' > "$out/gpu004-gpu002.txt" 2>&1 &
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.11' > "$out/gpu003-gpu005.txt" 2>&1 &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.14' > "$out/gpu006-gpu004.txt" 2>&1 &
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.13' > "$out/gpu005-gpu007.txt" 2>&1 &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.12' > "$out/gpu008-gpu006.txt" 2>&1 &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu007-gpu009.txt" 2>&1 &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.14' > "$out/gpu010-gpu008.txt" 2>&1 &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu009-gpu011.txt" 2>&1 &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu012-gpu010.txt" 2>&1 &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu011-gpu013.txt" 2>&1 &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu014-gpu012.txt" 2>&1 &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.13' > "$out/gpu013-gpu015.txt" 2>&1 &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.12' > "$out/gpu016-gpu014.txt" 2>&1 &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu015-gpu017.txt" 2>&1 &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.14' > "$out/gpu018-gpu016.txt" 2>&1 &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu017-gpu019.txt" 2>&1 &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu020-gpu018.txt" 2>&1 &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu019-gpu021.txt" 2>&1 &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu022-gpu020.txt" 2>&1 &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu021-gpu023.txt" 2>&1 &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu024-gpu022.txt" 2>&1 &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu023-gpu025.txt" 2>&1 &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu026-gpu024.txt" 2>&1 &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu025-gpu027.txt" 2>&1 &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu028-gpu026.txt" 2>&1 &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu027-gpu029.txt" 2>&1 &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu030-gpu028.txt" 2>&1 &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu029-gpu031.txt" 2>&1 &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu032-gpu030.txt" 2>&1 &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.11' > "$out/gpu031-gpu001.txt" 2>&1 &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.14' > "$out/gpu002-gpu032.txt" 2>&1 &
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.13' > "$out/gpu001-gpu003.txt" 2>&1 &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.12' > "$out/gpu004-gpu002.txt" 2>&1 &
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.11' > "$out/gpu003-gpu005.txt" 2>&1 &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.14' > "$out/gpu006-gpu004.txt" 2>&1 &
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.13' > "$out/gpu005-gpu007.txt" 2>&1 &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.12' > "$out/gpu008-gpu006.txt" 2>&1 &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu007-gpu009.txt" 2>&1 &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.14' > "$out/gpu010-gpu008.txt" 2>&1 &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu009-gpu011.txt" 2>&1 &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu012-gpu010.txt" 2>&1 &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu011-gpu013.txt" 2>&1 &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu014-gpu012.txt" 2>&1 &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.13' > "$out/gpu013-gpu015.txt" 2>&1 &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.12' > "$out/gpu016-gpu014.txt" 2>&1 &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu015-gpu017.txt" 2>&1 &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.14' > "$out/gpu018-gpu016.txt" 2>&1 &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu017-gpu019.txt" 2>&1 &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu020-gpu018.txt" 2>&1 &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu019-gpu021.txt" 2>&1 &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu022-gpu020.txt" 2>&1 &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu021-gpu023.txt" 2>&1 &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu024-gpu022.txt" 2>&1 &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu023-gpu025.txt" 2>&1 &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu026-gpu024.txt" 2>&1 &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu025-gpu027.txt" 2>&1 &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu028-gpu026.txt" 2>&1 &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu027-gpu029.txt" 2>&1 &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu030-gpu028.txt" 2>&1 &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu029-gpu031.txt" 2>&1 &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu032-gpu030.txt" 2>&1 &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.11' > "$out/gpu031-gpu001.txt" 2>&1 &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.14' > "$out/gpu002-gpu032.txt" 2>&1 &
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.13' > "$out/gpu001-gpu003.txt" 2>&1 &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.12' > "$out/gpu004-gpu002.txt" 2>&1 &
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.11' > "$out/gpu003-gpu005.txt" 2>&1 &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.14' > "$out/gpu006-gpu004.txt" 2>&1 &
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.13' > "$out/gpu005-gpu007.txt" 2>&1 &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.12' > "$out/gpu008-gpu006.txt" 2>&1 &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu007-gpu009.txt" 2>&1 &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.14' > "$out/gpu010-gpu008.txt" 2>&1 &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu009-gpu011.txt" 2>&1 &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu012-gpu010.txt" 2>&1 &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu011-gpu013.txt" 2>&1 &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu014-gpu012.txt" 2>&1 &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.13' > "$out/gpu013-gpu015.txt" 2>&1 &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.12' > "$out/gpu016-gpu014.txt" 2>&1 &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu015-gpu017.txt" 2>&1 &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.14' > "$out/gpu018-gpu016.txt" 2>&1 &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu017-gpu019.txt" 2>&1 &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu020-gpu018.txt" 2>&1 &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu019-gpu021.txt" 2>&1 &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu022-gpu020.txt" 2>&1 &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu021-gpu023.txt" 2>&1 &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu024-gpu022.txt" 2>&1 &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu023-gpu025.txt" 2>&1 &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu026-gpu024.txt" 2>&1 &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu025-gpu027.txt" 2>&1 &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu028-gpu026.txt" 2>&1 &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu027-gpu029.txt" 2>&1 &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu030-gpu028.txt" 2>&1 &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu029-gpu031.txt" 2>&1 &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu032-gpu030.txt" 2>&1 &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.11' > "$out/gpu031-gpu001.txt" 2>&1 &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.14' > "$out/gpu002-gpu032.txt" 2>&1 &
-ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.13' > "$out/gpu001-gpu003.txt" 2>&1 &
-ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.12' > "$out/gpu004-gpu002.txt" 2>&1 &
-ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.11' > "$out/gpu003-gpu005.txt" 2>&1 &
-ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.14' > "$out/gpu006-gpu004.txt" 2>&1 &
-ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.13' > "$out/gpu005-gpu007.txt" 2>&1 &
-ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.12' > "$out/gpu008-gpu006.txt" 2>&1 &
-ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu007-gpu009.txt" 2>&1 &
-ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.2.14' > "$out/gpu010-gpu008.txt" 2>&1 &
-ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu009-gpu011.txt" 2>&1 &
-ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu012-gpu010.txt" 2>&1 &
-ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu011-gpu013.txt" 2>&1 &
-ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu014-gpu012.txt" 2>&1 &
-ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.13' > "$out/gpu013-gpu015.txt" 2>&1 &
-ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.12' > "$out/gpu016-gpu014.txt" 2>&1 &
-ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu015-gpu017.txt" 2>&1 &
-ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.4.14' > "$out/gpu018-gpu016.txt" 2>&1 &
-ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu017-gpu019.txt" 2>&1 &
-ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu020-gpu018.txt" 2>&1 &
-ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu019-gpu021.txt" 2>&1 &
-ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu022-gpu020.txt" 2>&1 &
-ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu021-gpu023.txt" 2>&1 &
-ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu024-gpu022.txt" 2>&1 &
-ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu023-gpu025.txt" 2>&1 &
-ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu026-gpu024.txt" 2>&1 &
-ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu025-gpu027.txt" 2>&1 &
-ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu028-gpu026.txt" 2>&1 &
-ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu027-gpu029.txt" 2>&1 &
-ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu030-gpu028.txt" 2>&1 &
-ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu029-gpu031.txt" 2>&1 &
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu032-gpu030.txt" 2>&1 &
-ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.1.11' > "$out/gpu031-gpu001.txt" 2>&1 &
-ssh gpu002 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.14' > "$out/gpu002-gpu032.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu033-gpu035.txt" 2>&1 &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu036-gpu034.txt" 2>&1 &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu035-gpu037.txt" 2>&1 &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu038-gpu036.txt" 2>&1 &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu037-gpu039.txt" 2>&1 &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu040-gpu038.txt" 2>&1 &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu039-gpu041.txt" 2>&1 &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu042-gpu040.txt" 2>&1 &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu041-gpu043.txt" 2>&1 &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu044-gpu042.txt" 2>&1 &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu043-gpu045.txt" 2>&1 &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu046-gpu044.txt" 2>&1 &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu045-gpu047.txt" 2>&1 &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu048-gpu046.txt" 2>&1 &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu047-gpu049.txt" 2>&1 &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu050-gpu048.txt" 2>&1 &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu049-gpu051.txt" 2>&1 &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu052-gpu050.txt" 2>&1 &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu051-gpu053.txt" 2>&1 &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu054-gpu052.txt" 2>&1 &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu053-gpu055.txt" 2>&1 &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu056-gpu054.txt" 2>&1 &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu055-gpu057.txt" 2>&1 &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu058-gpu056.txt" 2>&1 &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu057-gpu059.txt" 2>&1 &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu060-gpu058.txt" 2>&1 &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu059-gpu061.txt" 2>&1 &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu062-gpu060.txt" 2>&1 &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu061-gpu063.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu033-gpu062.txt" 2>&1 &
-ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu063-gpu034.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu033-gpu035.txt" 2>&1 &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu036-gpu034.txt" 2>&1 &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu035-gpu037.txt" 2>&1 &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu038-gpu036.txt" 2>&1 &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu037-gpu039.txt" 2>&1 &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu040-gpu038.txt" 2>&1 &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu039-gpu041.txt" 2>&1 &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu042-gpu040.txt" 2>&1 &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu041-gpu043.txt" 2>&1 &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu044-gpu042.txt" 2>&1 &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu043-gpu045.txt" 2>&1 &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu046-gpu044.txt" 2>&1 &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu045-gpu047.txt" 2>&1 &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu048-gpu046.txt" 2>&1 &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu047-gpu049.txt" 2>&1 &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu050-gpu048.txt" 2>&1 &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu049-gpu051.txt" 2>&1 &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu052-gpu050.txt" 2>&1 &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu051-gpu053.txt" 2>&1 &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu054-gpu052.txt" 2>&1 &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu053-gpu055.txt" 2>&1 &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu056-gpu054.txt" 2>&1 &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu055-gpu057.txt" 2>&1 &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu058-gpu056.txt" 2>&1 &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu057-gpu059.txt" 2>&1 &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu060-gpu058.txt" 2>&1 &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu059-gpu061.txt" 2>&1 &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu062-gpu060.txt" 2>&1 &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu061-gpu063.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu033-gpu062.txt" 2>&1 &
-ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu063-gpu034.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu033-gpu035.txt" 2>&1 &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu036-gpu034.txt" 2>&1 &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu035-gpu037.txt" 2>&1 &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu038-gpu036.txt" 2>&1 &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu037-gpu039.txt" 2>&1 &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu040-gpu038.txt" 2>&1 &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu039-gpu041.txt" 2>&1 &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu042-gpu040.txt" 2>&1 &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu041-gpu043.txt" 2>&1 &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu044-gpu042.txt" 2>&1 &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu043-gpu045.txt" 2>&1 &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu046-gpu044.txt" 2>&1 &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu045-gpu047.txt" 2>&1 &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu048-gpu046.txt" 2>&1 &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu047-gpu049.txt" 2>&1 &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu050-gpu048.txt" 2>&1 &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu049-gpu051.txt" 2>&1 &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu052-gpu050.txt" 2>&1 &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu051-gpu053.txt" 2>&1 &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu054-gpu052.txt" 2>&1 &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu053-gpu055.txt" 2>&1 &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu056-gpu054.txt" 2>&1 &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu055-gpu057.txt" 2>&1 &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu058-gpu056.txt" 2>&1 &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu057-gpu059.txt" 2>&1 &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu060-gpu058.txt" 2>&1 &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu059-gpu061.txt" 2>&1 &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu062-gpu060.txt" 2>&1 &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu061-gpu063.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu033-gpu062.txt" 2>&1 &
-ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu063-gpu034.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu033-gpu035.txt" 2>&1 &
-ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu036-gpu034.txt" 2>&1 &
-ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu035-gpu037.txt" 2>&1 &
-ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu038-gpu036.txt" 2>&1 &
-ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu037-gpu039.txt" 2>&1 &
-ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu040-gpu038.txt" 2>&1 &
-ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu039-gpu041.txt" 2>&1 &
-ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu042-gpu040.txt" 2>&1 &
-ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu041-gpu043.txt" 2>&1 &
-ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu044-gpu042.txt" 2>&1 &
-ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu043-gpu045.txt" 2>&1 &
-ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu046-gpu044.txt" 2>&1 &
-ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu045-gpu047.txt" 2>&1 &
-ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu048-gpu046.txt" 2>&1 &
-ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu047-gpu049.txt" 2>&1 &
-ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu050-gpu048.txt" 2>&1 &
-ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu049-gpu051.txt" 2>&1 &
-ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu052-gpu050.txt" 2>&1 &
-ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu051-gpu053.txt" 2>&1 &
-ssh gpu054 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu054-gpu052.txt" 2>&1 &
-ssh gpu053 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu053-gpu055.txt" 2>&1 &
-ssh gpu056 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu056-gpu054.txt" 2>&1 &
-ssh gpu055 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu055-gpu057.txt" 2>&1 &
-ssh gpu058 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu058-gpu056.txt" 2>&1 &
-ssh gpu057 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu057-gpu059.txt" 2>&1 &
-ssh gpu060 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu060-gpu058.txt" 2>&1 &
-ssh gpu059 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu059-gpu061.txt" 2>&1 &
-ssh gpu062 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu062-gpu060.txt" 2>&1 &
-ssh gpu061 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu061-gpu063.txt" 2>&1 &
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu033-gpu062.txt" 2>&1 &
-ssh gpu063 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu063-gpu034.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu001-gpu034-mlx5_0.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.9.11' > "$out/gpu003-gpu033-mlx5_0.txt" 2>&1 &
+ssh gpu004 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu004-gpu035-mlx5_0.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu005-gpu036-mlx5_0.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu006-gpu037-mlx5_0.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu007-gpu038-mlx5_0.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu008-gpu039-mlx5_0.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu009-gpu040-mlx5_0.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu010-gpu041-mlx5_0.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu011-gpu042-mlx5_0.txt" 2>&1 &
+ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu012-gpu043-mlx5_0.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu013-gpu044-mlx5_0.txt" 2>&1 &
+ssh gpu014 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu014-gpu045-mlx5_0.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu015-gpu046-mlx5_0.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu016-gpu047-mlx5_0.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu017-gpu048-mlx5_0.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu018-gpu049-mlx5_0.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu019-gpu050-mlx5_0.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu020-gpu051-mlx5_0.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu021-gpu052-mlx5_0.txt" 2>&1 &
+ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu022-gpu053-mlx5_0.txt" 2>&1 &
+ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu023-gpu054-mlx5_0.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu024-gpu055-mlx5_0.txt" 2>&1 &
+ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu025-gpu056-mlx5_0.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu026-gpu057-mlx5_0.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu027-gpu058-mlx5_0.txt" 2>&1 &
+ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu028-gpu059-mlx5_0.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu029-gpu060-mlx5_0.txt" 2>&1 &
+ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu030-gpu061-mlx5_0.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu031-gpu062-mlx5_0.txt" 2>&1 &
+ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu032-gpu063-mlx5_0.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu001-gpu034-mlx5_1.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.9.11' > "$out/gpu003-gpu033-mlx5_1.txt" 2>&1 &
+ssh gpu004 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu004-gpu035-mlx5_1.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu005-gpu036-mlx5_1.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu006-gpu037-mlx5_1.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu007-gpu038-mlx5_1.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu008-gpu039-mlx5_1.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu009-gpu040-mlx5_1.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu010-gpu041-mlx5_1.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu011-gpu042-mlx5_1.txt" 2>&1 &
+ssh gpu012 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu012-gpu043-mlx5_1.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu013-gpu044-mlx5_1.txt" 2>&1 &
+ssh gpu014 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu014-gpu045-mlx5_1.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu015-gpu046-mlx5_1.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu016-gpu047-mlx5_1.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu017-gpu048-mlx5_1.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu018-gpu049-mlx5_1.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu019-gpu050-mlx5_1.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu020-gpu051-mlx5_1.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu021-gpu052-mlx5_1.txt" 2>&1 &
+ssh gpu022 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu022-gpu053-mlx5_1.txt" 2>&1 &
+ssh gpu023 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu023-gpu054-mlx5_1.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu024-gpu055-mlx5_1.txt" 2>&1 &
+ssh gpu025 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu025-gpu056-mlx5_1.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu026-gpu057-mlx5_1.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu027-gpu058-mlx5_1.txt" 2>&1 &
+ssh gpu028 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu028-gpu059-mlx5_1.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu029-gpu060-mlx5_1.txt" 2>&1 &
+ssh gpu030 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu030-gpu061-mlx5_1.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu031-gpu062-mlx5_1.txt" 2>&1 &
+ssh gpu032 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu032-gpu063-mlx5_1.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu001-gpu034-mlx5_2.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.9.11' > "$out/gpu003-gpu033-mlx5_2.txt" 2>&1 &
+ssh gpu004 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu004-gpu035-mlx5_2.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu005-gpu036-mlx5_2.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu006-gpu037-mlx5_2.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu007-gpu038-mlx5_2.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu008-gpu039-mlx5_2.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu009-gpu040-mlx5_2.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu010-gpu041-mlx5_2.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu011-gpu042-mlx5_2.txt" 2>&1 &
+ssh gpu012 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu012-gpu043-mlx5_2.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu013-gpu044-mlx5_2.txt" 2>&1 &
+ssh gpu014 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu014-gpu045-mlx5_2.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu015-gpu046-mlx5_2.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu016-gpu047-mlx5_2.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu017-gpu048-mlx5_2.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu018-gpu049-mlx5_2.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu019-gpu050-mlx5_2.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu020-gpu051-mlx5_2.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu021-gpu052-mlx5_2.txt" 2>&1 &
+ssh gpu022 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu022-gpu053-mlx5_2.txt" 2>&1 &
+ssh gpu023 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu023-gpu054-mlx5_2.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu024-gpu055-mlx5_2.txt" 2>&1 &
+ssh gpu025 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu025-gpu056-mlx5_2.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu026-gpu057-mlx5_2.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu027-gpu058-mlx5_2.txt" 2>&1 &
+ssh gpu028 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu028-gpu059-mlx5_2.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu029-gpu060-mlx5_2.txt" 2>&1 &
+ssh gpu030 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu030-gpu061-mlx5_2.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu031-gpu062-mlx5_2.txt" 2>&1 &
+ssh gpu032 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu032-gpu063-mlx5_2.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu001-gpu034-mlx5_3.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.9.11' > "$out/gpu003-gpu033-mlx5_3.txt" 2>&1 &
+ssh gpu004 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu004-gpu035-mlx5_3.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu005-gpu036-mlx5_3.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu006-gpu037-mlx5_3.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu007-gpu038-mlx5_3.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu008-gpu039-mlx5_3.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu009-gpu040-mlx5_3.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu010-gpu041-mlx5_3.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu011-gpu042-mlx5_3.txt" 2>&1 &
+ssh gpu012 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu012-gpu043-mlx5_3.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu013-gpu044-mlx5_3.txt" 2>&1 &
+ssh gpu014 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu014-gpu045-mlx5_3.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu015-gpu046-mlx5_3.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu016-gpu047-mlx5_3.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu017-gpu048-mlx5_3.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu018-gpu049-mlx5_3.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu019-gpu050-mlx5_3.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu020-gpu051-mlx5_3.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu021-gpu052-mlx5_3.txt" 2>&1 &
+ssh gpu022 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu022-gpu053-mlx5_3.txt" 2>&1 &
+ssh gpu023 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu023-gpu054-mlx5_3.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu024-gpu055-mlx5_3.txt" 2>&1 &
+ssh gpu025 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu025-gpu056-mlx5_3.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu026-gpu057-mlx5_3.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu027-gpu058-mlx5_3.txt" 2>&1 &
+ssh gpu028 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu028-gpu059-mlx5_3.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu029-gpu060-mlx5_3.txt" 2>&1 &
+ssh gpu030 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu030-gpu061-mlx5_3.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu031-gpu062-mlx5_3.txt" 2>&1 &
+ssh gpu032 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu032-gpu063-mlx5_3.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu001-gpu034-mlx5_4.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.9.11' > "$out/gpu003-gpu033-mlx5_4.txt" 2>&1 &
+ssh gpu004 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu004-gpu035-mlx5_4.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu005-gpu036-mlx5_4.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu006-gpu037-mlx5_4.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu007-gpu038-mlx5_4.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu008-gpu039-mlx5_4.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu009-gpu040-mlx5_4.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu010-gpu041-mlx5_4.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu011-gpu042-mlx5_4.txt" 2>&1 &
+ssh gpu012 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu012-gpu043-mlx5_4.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu013-gpu044-mlx5_4.txt" 2>&1 &
+ssh gpu014 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu014-gpu045-mlx5_4.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu015-gpu046-mlx5_4.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu016-gpu047-mlx5_4.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu017-gpu048-mlx5_4.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu018-gpu049-mlx5_4.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu019-gpu050-mlx5_4.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu020-gpu051-mlx5_4.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu021-gpu052-mlx5_4.txt" 2>&1 &
+ssh gpu022 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu022-gpu053-mlx5_4.txt" 2>&1 &
+ssh gpu023 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu023-gpu054-mlx5_4.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu024-gpu055-mlx5_4.txt" 2>&1 &
+ssh gpu025 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu025-gpu056-mlx5_4.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu026-gpu057-mlx5_4.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu027-gpu058-mlx5_4.txt" 2>&1 &
+ssh gpu028 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu028-gpu059-mlx5_4.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu029-gpu060-mlx5_4.txt" 2>&1 &
+ssh gpu030 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu030-gpu061-mlx5_4.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu031-gpu062-mlx5_4.txt" 2>&1 &
+ssh gpu032 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu032-gpu063-mlx5_4.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu001-gpu034-mlx5_5.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.9.11' > "$out/gpu003-gpu033-mlx5_5.txt" 2>&1 &
+ssh gpu004 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu004-gpu035-mlx5_5.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu005-gpu036-mlx5_5.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu006-gpu037-mlx5_5.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu007-gpu038-mlx5_5.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu008-gpu039-mlx5_5.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu009-gpu040-mlx5_5.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu010-gpu041-mlx5_5.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu011-gpu042-mlx5_5.txt" 2>&1 &
+ssh gpu012 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu012-gpu043-mlx5_5.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu013-gpu044-mlx5_5.txt" 2>&1 &
+ssh gpu014 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu014-gpu045-mlx5_5.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu015-gpu046-mlx5_5.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu016-gpu047-mlx5_5.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu017-gpu048-mlx5_5.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu018-gpu049-mlx5_5.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu019-gpu050-mlx5_5.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu020-gpu051-mlx5_5.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu021-gpu052-mlx5_5.txt" 2>&1 &
+ssh gpu022 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu022-gpu053-mlx5_5.txt" 2>&1 &
+ssh gpu023 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu023-gpu054-mlx5_5.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu024-gpu055-mlx5_5.txt" 2>&1 &
+ssh gpu025 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu025-gpu056-mlx5_5.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu026-gpu057-mlx5_5.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu027-gpu058-mlx5_5.txt" 2>&1 &
+ssh gpu028 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu028-gpu059-mlx5_5.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu029-gpu060-mlx5_5.txt" 2>&1 &
+ssh gpu030 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu030-gpu061-mlx5_5.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu031-gpu062-mlx5_5.txt" 2>&1 &
+ssh gpu032 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu032-gpu063-mlx5_5.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu001-gpu034-mlx5_6.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.9.11' > "$out/gpu003-gpu033-mlx5_6.txt" 2>&1 &
+ssh gpu004 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu004-gpu035-mlx5_6.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu005-gpu036-mlx5_6.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu006-gpu037-mlx5_6.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu007-gpu038-mlx5_6.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu008-gpu039-mlx5_6.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu009-gpu040-mlx5_6.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu010-gpu041-mlx5_6.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu011-gpu042-mlx5_6.txt" 2>&1 &
+ssh gpu012 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu012-gpu043-mlx5_6.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu013-gpu044-mlx5_6.txt" 2>&1 &
+ssh gpu014 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu014-gpu045-mlx5_6.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu015-gpu046-mlx5_6.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu016-gpu047-mlx5_6.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu017-gpu048-mlx5_6.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu018-gpu049-mlx5_6.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu019-gpu050-mlx5_6.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu020-gpu051-mlx5_6.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu021-gpu052-mlx5_6.txt" 2>&1 &
+ssh gpu022 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu022-gpu053-mlx5_6.txt" 2>&1 &
+ssh gpu023 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu023-gpu054-mlx5_6.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu024-gpu055-mlx5_6.txt" 2>&1 &
+ssh gpu025 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu025-gpu056-mlx5_6.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu026-gpu057-mlx5_6.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu027-gpu058-mlx5_6.txt" 2>&1 &
+ssh gpu028 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu028-gpu059-mlx5_6.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu029-gpu060-mlx5_6.txt" 2>&1 &
+ssh gpu030 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu030-gpu061-mlx5_6.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu031-gpu062-mlx5_6.txt" 2>&1 &
+ssh gpu032 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu032-gpu063-mlx5_6.txt" 2>&1 &
+ssh gpu001 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.9.12' > "$out/gpu001-gpu034-mlx5_7.txt" 2>&1 &
+ssh gpu003 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.9.11' > "$out/gpu003-gpu033-mlx5_7.txt" 2>&1 &
+ssh gpu004 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.9.13' > "$out/gpu004-gpu035-mlx5_7.txt" 2>&1 &
+ssh gpu005 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.9.14' > "$out/gpu005-gpu036-mlx5_7.txt" 2>&1 &
+ssh gpu006 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.10.11' > "$out/gpu006-gpu037-mlx5_7.txt" 2>&1 &
+ssh gpu007 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.10.12' > "$out/gpu007-gpu038-mlx5_7.txt" 2>&1 &
+ssh gpu008 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.10.13' > "$out/gpu008-gpu039-mlx5_7.txt" 2>&1 &
+ssh gpu009 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.10.14' > "$out/gpu009-gpu040-mlx5_7.txt" 2>&1 &
+ssh gpu010 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.11.11' > "$out/gpu010-gpu041-mlx5_7.txt" 2>&1 &
+ssh gpu011 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.11.12' > "$out/gpu011-gpu042-mlx5_7.txt" 2>&1 &
+ssh gpu012 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.11.13' > "$out/gpu012-gpu043-mlx5_7.txt" 2>&1 &
+ssh gpu013 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.11.14' > "$out/gpu013-gpu044-mlx5_7.txt" 2>&1 &
+ssh gpu014 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.12.11' > "$out/gpu014-gpu045-mlx5_7.txt" 2>&1 &
+ssh gpu015 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.12.12' > "$out/gpu015-gpu046-mlx5_7.txt" 2>&1 &
+ssh gpu016 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.12.13' > "$out/gpu016-gpu047-mlx5_7.txt" 2>&1 &
+ssh gpu017 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.12.14' > "$out/gpu017-gpu048-mlx5_7.txt" 2>&1 &
+ssh gpu018 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.13.11' > "$out/gpu018-gpu049-mlx5_7.txt" 2>&1 &
+ssh gpu019 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.13.12' > "$out/gpu019-gpu050-mlx5_7.txt" 2>&1 &
+ssh gpu020 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.13.13' > "$out/gpu020-gpu051-mlx5_7.txt" 2>&1 &
+ssh gpu021 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.13.14' > "$out/gpu021-gpu052-mlx5_7.txt" 2>&1 &
+ssh gpu022 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.14.11' > "$out/gpu022-gpu053-mlx5_7.txt" 2>&1 &
+ssh gpu023 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.14.12' > "$out/gpu023-gpu054-mlx5_7.txt" 2>&1 &
+ssh gpu024 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.14.13' > "$out/gpu024-gpu055-mlx5_7.txt" 2>&1 &
+ssh gpu025 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.14.14' > "$out/gpu025-gpu056-mlx5_7.txt" 2>&1 &
+ssh gpu026 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.15.11' > "$out/gpu026-gpu057-mlx5_7.txt" 2>&1 &
+ssh gpu027 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.15.12' > "$out/gpu027-gpu058-mlx5_7.txt" 2>&1 &
+ssh gpu028 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.15.13' > "$out/gpu028-gpu059-mlx5_7.txt" 2>&1 &
+ssh gpu029 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.15.14' > "$out/gpu029-gpu060-mlx5_7.txt" 2>&1 &
+ssh gpu030 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.16.11' > "$out/gpu030-gpu061-mlx5_7.txt" 2>&1 &
+ssh gpu031 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.16.12' > "$out/gpu031-gpu062-mlx5_7.txt" 2>&1 &
+ssh gpu032 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.16.13' > "$out/gpu032-gpu063-mlx5_7.txt" 2>&1 &
 wait

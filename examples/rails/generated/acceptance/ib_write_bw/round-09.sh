@@ -5,7 +5,21 @@ set -eu
 out="$1/ib_write_bw/round-09"
 mkdir -p "$out"
 # Servers first; each waits for its one client.
-ssh gpu032 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
 sleep 2
-ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D 10 10.96.8.14' > "$out/gpu033-gpu032.txt" 2>&1 &
+ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu033-gpu018-mlx5_0.txt" 2>&1 &
+ssh gpu033 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu033-gpu018-mlx5_1.txt" 2>&1 &
+ssh gpu033 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu033-gpu018-mlx5_2.txt" 2>&1 &
+ssh gpu033 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu033-gpu018-mlx5_3.txt" 2>&1 &
+ssh gpu033 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu033-gpu018-mlx5_4.txt" 2>&1 &
+ssh gpu033 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu033-gpu018-mlx5_5.txt" 2>&1 &
+ssh gpu033 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu033-gpu018-mlx5_6.txt" 2>&1 &
+ssh gpu033 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu033-gpu018-mlx5_7.txt" 2>&1 &
 wait
