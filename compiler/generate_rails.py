@@ -33,6 +33,7 @@ SPINES_PER_UNIT = 4
 MAX_UNITS = LEAF_PORTS // 8  # two-tier: a spine's 64 ports, one link from each leaf
 NETWORK_RACK = 650  # + unit: its rail leaves; the spines' rack is NETWORK_RACK itself
 SERVICE_RACK = 700
+CX_OUI = "a088c2"
 
 _NETWORKS = """\
 # Address plan: rack subnet number = stride * rack.id + offset, split at rack_prefix; a node's
@@ -305,8 +306,11 @@ def _gpus(k: int, rails: int) -> list[int]:
 def _node(name: str, slot: int, u: int, rack: int, rails: int) -> str:
     macs = f'eno1: "{_mac(1, rack, slot)}", ens2f0: "{_mac(2, rack, slot)}", '
     macs += f'bmc: "{_mac(3, rack, slot)}"'
-    # Port GUIDs as ConnectX assigns them: one base per server, one per HCA.
-    guids = ", ".join(f'mlx5_{k}: "{_guid(0x10 + k, rack, slot)}"' for k in range(rails))
+    # Port GUIDs in ConnectX's form: NVIDIA's OUI (a0:88:c2), 03:00, then three bytes of the
+    # adapter's own, here counted from rack, slot and HCA.
+    guids = ", ".join(
+        f'mlx5_{k}: "0x{CX_OUI}0300{((rack * 64 + slot) * 8 + k):06x}"' for k in range(rails)
+    )
     return (
         f"  - name: {name}\n    model: hgx-h100\n    role: gpu\n    slot: {slot}\n    u: {u}\n"
         f"    serial: SN{rack:04d}{slot:02d}\n    mac: {{{macs}}}\n    guids: {{{guids}}}\n"
