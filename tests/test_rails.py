@@ -197,3 +197,18 @@ def test_pairs_run_rail_to_rail_and_cross_every_rail_cable(example: Compiled) ->
     assert rail_cables <= crossed
     script = example.files["acceptance/ib_write_bw/round-01.sh"].decode()
     assert "ib_write_bw -d mlx5_7 -i 1 -p 18522 " in script
+
+
+def test_slurm_sees_a_unit_as_one_switch(example: Compiled) -> None:
+    """A server under eight leaves is no tree: Slurm's leaf level is the unit."""
+    topology = example.files["fabric/slurm-topology.conf"].decode().splitlines()
+    assert "SwitchName=su1 Nodes=gpu[001-032]" in topology
+    assert "SwitchName=su2 Nodes=gpu[033-063]" in topology
+    spines = [line for line in topology if line.startswith("SwitchName=spine")]
+    assert len(spines) == 8 and all(line.endswith(" Switches=su[1-2]") for line in spines)
+    nodes = example.files["slurm/nodes.conf"].decode()
+    assert "NodeName=gpu033 " in nodes and "Features=r009,su2,hgx-h100 " in nodes
+    steps = json.loads(example.files["acceptance/plan.json"])["nccl_tests"]["steps"]
+    assert [(s["step"], s["nodes"], s["leaves"]) for s in steps] == [
+        ("nccl-004", 4, 1), ("nccl-016", 16, 1), ("nccl-all", 63, 2)
+    ]  # fmt: skip

@@ -117,6 +117,15 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
     """(name, hosts, leaves) per step: a small step under one leaf when it fits, else whole
     leaves in order (so it crosses spines); `all` is every compute node."""
     by_leaf: dict[str, list[str]] = defaultdict(list)
+    if plan.rails is not None:
+        # A rail-optimised unit is one switch to Slurm (fabric/slurm-topology.conf): a
+        # server counted once, under its unit, by its rail 0 leaf.
+        units = plan.rails.units
+        found = [
+            s._replace(leaf=units[plan.rails.leaf[s.leaf][0]].name)
+            for s in found
+            if plan.rails.leaf[s.leaf][1] == 0
+        ]
     for s in found:
         by_leaf[s.leaf].append(s.name)
     out: list[tuple[str, list[str], int]] = []

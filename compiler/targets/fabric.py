@@ -150,11 +150,16 @@ def slurm_topology(plan: Plan) -> str:
     spines: dict[str, set[str]] = defaultdict(set)
     cores: dict[str, set[str]] = defaultdict(set)
     role_of = {s.name: s.role for s in plan.switches}
+    # A rail-optimised unit is one switch to Slurm: its servers share every rail leaf (a
+    # server under eight leaves is not a tree), and a job within it crosses no spine.
+    rails = plan.rails
+    unit = {leaf: rails.units[u].name for leaf, (u, _) in rails.leaf.items()} if rails else {}
     for a, _, b, _ in ib_cables(plan):
         if roles.get(b) == Role.GPU:
-            leaves[a].append(b)
+            if b not in leaves[unit.get(a, a)]:
+                leaves[unit.get(a, a)].append(b)
         elif role_of.get(b) == SwitchRole.SPINE:
-            spines[b].add(a)
+            spines[b].add(unit.get(a, a))
         elif role_of.get(b) == SwitchRole.CORE:
             cores[b].add(a)
     lines = [
