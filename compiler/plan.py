@@ -168,8 +168,18 @@ class Room(NamedTuple):
     leaf_limited_by: str
     free_ids: int
     free_leaf_ids: int
+    # A rail-optimised fabric's leaves are its units', not racks': (units the spines' ports
+    # take, units planned).
+    units: tuple[int, int] | None = None
 
     def __str__(self) -> str:
+        if self.units is not None:
+            most, planned = self.units
+            return (
+                f"room for {self.free_ids} more racks (rack ids up to {self.max_rack_id}: "
+                f"{self.limited_by}), {max(most - planned, 0)} more scalable units (up to "
+                f"{most}: spine ports)"
+            )
         return (
             f"room for {self.free_ids} more racks (rack ids up to {self.max_rack_id}: "
             f"{self.limited_by}), {self.free_leaf_ids} of them with a leaf (up to "
@@ -204,6 +214,11 @@ def room(cluster: Cluster) -> Room:
         leaf.append((pods * fabric.racks_per_pod, f"core ports: {pods} pods"))
     leaf_top, leaf_why = min(leaf)
     ids = {rack.id for rack in cluster.racks}
+    railed = rail_plan(cluster)
+    units = None
+    if railed is not None and SwitchRole.SPINE in ports:
+        per_unit = fabric.links_per_spine * max(railed.per_server, 1)
+        units = (ports[SwitchRole.SPINE] // per_unit, len(railed.units))
     return Room(
         top,
         why,
@@ -211,6 +226,7 @@ def room(cluster: Cluster) -> Room:
         leaf_why,
         top - sum(1 for i in ids if i <= top),
         leaf_top - sum(1 for i in ids if i <= leaf_top),
+        units,
     )
 
 

@@ -19,6 +19,7 @@ from compiler import generate_rails, pipeline
 from compiler.model import ScalableUnit, validate
 from compiler.output import read_tree, write
 from compiler.pipeline import Compiled
+from compiler.plan import room
 from compiler.rails import RAIL_LID_TOP, Rails
 from compiler.targets.acceptance import servers
 from compiler.targets.routes import ipoib_hwaddr
@@ -42,6 +43,15 @@ def test_example_compiles_to_its_committed_generated(example: Compiled) -> None:
 
 def test_example_check_is_clean(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-C", str(EXAMPLE), "compile", "--check"]) == 0, capsys.readouterr().err
+
+
+def test_validate_counts_the_room_in_units(capsys: pytest.CaptureFixture[str]) -> None:
+    """The example's eight spines are full with two units (64 ports, 16 leaves x 4 links);
+    so are one unit's four (8 leaves x 8 links): a unit more needs more spines."""
+    assert main(["-C", str(EXAMPLE), "validate"]) == 0
+    assert "0 more scalable units (up to 2: spine ports)" in capsys.readouterr().out
+    one = pipeline.check(generate_rails.source(1))
+    assert str(room(one)).endswith("0 more scalable units (up to 1: spine ports)")
 
 
 def test_every_rail_on_its_units_leaf_at_the_servers_port(example: Compiled) -> None:
