@@ -6,6 +6,7 @@ the fabric on ibsim: tests/test_fabric.py (`rails`)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -275,3 +276,36 @@ def test_ftree_routes_each_rail_as_the_pair_plan_says(example: Compiled, tmp_pat
             assert lfts[leaf][lid] == port_of[up[(leaf, spine, j)]], (leaf, server)
             checked += 1
     assert checked == 63 * 8  # every rail HCA, from the other unit's leaf of its rail
+
+
+def _copy(tmp: Path) -> Path:
+    shutil.copytree(EXAMPLE / "cluster", tmp / "cluster")
+    return tmp
+
+
+def test_import_sets_each_hcas_guid_by_its_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A racking sheet's `guid mlx5_3` column and a drift report's replaced HCA land in the
+    server's `guids`; a bare `guid` for a server of eight HCAs is a conflict, not a guess."""
+    repo = _copy(tmp_path)
+    (repo / "sheet.csv").write_text(
+        "rack,u,guid mlx5_3,guid\nr001,2,a0:88:c2:03:00:aa:aa:03,\nr001,10,,0xa088c20300bbbbbb\n"
+    )
+    assert main(["-C", str(repo), "import", "--csv", str(repo / "sheet.csv")]) == 2
+    out = capsys.readouterr()
+    assert "gpu002 has 8 HCAs: name the one this GUID is of" in out.out + out.err
+    assert "gpu001 guids.mlx5_3: 0xa088c2030000020b -> 0xa088c20300aaaa03" in out.out
+    report = tmp_path / "report"
+    report.mkdir()
+    findings = [{"host": "gpu002", "kind": "ib-port", "path": "ib_ports[mlx5_5/1].port_guid",
+                 "expected": "0xa088c20300000215", "observed": "0xa088c20300cccc05"}]  # fmt: skip
+    (report / "report.json").write_text(json.dumps({"findings": findings}))
+    assert main(["-C", str(repo), "import", "--audit", str(report)]) == 0
+    compiled = pipeline.compile_repo(repo)
+    guids = {p.device: p.guid for p in compiled.plan.host("gpu001").ib_ports}
+    assert guids["mlx5_3"] == "0xa088c20300aaaa03" and guids["mlx5_2"] == "0xa088c2030000020a"
+    assert {p.device: p.guid for p in compiled.plan.host("gpu002").ib_ports}["mlx5_5"] == (
+        "0xa088c20300cccc05"
+    )
+    assert b"0xa088c20300aaaa03" in compiled.files["opensm/cn_guids"]
