@@ -932,7 +932,7 @@ def cables(cluster: Cluster) -> list[Cable]:
             rate = f"{gbps}G"
         # A rack has one switch of each role whose ports name its cables (R01-IB05); a spine's
         # uplinks to the core are named by the spine, which is unique site-wide (SPINE03-33),
-        # and so are a rail leaf's cables, several rail leaves sharing a rack (SU1-IB3-05).
+        # and so are a rail leaf's cables, several rail leaves sharing a rack (SU1-LEAF3-05).
         # The ID follows the rule's port, not an override's: it stays with the cable.
         if role[a.device] == SwitchRole.SPINE or a.device in rail_leaves:
             cable_id = f"{a.device.upper()}-{wire.switch_port:02d}"
