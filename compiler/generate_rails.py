@@ -5,8 +5,9 @@ in, `{path below cluster/: YAML text}` out, identities derived from rack and slo
 The layout is the DGX SuperPOD reference architecture's (examples/rails/README.md says
 what was taken from it): scalable units of 32 eight-GPU servers, four 8U servers a rack in
 eight racks, one NDR HCA per GPU, each rail on the unit's own QM9700 leaf (32 ports down, 32
-up), the leaves of a unit in a network rack of their own, four spines a unit, every leaf
-linked evenly to every spine (two-tier, 1:1). The service hosts on the fabric take the
+up), the leaves of a unit in a network rack of their own, as many spines as the leaves'
+uplinks fill (four a unit of eight rails), every leaf linked evenly to every spine
+(two-tier, 1:1). The service hosts on the fabric take the
 last unit's last server position, one rail leaf each (the reference architecture's 127
 servers of four units, the 128th position given to the fabric's managers).
 """
@@ -29,7 +30,7 @@ from compiler.load import Source, parse
 
 LEAF_PORTS = 64  # qm9700: 32 twin-port OSFP cages
 UPLINK_PORT = 33  # ports 1-32 face the unit's servers, 33-64 the spines
-SPINES_PER_UNIT = 4
+MIN_SPINES = 2  # one spine is a fabric with a single point of failure
 MAX_UNITS = LEAF_PORTS // 8  # two-tier: a spine's 64 ports, one link from each leaf
 NETWORK_RACK = 650  # + unit: its rail leaves; the spines' rack is NETWORK_RACK itself
 SERVICE_RACK = 700
@@ -188,14 +189,16 @@ def generate_rails(
     `per_rack` servers with `rails` HCAs each (the last unit's last position left to the
     service hosts on the fabric), plus six service hosts, as `{path below cluster/: text}`."""
     down = UPLINK_PORT - 1
-    if not 1 <= units <= MAX_UNITS or rails not in (1, 2, 4, 8):
-        raise ValueError(f"need 1 <= units <= {MAX_UNITS} (two-tier) and 1, 2, 4 or 8 rails")
+    # As many spines as the leaves' uplinks fill (rails / 2 a unit, two at least), each
+    # leaf's 32 uplinks spread evenly over them all: units and rails powers of two.
+    if units not in (1, 2, 4, MAX_UNITS) or rails not in (1, 2, 4, 8):
+        raise ValueError(f"need 1, 2, 4 or {MAX_UNITS} units (two-tier) and 1, 2, 4 or 8 rails")
     if racks_per_unit * per_rack > down or not 1 <= per_rack <= 5:
         raise ValueError(
             f"a unit's {racks_per_unit} racks of {per_rack} servers need {down} leaf ports "
             "at most, and a 48U rack holds five 8U servers"
         )
-    spines = SPINES_PER_UNIT * units
+    spines = max(MIN_SPINES, rails * units // 2)
     links = (LEAF_PORTS - down) // spines
     hcas = "".join(
         _HCA.format(k=k, gbps=400, numa=k * 2 // rails, switch=k * 4 // rails) for k in range(rails)
@@ -209,6 +212,11 @@ def generate_rails(
     )
     unit_rows = ""
     width = 3
+    # The service hosts on the fabric take the last unit's last positions, a rail leaf each
+    # in turn: as many positions as it takes to give each host a leaf port.
+    on_ib = sum(model == "svc-ib" for _, model, _ in _SERVICE_HOSTS)
+    reserved = -(-on_ib // rails)
+    capacity = racks_per_unit * per_rack
     servers = 0
     out: dict[str, str] = {}
     for u in range(1, units + 1):
@@ -226,12 +234,13 @@ def generate_rails(
             text += "height_u: 48\nswitches:\n"
             text += _switch(f"mgmt{r:03d}", "sn2201", "management", 48, r, 1, False)
             text += _switch(f"stor{r:03d}", "sn4600c", "storage", 47, r, 2, False)
-            text += "nodes:\n"
+            nodes = ""
             for slot in range(1, per_rack + 1):
-                if u == units and place == racks_per_unit - 1 and slot == per_rack:
-                    break  # the service hosts' position on the rail leaves
+                if u == units and place * per_rack + slot > capacity - reserved:
+                    break  # the service hosts' positions on the rail leaves
                 servers += 1
-                text += _node(f"gpu{servers:0{width}d}", slot, 2 + 8 * (slot - 1), r, rails)
+                nodes += _node(f"gpu{servers:0{width}d}", slot, 2 + 8 * (slot - 1), r, rails)
+            text += f"nodes:\n{nodes}" if nodes else "nodes: []\n"
             out[f"racks/r{r:03d}.yaml"] = text
         rid = NETWORK_RACK + u
         text = f"name: n{u:02d}\nid: {rid}\nrow: {_letter(u)}\ncol: {racks_per_unit + 1}\n"
@@ -246,14 +255,14 @@ def generate_rails(
     text += "height_u: 48\nswitches:\n"
     text += _switch("mgmt-n00", "sn2201", "management", 48, rid, 0, False)
     for k in range(1, spines + 1):
-        text += _switch(f"spine{k:02d}", "qm9700", "spine", 2 * k, rid, k, True)
+        text += _switch(f"spine{k:02d}", "qm9700", "spine", 1 + k, rid, k, True)  # 1U each
     out["racks/n00.yaml"] = text
     text = f"name: s01\nid: {SERVICE_RACK}\nrow: {_letter(units + 1)}\ncol: 1\n"
     text += "height_u: 48\nswitches:\n"
     text += _switch("mgmt-s01", "sn2201", "management", 48, SERVICE_RACK, 0, False)
     text += _switch("stor-s01", "sn4600c", "storage", 47, SERVICE_RACK, 1, False)
     text += "nodes:\n"
-    on_ib = 0
+    taken = 0
     for slot, (host, model, role) in enumerate(_SERVICE_HOSTS, start=1):
         macs = (
             f'eno1: "{_mac(1, SERVICE_RACK, slot)}", ens1f0: "{_mac(2, SERVICE_RACK, slot)}", '
@@ -263,12 +272,13 @@ def generate_rails(
         if model == "svc-ib":
             # The last unit's last server position, a rail leaf each: the subnet managers
             # and login hosts hang off different leaves.
-            leaf = f"su{units}-leaf{on_ib % rails}"
+            leaf = f"su{units}-leaf{taken % rails}"
+            port = capacity - taken // rails
             extra = (
                 f', guid: "{_guid(2, SERVICE_RACK, slot)}", '
-                f"links: {{ib0: {{switch: {leaf}, port: {racks_per_unit * per_rack}}}}}"
+                f"links: {{ib0: {{switch: {leaf}, port: {port}}}}}"
             )
-            on_ib += 1
+            taken += 1
         out["racks/s01.yaml"] = text = text + (
             f"  - {{name: {host}, model: {model}, role: {role}, slot: {slot}, u: {slot + 1}, "
             f"serial: SN{SERVICE_RACK:04d}{slot:02d}, mac: {{{macs}}}{extra}}}\n"

@@ -20,7 +20,7 @@ from compiler import generate_rails, pipeline
 from compiler.model import ScalableUnit, validate
 from compiler.output import read_tree, write
 from compiler.pipeline import Compiled
-from compiler.plan import room
+from compiler.plan import build, room
 from compiler.rails import RAIL_LID_TOP, Rails
 from compiler.targets.acceptance import servers
 from compiler.targets.routes import ipoib_hwaddr
@@ -309,3 +309,14 @@ def test_import_sets_each_hcas_guid_by_its_device(
         "0xa088c20300cccc05"
     )
     assert b"0xa088c20300aaaa03" in compiled.files["opensm/cn_guids"]
+
+
+@pytest.mark.parametrize(("rails", "units"), [(1, 1), (2, 8), (4, 2), (8, 4)])
+def test_the_generator_makes_a_valid_site_of_any_shape_it_takes(rails: int, units: int) -> None:
+    cluster = pipeline.check(generate_rails.source(units, rails=rails))
+    plan = build(cluster)
+    gpus = [h for h in plan.hosts if h.role.value == "gpu"]
+    # Each unit 32 positions; the last unit leaves the fabric's four service hosts a port.
+    assert len(gpus) == 32 * units - -(-4 // rails)
+    assert {len(h.ib_ports) for h in gpus} == {rails}
+    assert plan.rails is not None and len(plan.rails.leaf) == rails * units
