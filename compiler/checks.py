@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from common.errors import Diagnostic, closest
 from common.registry import Registry
 from common.rules import Rule
+from compiler import rails
 from compiler.load import Path_, Source
 from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
@@ -166,6 +167,7 @@ def identities(c: Cluster, rep: Report) -> None:
         macs += [(mac, (*p, "mac", nic)) for nic, mac in node.mac.items()]
         if node.guid:
             guids.append((node.guid, (*p, "guid")))
+        guids += [(guid, (*p, "guids", hca)) for hca, guid in node.guids.items()]
     for p, r, s in _switches(c):
         sw = c.racks[r].switches[s]
         serials.append((sw.serial, (*p, "serial")))
@@ -233,9 +235,17 @@ def references(c: Cluster, rep: Report) -> None:
         for net, link in node.links.items():
             need(ports.values(), net, f"network of {node.name!r}", (*p, "links", net))
             need(switches, link.switch, "switch", (*p, "links", net, "switch"))
-        has_ib = any(_is_ib(c, node.model, nic) for nic in ports)
-        if has_ib and not node.guid:
+        hcas = [nic.device for nic in c.hardware.servers[node.model].nics if nic.device]
+        if hcas and not node.guid and not node.guids:
             rep.add(p, Rule.MISSING_FIELD, f"{node.name!r} has an InfiniBand HCA but no guid")
+        elif len(hcas) > 1 or node.guids:
+            # One port GUID per HCA: `guid` alone would give all of them one.
+            for hca in hcas:
+                if hca not in node.guids:
+                    rep.add((*p, "guids"), Rule.MISSING_FIELD, f"{node.name!r} has no guid for "
+                            f"its HCA {hca!r} (guids: {{{hca}: \"0x...\"}})")  # fmt: skip
+            for hca in node.guids:
+                need(hcas, hca, f"HCA of model {node.model!r}", (*p, "guids", hca))
         for key in node.pins:
             need(
                 (*SERVER_KEYS, *IB_KEYS, *GPU_KEYS, *FLEET_KEYS),
@@ -521,6 +531,9 @@ def subnets(c: Cluster, rep: Report) -> None:
 
 
 def positions(c: Cluster, rep: Report) -> None:
+    # Rail leaves stand several to a rack (a unit's network rack); their cables are named
+    # by the leaf, not the rack.
+    rail_leaves = {leaf for unit in c.fabric.scalable_units for leaf in unit.leaves}
     for r, rack in enumerate(c.racks):
         taken: dict[int, str] = {}
         items = [
@@ -566,7 +579,7 @@ def positions(c: Cluster, rep: Report) -> None:
         roles = [
             (sw.role.value, ("racks", r, "switches", s, "role"))
             for s, sw in enumerate(rack.switches)
-            if sw.role not in (SwitchRole.SPINE, SwitchRole.CORE)
+            if sw.role not in (SwitchRole.SPINE, SwitchRole.CORE) and sw.name not in rail_leaves
         ]
         rep.unique(Rule.DUPLICATE_SWITCH_ROLE, f"switch role in rack {rack.name!r}", roles)
 
@@ -1204,6 +1217,7 @@ CHECKS: Registry[Check] = Registry(
             gpudirect,
             slurm,
             thresholds,
+            rails.check,
         )
     ),
 )

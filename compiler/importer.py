@@ -14,6 +14,8 @@ The CSV: a header row, then one row per device. Columns (case and spaces ignored
 `rack` and `u` (which device: the node whose units cover U, or the switch at U), `serial`,
 `guid`, and one column per port MAC named after the NIC in hardware.yaml (`eno1`, `bmc`; a
 `mac_` prefix or `_mac` suffix is allowed); a switch takes its management MAC from `mac`.
+A server of several HCAs takes a port GUID per HCA, from `guid_<device>` (`guid mlx5_3`),
+into its `guids`; one of a single HCA keeps `guid`, whichever column names it.
 Empty cells are skipped. MACs may be in any common notation; they are normalised.
 """
 
@@ -25,7 +27,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -37,7 +39,9 @@ from compiler.load import Source
 from compiler.model import Cluster, normal_mac
 from compiler.plan import Plan
 
-Key = tuple[str, ...]  # ("serial",), ("guid",), ("mac", "eno1"); a switch's MAC is ("mac",)
+# ("serial",), ("guid",), ("mac", "eno1"), ("guids", "mlx5_3"); a switch's MAC is ("mac",)
+Key = tuple[str, ...]
+GUIDS = ("guid", "guids")  # one namespace: a GUID is unique whichever key holds it
 _SERIAL = re.compile(r"[A-Z0-9][A-Z0-9-]{3,31}")
 
 
@@ -90,6 +94,7 @@ class _Device:
     switch: bool
     ports: tuple[str, ...]  # NIC names a MAC may be set for ("bmc" included); () for a switch
     values: dict[Key, str]
+    hcas: tuple[str, ...] = ()  # its RDMA devices: several take a GUID each (`guids`)
 
 
 def _devices(cluster: Cluster, source: Source, plan: Plan) -> dict[str, _Device]:
@@ -104,7 +109,11 @@ def _devices(cluster: Cluster, source: Source, plan: Plan) -> dict[str, _Device]
             values |= {("mac", nic): mac for nic, mac in node.mac.items()}
             if node.guid:
                 values[("guid",)] = node.guid
-            out[node.name] = _Device(node.name, rack.name, file, False, ports[node.name], values)
+            values |= {("guids", hca): guid for hca, guid in node.guids.items()}
+            hcas = tuple(plan.host(node.name).hca_of.values())
+            out[node.name] = _Device(
+                node.name, rack.name, file, False, ports[node.name], values, hcas
+            )
         for sw in rack.switches:
             values = {("serial",): sw.serial, ("mac",): sw.mac}
             if sw.guid:
@@ -143,6 +152,8 @@ def from_csv(text: str, name: str, plan: Plan) -> tuple[list[Fact], list[Conflic
                 continue
             if column in ("serial", "guid"):
                 key: Key = (column,)
+            elif column.startswith("guid_"):
+                key = ("guids", column.removeprefix("guid_"))
             elif column == "mac" and device in switches:
                 key = ("mac",)
             else:
@@ -154,7 +165,7 @@ def from_csv(text: str, name: str, plan: Plan) -> tuple[list[Fact], list[Conflic
 # Findings of a drift audit (report.json) that are a replaced part, not a fault to repair.
 _REPLACED = {
     re.compile(r"interfaces\[([^\]]+)\]\.mac"): "mac",
-    re.compile(r"ib_ports\[[^\]]+\]\.port_guid"): "guid",
+    re.compile(r"ib_ports\[([^\]/]+)[^\]]*\]\.port_guid"): "guid",
 }
 
 
@@ -195,7 +206,8 @@ def from_report(text: str, name: str) -> list[Fact]:
         for pattern, what in _REPLACED.items():
             match = pattern.fullmatch(f.get("path", ""))
             if match and isinstance(f.get("observed"), str):
-                key: Key = ("mac", match[1]) if what == "mac" else ("guid",)
+                # The HCA's own key: `resolve` makes it `guid` on a host of one HCA.
+                key: Key = ("mac", match[1]) if what == "mac" else ("guids", match[1])
                 origin = f"{name}: {f['host']} {f['path']}"
                 facts.append(Fact(f["host"], key, f["observed"], origin))
     return facts
@@ -217,6 +229,7 @@ def resolve(
         if fact.device not in devices:
             conflicts.append(Conflict(fact.origin, f"{fact.device!r} is not in cluster/"))
             continue
+        fact = _guid_key(devices[fact.device], fact)
         problem = _invalid(devices[fact.device], fact)
         if problem:
             conflicts.append(Conflict(fact.origin, problem))
@@ -240,12 +253,12 @@ def resolve(
     final |= {slot: f.value for slot, f in chosen.items()}
     holders: dict[tuple[str, str], list[tuple[str, Key]]] = defaultdict(list)
     for (name, key), value in final.items():
-        holders[(key[0], value)].append((name, key))
+        holders[(_space(key), value)].append((name, key))
     changes = []
     for (name, key), fact in sorted(chosen.items(), key=lambda i: _line(i[1].origin)):
         d = devices[name]
         old = d.values.get(key)
-        others = [h for h in holders[(key[0], fact.value)] if h != (name, key)]
+        others = [h for h in holders[(_space(key), fact.value)] if h != (name, key)]
         if others:
             held = ", ".join(f"{o} {'.'.join(k)}" for o, k in others)
             message = f"{name} {'.'.join(key)}: {fact.value} would also be {held}'s"
@@ -261,8 +274,28 @@ def _line(origin: str) -> tuple[str, int]:
     return (name, int(line)) if line.isdigit() else (origin, 0)
 
 
+def _space(key: Key) -> str:
+    """The namespace an identity is unique in: a GUID in `guid` or in `guids`."""
+    return "guid" if key[0] in GUIDS else key[0]
+
+
+def _guid_key(device: _Device, fact: Fact) -> Fact:
+    """A GUID named by its HCA lands in `guid` on a host of one HCA, which has no `guids`."""
+    if fact.key[0] == "guids" and len(device.hcas) <= 1 and not device.switch:
+        return replace(fact, key=("guid",))
+    return fact
+
+
 def _invalid(device: _Device, fact: Fact) -> str | None:
     key = fact.key
+    if key[0] == "guids" and key[1] not in device.hcas:
+        known = ", ".join(device.hcas) or "none"
+        return f"{device.name} has no HCA {key[1]!r} (its HCAs: {known})"
+    if key == ("guid",) and len(device.hcas) > 1:
+        return (
+            f"{device.name} has {len(device.hcas)} HCAs: name the one this GUID is of "
+            f"(a column guid_<device>, e.g. guid_{device.hcas[0]})"
+        )
     if key[0] == "mac" and len(key) == 2 and key[1] not in device.ports:
         known = ", ".join(device.ports) if device.ports else "one, as 'mac'"
         return f"{device.name} has no port {key[1]!r} (its ports: {known})"
@@ -271,7 +304,7 @@ def _invalid(device: _Device, fact: Fact) -> str | None:
             normal_mac(fact.value)
         except ValueError as exc:
             return str(exc)
-    if key == ("guid",) and _guid(fact.value) is None:
+    if key[0] in GUIDS and _guid(fact.value) is None:
         return f"{fact.value!r} is not a GUID (16 hex digits, e.g. 0x0c42a103005ef939)"
     if key == ("serial",) and not _SERIAL.fullmatch(fact.value.upper()):
         return f"{fact.value!r} is not a serial number (A-Z, 0-9, '-')"
@@ -286,7 +319,7 @@ def _guid(value: str) -> str | None:
 def _normal(fact: Fact) -> Fact:
     if fact.key[0] == "mac":
         value = normal_mac(fact.value)
-    elif fact.key == ("guid",):
+    elif fact.key[0] in GUIDS:
         value = _guid(fact.value) or fact.value
     else:
         value = fact.value.upper()
@@ -321,7 +354,7 @@ def apply(repo: Path, changes: Iterable[Change]) -> list[str]:
             # Identities stay quoted: unquoted, 0x0c42... would load as a number.
             value = c.new if c.key == ("serial",) else DoubleQuotedScalarString(c.new)
             if len(c.key) == 2:
-                entry[c.key[0]][c.key[1]] = value
+                entry.setdefault(c.key[0], {})[c.key[1]] = value
             else:
                 entry[c.key[0]] = value
         out = io.StringIO()

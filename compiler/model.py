@@ -298,6 +298,13 @@ class Nic(Strict_):
     speed_gbps: int = Field(gt=0)
     device: str | None = None  # RDMA device of an InfiniBand port, e.g. mlx5_0
     port: int | None = Field(None, ge=1)
+    # A rail-optimised fabric's HCAs: rail k (from 0, as mlx5_k and ibk) of every server of
+    # a scalable unit goes to the unit's leaf k. Where it sits on the board (NUMA node, PCIe
+    # switch) is the site's record for `nvidia-smi topo -m`; the GPUs nearest to it are the
+    # model's `affinity`.
+    rail: int | None = Field(None, ge=0)
+    numa_node: int | None = Field(None, ge=0)
+    pcie_switch: str | None = None
 
 
 class GpuSocket(Strict_):
@@ -397,6 +404,7 @@ class Node(Strict_):
     serial: Serial
     mac: dict[str, Mac]  # NIC name (and "bmc") -> MAC
     guid: Guid | None = None  # port GUID of the InfiniBand HCA
+    guids: dict[str, Guid] = {}  # port GUID by RDMA device, for a model of several HCAs
     addresses: dict[Name, IPv4] = {}  # per-network override of the derived address
     links: dict[Name, Link] = {}  # per-network override of the derived switch port
     pins: dict[str, Pin] = {}
@@ -463,7 +471,23 @@ class SubnetManager(Strict_):
     priority: int = Field(ge=0, le=15)
 
 
+class ScalableUnit(Strict_):
+    """A rail-optimised fabric's building block: the servers of `racks` (in that order) and
+    its leaves, one per rail in rail order. Leaf k (from 0) takes rail k of every server of
+    the unit, on port place * servers_per_rack + slot (place: the rack's among `racks`, from
+    0), so a server added to a rack moves no cable."""
+
+    name: Name
+    racks: tuple[Name, ...] = Field(min_length=1)
+    leaves: tuple[Name, ...] = Field(min_length=1)
+    servers_per_rack: int = Field(ge=1)
+
+
 class Fabric(Strict_):
+    # fat-tree: a leaf per rack, every server's HCA on it; rail-optimised: leaves per
+    # scalable unit, one per rail (their uplinks to every spine like a rack leaf's).
+    topology: Literal["fat-tree", "rail-optimised"] = "fat-tree"
+    scalable_units: tuple[ScalableUnit, ...] = ()
     rate: Annotated[str, _pattern(r"(SDR|DDR|QDR|FDR|EDR|HDR|NDR)", "an InfiniBand rate")]
     width: Annotated[str, _pattern(r"(1x|4x|8x|12x)", "a link width")]
     max_oversubscription: float = Field(1.0, gt=0)

@@ -42,6 +42,7 @@ from compiler.model import (
     Switch,
     SwitchRole,
 )
+from compiler.rails import Rails, hca_order, rails
 from contract import Route, ib
 
 # The cable records are the labels contract's, which draw and the diff report read too.
@@ -183,8 +184,18 @@ class Room(NamedTuple):
     leaf_limited_by: str
     free_ids: int
     free_leaf_ids: int
+    # A rail-optimised fabric's leaves are its units', not racks': (units the spines' ports
+    # take, units planned).
+    units: tuple[int, int] | None = None
 
     def __str__(self) -> str:
+        if self.units is not None:
+            most, planned = self.units
+            return (
+                f"room for {self.free_ids} more racks (rack ids up to {self.max_rack_id}: "
+                f"{self.limited_by}), {max(most - planned, 0)} more scalable units (up to "
+                f"{most}: spine ports)"
+            )
         return (
             f"room for {self.free_ids} more racks (rack ids up to {self.max_rack_id}: "
             f"{self.limited_by}), {self.free_leaf_ids} of them with a leaf (up to "
@@ -219,6 +230,11 @@ def room(cluster: Cluster) -> Room:
         leaf.append((pods * fabric.racks_per_pod, f"core ports: {pods} pods"))
     leaf_top, leaf_why = min(leaf)
     ids = {rack.id for rack in cluster.racks}
+    railed = rails(cluster)
+    units = None
+    if railed is not None and SwitchRole.SPINE in ports:
+        per_unit = fabric.links_per_spine * max(railed.per_server, 1)
+        units = (ports[SwitchRole.SPINE] // per_unit, len(railed.units))
     return Room(
         top,
         why,
@@ -226,6 +242,7 @@ def room(cluster: Cluster) -> Room:
         leaf_why,
         top - sum(1 for i in ids if i <= top),
         leaf_top - sum(1 for i in ids if i <= leaf_top),
+        units,
     )
 
 
@@ -363,6 +380,7 @@ class Host(NamedTuple):
     os_disks: tuple[str, ...]  # stable names (/dev/disk/by-path/...), mirrored
     scratch_disk: str | None
     reinstall: bool  # its PXE menu installs by default; otherwise it boots the local disk
+    hca_of: dict[str, str]  # an IPoIB interface's HCA (RDMA device): ib3 -> mlx5_3
     slurm: SlurmNode | None = None  # hosts that run services.yaml's `slurm` (slurmd)
 
     def interface(self, network: str) -> Interface | None:
@@ -415,6 +433,7 @@ class Plan:
     cables: tuple[Cable, ...]
     subnets: dict[str, tuple[tuple[str, str], ...]]  # network -> ((rack, subnet), ...)
     gateways: dict[tuple[str, str], str] = field(default_factory=dict)  # (network, rack) -> ip
+    rails: Rails | None = None  # a rail-optimised fabric's units and rail leaves
     # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
     secrets: dict[str, str] = field(default_factory=dict)
     # The committed generated/ files a target continues from (DNS serials), set by the pipeline.
@@ -445,11 +464,12 @@ def build(cluster: Cluster) -> Plan:
     """Derive everything from a model the checks passed."""
     racks = sorted(cluster.racks, key=lambda r: r.name)
     ring_of = _rings(cluster)
+    railed = rails(cluster)  # None for a fat tree of rack leaves
     software: dict[tuple[Hashable, ...], Software] = {}  # one per set of services and versions
     hosts = tuple(
         sorted(
             (
-                _host(cluster, rack, node, ring_of, software)
+                _host(cluster, railed, rack, node, ring_of, software)
                 for rack in racks
                 for node in rack.nodes
             ),
@@ -462,7 +482,7 @@ def build(cluster: Cluster) -> Plan:
     }
     switches = tuple(
         sorted(
-            (_switch(cluster, rack, sw, top) for rack in racks for sw in rack.switches),
+            (_switch(cluster, railed, rack, sw, top) for rack in racks for sw in rack.switches),
             key=lambda s: s.name,
         )
     )
@@ -498,6 +518,7 @@ def build(cluster: Cluster) -> Plan:
         cables=tuple(sorted(cables(cluster), key=lambda c: c.id)),
         subnets=subnets,
         gateways=gateways,
+        rails=railed,
     )
 
 
@@ -583,6 +604,7 @@ def egress(routes: tuple[Route, ...], block: str) -> tuple[Route, ...]:
 
 def _host(
     cluster: Cluster,
+    railed: Rails | None,
     rack: Rack,
     node: Node,
     ring_of: dict[str, str],
@@ -595,18 +617,20 @@ def _host(
     ifaces, routes, bmc = planned
     services = cluster.services.roles.get(node.role, ())
     defaults = [i.network for i in ifaces if cluster.networks[i.network].default_route]
-    for nic in model.nics:
-        if nic.device and node.guid:
+    for nic in hca_order(model):
+        assert nic.device is not None, "hca_order lists HCAs"
+        guid = node.guids.get(nic.device, node.guid)
+        if guid:
             fabric = cluster.fabric
             ib_ports.append(
                 IbPort(
                     nic.device,
                     nic.port or 1,
-                    node.guid,
+                    guid,
                     int(link_gbps(fabric)),
                     fabric.width,
                     fabric.rate,
-                    host_lid(rack, node),
+                    railed.host_lid(rack, node, nic) if railed else host_lid(rack, node),
                 )
             )
     expected = versions(cluster.firmware, node.model)
@@ -644,6 +668,7 @@ def _host(
         os_disks=node.os_disks or model.os_disks,
         scratch_disk=node.scratch_disk or model.scratch_disk,
         reinstall=node.reinstall,
+        hca_of={nic.name: nic.device for nic in model.nics if nic.device},
         slurm=slurm_node(cluster, node) if SLURMD in services else None,
     )
 
@@ -716,7 +741,11 @@ def slurm_node(cluster: Cluster, node: Node) -> SlurmNode:
 
 
 def _switch(
-    cluster: Cluster, rack: Rack, sw: Switch, top: dict[SwitchRole, list[str]]
+    cluster: Cluster,
+    railed: Rails | None,
+    rack: Rack,
+    sw: Switch,
+    top: dict[SwitchRole, list[str]],
 ) -> SwitchPlan:
     model = cluster.hardware.switches[sw.model]
     lid = None
@@ -725,7 +754,8 @@ def _switch(
     elif sw.role == SwitchRole.CORE:
         lid = CORE_LID_BASE + 1 + top[SwitchRole.CORE].index(sw.name)
     elif sw.role == SwitchRole.LEAF:
-        lid = LEAF_LID_BASE + rack.id
+        in_unit = railed is not None and sw.name in railed.leaf
+        lid = railed.leaf_lid(sw.name) if railed and in_unit else LEAF_LID_BASE + rack.id
     # Switch management ports live on the first network, by name, that has a switch_base.
     network = next(
         (n for n, net in sorted(cluster.networks.items()) if net.switch_base is not None), None
@@ -771,15 +801,23 @@ def wires(cluster: Cluster) -> list[Wire]:
     """Every cable the rules call for, switch end first; unconnectable ports are left out."""
     out: list[Wire] = []
     by_role = {(rack.name, sw.role): sw.name for rack in cluster.racks for sw in rack.switches}
+    railed = rails(cluster)
     for r, rack in enumerate(cluster.racks):
         for n, node in enumerate(rack.nodes):
             for nic_name, net_name in nic_networks(cluster, node):
                 net = cluster.networks.get(net_name)
                 path: tuple[str | int, ...] = ("racks", r, "nodes", n)
+                nic = next(
+                    (x for x in cluster.hardware.servers[node.model].nics if x.name == nic_name),
+                    None,
+                )
+                on_rail = railed.wire(rack, node, nic) if railed and nic else None
                 if net_name in node.links:
                     link = node.links[net_name]
                     switch, port = link.switch, link.port
                     path = (*path, "links", net_name)
+                elif on_rail is not None:
+                    (switch, port), path = on_rail, (*path, "slot")
                 elif net is not None and net.switch is not None:
                     found = by_role.get((rack.name, net.switch))
                     if found is None:
@@ -788,10 +826,6 @@ def wires(cluster: Cluster) -> list[Wire]:
                     path = (*path, "slot")
                 else:
                     continue
-                nic = next(
-                    (x for x in cluster.hardware.servers[node.model].nics if x.name == nic_name),
-                    None,
-                )
                 end = f"{nic.device}/{nic.port or 1}" if nic and nic.device else nic_name
                 out.append(Wire(net_name, switch, port, node.name, end, path))
     fabric = cluster.fabric
@@ -821,8 +855,13 @@ def wires(cluster: Cluster) -> list[Wire]:
     ]
     for sw, rack, path in switches:  # every leaf's first, then every spine's: the plan's order
         if sw.role == SwitchRole.LEAF:
-            # A leaf's place on its pod's spines is its rack's place in the pod.
+            # A leaf's place on its pod's spines is its rack's place in the pod; a rail
+            # leaf's, its unit's and rail's.
             pod, place = tiers.pod_of(rack.id)
+            if railed and sw.name not in railed.leaf:
+                continue  # a leaf of no unit has no place on the spines (checks say so)
+            if railed:
+                pod, place = 0, railed.place(sw.name)
             spines = tiers.spines.get(pod, ())
             out += uplinks(sw, path, fabric.uplink_port, spines, fabric.links_per_spine, place)
     for sw, _, path in switches:
@@ -916,6 +955,8 @@ def cables(cluster: Cluster) -> list[Cable]:
     ib = {n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND}
     overrides = overrides_of(cluster)
     ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
+    railed = rails(cluster)
+    rail_leaves = railed.leaf if railed else {}
 
     def end(device: str, port: str) -> CableEnd:
         rack, u = place[device]
@@ -948,9 +989,10 @@ def cables(cluster: Cluster) -> list[Cable]:
             medium = "Cat6A" if gbps <= 10 else ("DAC" if length <= DAC_MAX_M else "AOC")
             rate = f"{gbps}G"
         # A rack has one switch of each role whose ports name its cables (R01-IB05); a spine's
-        # uplinks to the core are named by the spine, which is unique site-wide (SPINE03-33).
+        # uplinks to the core are named by the spine, which is unique site-wide (SPINE03-33),
+        # and so are a rail leaf's cables, several rail leaves sharing a rack (SU1-LEAF3-05).
         # The ID follows the rule's port, not an override's: it stays with the cable.
-        if role[a.device] == SwitchRole.SPINE:
+        if role[a.device] == SwitchRole.SPINE or a.device in rail_leaves:
             cable_id = f"{a.device.upper()}-{wire.switch_port:02d}"
         else:
             cable_id = f"{ra.name.upper()}-{CABLE_CODES[role[a.device]]}{wire.switch_port:02d}"

@@ -22,8 +22,9 @@ CASES = YAML(typ="safe").load((Path(__file__).parent / "bad_input" / "cases.yaml
 
 
 def broken_copy(tmp: Path, case: dict[str, Any]) -> Path:
-    shutil.copytree(REPO / "cluster", tmp / "cluster")
-    shutil.copytree(REPO / "generated", tmp / "generated")
+    base = REPO / case.get("base", ".")  # "base": a shipped site other than the reference
+    shutil.copytree(base / "cluster", tmp / "cluster")
+    shutil.copytree(base / "generated", tmp / "generated")
     for edit in (case, *case.get("also", ())):  # "also": more edits the one fault needs
         path = tmp / "cluster" / edit["file"]
         if "create" in edit:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from clusterforge.lab.ibsim import SimFabric
-from compiler import generate, pipeline
+from compiler import generate, generate_rails, pipeline
 from compiler.load import Source, load
 from compiler.pipeline import Compiled
 from contract.probes import ibnetdiscover
@@ -82,12 +82,20 @@ def three_tier() -> Source:
     return generate.source(32, per_rack=4, racks_per_pod=4, spines=4, cores_per_plane=2)
 
 
+def rails() -> Source:
+    """One scalable unit of eight-rail servers: eight HCAs (eight CAs) a server, each rail on
+    its own leaf, four spines."""
+    return generate_rails.source(1)
+
+
 @pytest.mark.realtool
-@pytest.mark.parametrize("which", ["reference", "small", "three-tier"])
+@pytest.mark.parametrize("which", ["reference", "small", "three-tier", "rails"])
 def test_opensm_routes_the_planned_fabric(which: str, tmp_path: Path) -> None:
     for tool in ("ibsim", "opensm", "ibnetdiscover"):
         require_tool(tool)
-    source = {"reference": REFERENCE, "small": small_cluster, "three-tier": three_tier}[which]
+    source = {
+        "reference": REFERENCE, "small": small_cluster, "three-tier": three_tier, "rails": rails
+    }[which]  # fmt: skip
     compiled = pipeline.compile_source(source if isinstance(source, Source) else source())
     out = write_files(compiled, tmp_path / "generated")
     opensm = out / "opensm"
@@ -119,8 +127,8 @@ def test_opensm_routes_the_planned_fabric(which: str, tmp_path: Path) -> None:
         assert result.routing_engine == "ftree"
         assert "ftree tables configured on all switches" in result.log
         roles = [s.role.value for s in compiled.plan.switches]
-        cns = sum(1 for h in compiled.plan.hosts if h.role.value == "gpu" and h.ib_ports)
-        assert f"({cns} of them CNs)" in result.log, "cn_guid_file names every GPU server"
+        cns = sum(len(h.ib_ports) for h in compiled.plan.hosts if h.role.value == "gpu")
+        assert f"({cns} of them CNs)" in result.log, "cn_guid_file names every GPU HCA"
         # root_guid_file made the top tier (spines, or the cores of a three-tier fabric) the
         # roots, and every leaf sits one rank below each tier above it.
         tiers = [t for t in ("core", "spine") if t in roles]

@@ -30,6 +30,20 @@ def add(command: Command) -> None:
     )
     i.add_argument("--name", default="site", help="the site's name (default: site)")
     i.add_argument(
+        "--rails",
+        type=int,
+        metavar="K",
+        help="K HCAs a server, one per rail, on a rail-optimised fabric of scalable units "
+        "of 32 servers (8 racks of 4); --racks and --per-rack do not apply",
+    )
+    i.add_argument(
+        "--units",
+        type=int,
+        default=1,
+        metavar="U",
+        help="with --rails: scalable units (default: 1)",
+    )
+    i.add_argument(
         "--audit-key",
         type=Path,
         metavar="FILE.pub",
@@ -184,22 +198,33 @@ def _init(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"cannot read --audit-key: {exc}") from None
     try:
-        tree = generate.generate(
-            args.racks * args.per_rack,
-            name=args.name,
-            per_rack=args.per_rack,
-            audit_key=key,
-            as_bought=True,
-        )
+        if args.rails is not None:
+            from compiler.generate_rails import generate_rails
+
+            tree = generate_rails(args.units, name=args.name, rails=args.rails, audit_key=key)
+        else:
+            tree = generate.generate(
+                args.racks * args.per_rack,
+                name=args.name,
+                per_rack=args.per_rack,
+                audit_key=key,
+                as_bought=True,
+            )
     except ValueError as exc:
         raise InputError(str(exc)) from None
     files = {f"cluster/{path}": text for path, text in sorted(tree.items())}
     if not (target / ".gitignore").exists():
         files[".gitignore"] = _GITIGNORE
     write_files(target, files, "the new repository")
+    shape = (
+        f"{args.units} scalable unit(s) of {args.rails}-rail servers, their rail leaves in a "
+        "network rack each, plus a spine and a service rack"
+        if args.rails is not None
+        else f"{args.racks} GPU rack(s) of {args.per_rack} servers, plus a network and a "
+        "service rack"
+    )
     print(
-        f"{target}/cluster: {len(tree)} files, {args.racks} GPU rack(s) of {args.per_rack} "
-        "servers, plus a network and a service rack.\n"
+        f"{target}/cluster: {len(tree)} files, {shape}.\n"
         "The MACs, GUIDs and serials are placeholders (02:...): replace them with your "
         "hardware's, by hand or with `clusterforge import`"
         + ("" if args.audit_key else "; so is the audit's key in site.yaml (init --audit-key)")

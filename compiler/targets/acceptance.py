@@ -84,7 +84,24 @@ def fabric_test(plan: Plan) -> FabricTest:
     if any(s.role == SwitchRole.CORE for s in plan.switches):
         return FabricTest((), ())
     found, spines, links, up = servers(plan)
-    return plan_rounds(found, spines, links, up)
+    if plan.rails is None:
+        return plan_rounds(found, spines, links, up)
+    # Rail k talks to rail k (NCCL's traffic stays on its rail: within a unit on the rail's
+    # leaf, across units through the spines), so each rail is a fat tree of its own leaves,
+    # planned alone; round r runs every rail's round r at once, each pair on its own HCAs.
+    tests = []
+    for rail in range(plan.rails.per_server):
+        leaves = {leaf for leaf, (_, r) in plan.rails.leaf.items() if r == rail}
+        ups = {key: cable for key, cable in up.items() if key[0] in leaves}
+        tests.append(plan_rounds([s for s in found if s.leaf in leaves], spines, links, ups))
+    count = max((len(t.rounds) for t in tests), default=0)
+    return FabricTest(
+        tuple(
+            tuple(p for t in tests if i < len(t.rounds) for p in t.rounds[i]) for i in range(count)
+        ),
+        tuple(sorted(c for t in tests for c in t.idle)),
+        tuple(x for t in tests for x in t.inseparable),
+    )
 
 
 def _mark(ceiling: float, fraction: float, absolute: float | None) -> float:
@@ -100,6 +117,15 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
     """(name, hosts, leaves) per step: a small step under one leaf when it fits, else whole
     leaves in order (so it crosses spines); `all` is every compute node."""
     by_leaf: dict[str, list[str]] = defaultdict(list)
+    if plan.rails is not None:
+        # A rail-optimised unit is one switch to Slurm (fabric/slurm-topology.conf): a
+        # server counted once, under its unit, by its rail 0 leaf.
+        units = plan.rails.units
+        found = [
+            s._replace(leaf=units[plan.rails.leaf[s.leaf][0]].name)
+            for s in found
+            if plan.rails.leaf[s.leaf][1] == 0
+        ]
     for s in found:
         by_leaf[s.leaf].append(s.name)
     out: list[tuple[str, list[str], int]] = []
@@ -137,22 +163,35 @@ def render(plan: Plan) -> dict[str, str]:
     }
     files: dict[str, str] = {}
     rounds: list[dict[str, Any]] = []
+    # The HCA port each pair's end runs on: its cable's host end (mlx5_3/1).
+    host_end = {c.id: c.b.port for c in plan.cables}
+    leaf_of = {c.id: c.a.device for c in plan.cables}
     for number, pairs in enumerate(test.rounds, 1):
         name = f"round-{number:02d}"
         rows = []
+        ports = []
         for p in pairs:
+            port = host_end[p.cables[0]]
+            device = port.split("/")[0]
+            lids = [
+                next(q.lid for q in hosts[h].ib_ports if q.device == host_end[c].split("/")[0])
+                for h, c in ((p.client, p.cables[0]), (p.server, p.cables[-1]))
+            ]
+            # A rail's pair names its HCA: eight pairs of two servers may run at once.
+            tail = f"-{device}" if plan.rails else ""
             rows.append(
                 {
                     "client": p.client,
                     "server": p.server,
                     "cables": list(p.cables),
                     # Static LIDs: the log's local and remote LID prove which ports ran it.
-                    "lids": [hosts[p.client].ib_ports[0].lid, hosts[p.server].ib_ports[0].lid],
-                    "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
+                    "lids": lids,
+                    "log": f"ib_write_bw/{name}/{p.client}-{p.server}{tail}.txt",
                 }
             )
+            ports.append((port, plan.rails.leaf[leaf_of[p.cables[0]]][1] if plan.rails else None))
         rounds.append({"round": name, "pairs": rows})
-        files[f"acceptance/ib_write_bw/{name}.sh"] = _round_script(plan, name, rows, ipoib)
+        files[f"acceptance/ib_write_bw/{name}.sh"] = _round_script(plan, name, rows, ports, ipoib)
     steps = []
     for name, members, leaves in nccl_steps(plan, found):
         ceiling = min(_node_gb_s(plan, hosts[h]) for h in members)
@@ -223,10 +262,23 @@ def render(plan: Plan) -> dict[str, str]:
     return files
 
 
-def _round_script(plan: Plan, name: str, rows: list[dict[str, Any]], ipoib: dict[str, Any]) -> str:
+def _round_script(
+    plan: Plan,
+    name: str,
+    rows: list[dict[str, Any]],
+    ports: list[tuple[str, int | None]],
+    ipoib: dict[str, Any],
+) -> str:
     duration = plan.acceptance.ib_write_bw.duration_s
-    # -F: no CPU-frequency warning as failure; --report_gbits: decimal Gb/s, as links are rated.
-    bw = f"ib_write_bw -d mlx5_0 -i 1 -F --report_gbits -D {duration}"
+
+    def bw(port: str, rail: int | None) -> str:
+        # -F: no CPU-frequency warning as failure; --report_gbits: decimal Gb/s, as links are
+        # rated. A rail's pair takes a TCP port of its own (-p; perftest's default 18515
+        # plus the rail) for its set-up exchange: a server runs one per rail at once.
+        device, number = port.split("/")
+        tcp = f" -p {18515 + rail}" if rail is not None else ""
+        return f"ib_write_bw -d {device} -i {number}{tcp} -F --report_gbits -D {duration}"
+
     lines = [
         "#!/bin/sh",
         f"# {name} of the ib_write_bw pair test: every pair at once. {HEADER}",
@@ -236,13 +288,15 @@ def _round_script(plan: Plan, name: str, rows: list[dict[str, Any]], ipoib: dict
         'mkdir -p "$out"',
         "# Servers first; each waits for its one client.",
     ]
-    for r in rows:
-        lines.append(f"ssh {r['server']} {shlex.quote(bw)} &")
+    for r, (port, rail) in zip(rows, ports, strict=True):
+        lines.append(f"ssh {r['server']} {shlex.quote(bw(port, rail))} &")
     lines.append("sleep 2")
-    for r in rows:
+    for r, (port, rail) in zip(rows, ports, strict=True):
         target = ipoib[r["server"]].address if ipoib.get(r["server"]) else r["server"]
-        log = f'"$out/{r["client"]}-{r["server"]}.txt"'
-        lines.append(f"ssh {r['client']} {shlex.quote(f'{bw} {target}')} > {log} 2>&1 &")
+        log = f'"$out/{r["log"].rsplit("/", 1)[-1]}"'
+        lines.append(
+            f"ssh {r['client']} {shlex.quote(f'{bw(port, rail)} {target}')} > {log} 2>&1 &"
+        )
     lines.append("wait")
     return "\n".join(lines) + "\n"
 

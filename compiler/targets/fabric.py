@@ -28,8 +28,14 @@ from compiler.targets.render import Lines, template, to_csv
 def ib_cables(plan: Plan) -> list[tuple[str, str, str, str]]:
     """(a device, a port, b device, b port) of every installed InfiniBand cable; host ports
     are the HCA port number."""
+    return [(a, a_port, b, b_port.rsplit("/", 1)[-1]) for a, a_port, b, b_port in _ib_ends(plan)]
+
+
+def _ib_ends(plan: Plan) -> list[tuple[str, str, str, str]]:
+    """(a device, a port, b device, b port) of every installed InfiniBand cable, host ports
+    as the plan names them (mlx5_3/1)."""
     return [
-        (c.a.device, c.a.port, c.b.device, c.b.port.rsplit("/", 1)[-1])
+        (c.a.device, c.a.port, c.b.device, c.b.port)
         for c in plan.cables
         if c.network in plan.ib_networks and c.lifecycle == "installed"
     ]
@@ -42,16 +48,25 @@ def topology(plan: Plan) -> str:
     for sw in ib_switches:
         assert sw.guid is not None
         ids[sw.name], desc[sw.name] = f"S-{sw.guid[2:]}", sw.name
+    # Each HCA is a CA node of its own (an eight-rail server is eight), named in the plan's
+    # cable ends by host and device; a host of one HCA keeps its bare name.
+    cas: dict[str, int] = {}  # node key -> its ports
     for host in plan.hosts:
         for port in host.ib_ports:
             # ibsim derives a CA's port N GUID as node GUID + N; we plan the port GUID (what
             # ibstat, cn_guid_file and partitions show), so the simulated node GUID is one less.
             node_guid = f"{int(port.guid, 16) - port.port:016x}"
-            ids[host.name], desc[host.name] = f"H-{node_guid}", f"{host.name} {port.device}"
+            key = host.name if len(host.ib_ports) == 1 else f"{host.name} {port.device}"
+            ids[key], desc[key] = f"H-{node_guid}", f"{host.name} {port.device}"
+            cas[key] = cas.get(key, 0) + 1
+    several = {h.name for h in plan.hosts if len(h.ib_ports) > 1}
     links: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-    for a, a_port, b, b_port in ib_cables(plan):
-        links[a].append((int(a_port), b, b_port))
-        links[b].append((int(b_port), a, a_port))
+    for a, a_port, b, b_port in _ib_ends(plan):
+        device, _, number = b_port.rpartition("/")
+        if b in several:
+            b = f"{b} {device}"
+        links[a].append((int(a_port), b, number or b_port))
+        links[b].append((int(number or b_port), a, a_port))
     token = f"{plan.fabric.width}{plan.fabric.rate}"
 
     def ports(name: str) -> str:
@@ -67,9 +82,7 @@ def topology(plan: Plan) -> str:
 
     nodes = [("Switch", sw.ports, sw.name, sw.guid, ports(sw.name)) for sw in ib_switches]
     nodes += [
-        ("Ca", len(host.ib_ports), host.name, f"0x{ids[host.name][2:]}", ports(host.name))
-        for host in plan.hosts
-        if host.name in links
+        ("Ca", n, key, f"0x{ids[key][2:]}", ports(key)) for key, n in cas.items() if key in links
     ]
     return template("topology.net.j2", site=plan.site, nodes=nodes, ids=ids, desc=desc)
 
@@ -135,11 +148,16 @@ def slurm_topology(plan: Plan) -> str:
     spines: dict[str, set[str]] = defaultdict(set)
     cores: dict[str, set[str]] = defaultdict(set)
     role_of = {s.name: s.role for s in plan.switches}
+    # A rail-optimised unit is one switch to Slurm: its servers share every rail leaf (a
+    # server under eight leaves is not a tree), and a job within it crosses no spine.
+    rails = plan.rails
+    unit = {leaf: rails.units[u].name for leaf, (u, _) in rails.leaf.items()} if rails else {}
     for a, _, b, _ in ib_cables(plan):
         if roles.get(b) == Role.GPU:
-            leaves[a].append(b)
+            if b not in leaves[unit.get(a, a)]:
+                leaves[unit.get(a, a)].append(b)
         elif role_of.get(b) == SwitchRole.SPINE:
-            spines[b].add(a)
+            spines[b].add(unit.get(a, a))
         elif role_of.get(b) == SwitchRole.CORE:
             cores[b].add(a)
     lines = [

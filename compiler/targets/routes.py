@@ -16,7 +16,7 @@ which changes on every boot). Install mode 0600, root: NetworkManager ignores ot
 
 from __future__ import annotations
 
-from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, Interface, Plan
+from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, IbPort, Interface, Plan
 from compiler.targets.render import template
 from contract import Route
 
@@ -28,6 +28,12 @@ def ipoib_hwaddr(port_guid: str) -> str:
     """The IPoIB hardware address NetworkManager matches: ...:<port GUID as 8 bytes>."""
     digits = port_guid.removeprefix("0x")
     return ":".join([IPOIB_HWADDR_PREFIX, *(digits[i : i + 2] for i in range(0, 16, 2))])
+
+
+def _port_of(host: Host, iface: Interface) -> IbPort:
+    """The HCA port an IPoIB interface rides (ib3 on mlx5_3 of an eight-rail server)."""
+    device = host.hca_of.get(iface.name)
+    return next((p for p in host.ib_ports if p.device == device), host.ib_ports[0])
 
 
 def static_routes(host: Host, iface: Interface) -> list[Route]:
@@ -47,7 +53,7 @@ def render(plan: Plan) -> dict[str, str]:
             routes = static_routes(host, iface)
             default = next((r for r in routes if r.dst == "default"), None)
             infiniband = iface.network in plan.ib_networks
-            hwaddr = ipoib_hwaddr(host.ib_ports[0].guid) if infiniband else iface.mac
+            hwaddr = ipoib_hwaddr(_port_of(host, iface).guid) if infiniband else iface.mac
             files[f"routes/{host.name}/{iface.name}.nmconnection"] = template(
                 "nmconnection.j2",
                 host=host,

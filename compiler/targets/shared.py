@@ -80,7 +80,8 @@ def socket_interfaces(plan: Plan, host: Host) -> list[str]:
 
 def nccl_settings(plan: Plan, hosts: list[Host]) -> dict[str, str]:
     """NCCL's variables for `hosts` (one role), derived ones first."""
-    ib = sorted({x for h in hosts for x in hcas(h)})
+    # In each host's GPU order (the plan's), so GPU k's rail is the k-th on an eight-rail box.
+    ib = list(dict.fromkeys(x for h in sorted(hosts, key=lambda h: h.name) for x in hcas(h)))
     socket = sorted({x for h in hosts for x in socket_interfaces(plan, h)})
     # A leading '=' makes NCCL match names exactly: mlx5_1 must not select mlx5_10.
     derived = {"NCCL_IB_HCA": "=" + ",".join(ib), "NCCL_SOCKET_IFNAME": "=" + ",".join(socket)}

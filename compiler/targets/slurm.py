@@ -43,8 +43,12 @@ def slurm_nodes(plan: Plan) -> list[Host]:
 def leaves(plan: Plan) -> dict[str, str]:
     """host -> the leaf switch its InfiniBand cable lands on (installed cables only)."""
     leaf = {s.name for s in plan.switches if s.role == SwitchRole.LEAF}
+    # A rail-optimised server is under all of its unit's leaves: its feature is the unit,
+    # as the Slurm topology's switch (fabric/slurm-topology.conf).
+    rails = plan.rails
+    unit = {name: rails.units[u].name for name, (u, _) in rails.leaf.items()} if rails else {}
     return {
-        c.b.device: c.a.device
+        c.b.device: unit.get(c.a.device, c.a.device)
         for c in plan.cables
         if c.network in plan.ib_networks and c.a.device in leaf and c.lifecycle == "installed"
     }

@@ -1,0 +1,322 @@
+"""Servers of eight HCAs on a rail-optimised fabric: the shipped example (examples/rails/)
+compiles to its committed generated/, every rail of a server lands on its unit's rail leaf,
+and the downstream files (OpenSM, NCCL, IPoIB, acceptance) follow the rails. OpenSM routing
+the fabric on ibsim: tests/test_fabric.py (`rails`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from clusterforge.cli import main
+from clusterforge.lab.ibsim import SimFabric
+from common.errors import SourceError
+from common.rules import Rule
+from compiler import generate_rails, pipeline
+from compiler.model import ScalableUnit, validate
+from compiler.output import read_tree, write
+from compiler.pipeline import Compiled
+from compiler.plan import build, room
+from compiler.rails import RAIL_LID_TOP, Rails
+from compiler.targets.acceptance import servers
+from compiler.targets.routes import ipoib_hwaddr
+from tests.conftest import REPO, require_tool
+from tests.test_accept import _lfts
+
+EXAMPLE = REPO / "examples" / "rails"
+
+
+@pytest.fixture(scope="module")
+def example() -> Compiled:
+    return pipeline.compile_repo(EXAMPLE)
+
+
+def test_example_compiles_to_its_committed_generated(example: Compiled) -> None:
+    on_disk = read_tree(EXAMPLE / "generated")
+    assert sorted(on_disk) == sorted(example.files), "examples/rails/generated/ is stale"
+    differing = [p for p in example.files if on_disk[p] != example.files[p]]
+    assert differing == [], "run `clusterforge -C examples/rails compile`"
+
+
+def test_example_check_is_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-C", str(EXAMPLE), "compile", "--check"]) == 0, capsys.readouterr().err
+
+
+def test_validate_counts_the_room_in_units(capsys: pytest.CaptureFixture[str]) -> None:
+    """The example's eight spines are full with two units (64 ports, 16 leaves x 4 links);
+    so are one unit's four (8 leaves x 8 links): a unit more needs more spines."""
+    assert main(["-C", str(EXAMPLE), "validate"]) == 0
+    assert "0 more scalable units (up to 2: spine ports)" in capsys.readouterr().out
+    one = pipeline.check(generate_rails.source(1))
+    assert str(room(one)).endswith("0 more scalable units (up to 1: spine ports)")
+
+
+def test_every_rail_on_its_units_leaf_at_the_servers_port(example: Compiled) -> None:
+    units = example.cluster.fabric.scalable_units
+    unit_of = {rack: (unit, place) for unit in units for place, rack in enumerate(unit.racks)}
+    racks = {rack.name: rack for rack in example.cluster.racks}
+    to_host = [c for c in example.plan.cables if c.b.device.startswith("gpu")]
+    seen: Counter[str] = Counter()
+    for c in to_host:
+        if c.network.startswith("ib"):
+            device = c.b.port.split("/")[0]
+            rail = int(device.removeprefix("mlx5_"))
+            unit, place = unit_of[c.b.rack]
+            node = next(n for n in racks[c.b.rack].nodes if n.name == c.b.device)
+            assert c.a.device == unit.leaves[rail], c
+            assert int(c.a.port) == place * unit.servers_per_rack + node.slot, c
+            assert c.id == f"{c.a.device.upper()}-{int(c.a.port):02d}"
+            assert c.rate == "4xNDR"
+            seen[c.b.device] += 1
+    gpus = [h.name for h in example.plan.hosts if h.role.value == "gpu"]
+    assert len(gpus) == 63  # two units of 32, the last position the fabric managers'
+    assert seen == dict.fromkeys(gpus, 8)
+
+
+def test_leaves_link_evenly_to_every_spine(example: Compiled) -> None:
+    spines = {s.name for s in example.plan.switches if s.role.value == "spine"}
+    up: Counter[tuple[str, str]] = Counter(
+        (c.a.device, c.b.device) for c in example.plan.cables if c.b.device in spines
+    )
+    leaves = {leaf for unit in example.cluster.fabric.scalable_units for leaf in unit.leaves}
+    assert {leaf for leaf, _ in up} == leaves
+    assert set(up.values()) == {example.cluster.fabric.links_per_spine}
+    assert len(up) == len(leaves) * len(spines)
+    # Every spine port is used once: a unit's leaves land after the units before it.
+    ends = [(c.b.device, c.b.port) for c in example.plan.cables if c.b.device in spines]
+    assert len(ends) == len(set(ends)) == 64 * len(spines)
+
+
+def test_guids_and_static_lids_are_one_per_port(example: Compiled) -> None:
+    ports = [p for h in example.plan.hosts for p in h.ib_ports]
+    assert len(ports) == 63 * 8 + 4
+    assert len({p.guid for p in ports}) == len(ports)
+    lids = [p.lid for p in ports] + [s.lid for s in example.plan.switches if s.lid]
+    assert len(set(lids)) == len(lids)
+    assert all(0 < lid <= 0xBFFF for lid in lids)
+    guid2lid = (example.files["opensm/guid2lid"]).decode()
+    assert guid2lid.count("\n\n") == len(lids)
+    cn = example.files["opensm/cn_guids"].decode().splitlines()
+    assert sorted(cn[2:]) == sorted(
+        p.guid for h in example.plan.hosts if h.role.value == "gpu" for p in h.ib_ports
+    )
+
+
+def test_the_lid_plan_holds_4096_eight_rail_servers() -> None:
+    """128 units of 32: the last HCA of the last server inside the rails' block."""
+    units = tuple(
+        ScalableUnit(
+            name=f"su{u}",
+            racks=tuple(f"r{u:03d}{k}" for k in range(8)),
+            leaves=tuple(f"su{u}-leaf{k}" for k in range(8)),
+            servers_per_rack=4,
+        )
+        for u in range(128)
+    )
+    plan = Rails(8, 32, units, {"last": (127, 7)}, {})
+    cluster = validate(dict(generate_rails.source(1).data))
+    first = next(rack for rack in cluster.racks if rack.name == "r001")
+    rack = first.model_copy(update={"name": "last"})
+    node = first.nodes[0].model_copy(update={"slot": 4})
+    model = cluster.hardware.servers["hgx-h100"]
+    lids = [plan.host_lid(rack, node, nic) for nic in model.nics if nic.rail is not None]
+    assert max(lids) == RAIL_LID_TOP == 0x1000 + 4096 * 8 - 1
+
+
+def test_nccl_lists_the_rails_in_gpu_order(example: Compiled) -> None:
+    conf = example.files["gpudirect/gpu/nccl.conf"].decode()
+    hcas = ",".join(f"mlx5_{k}:1" for k in range(8))
+    assert f"NCCL_IB_HCA=={hcas}\n" in conf
+
+
+def test_the_gpu_order_follows_affinity_not_the_listing() -> None:
+    """A board whose HCAs are listed out of GPU order: NCCL_IB_HCA follows the GPUs."""
+    tree = generate_rails.generate_rails(1)
+    hardware = tree["hardware.yaml"]
+    swapped = hardware.replace("hca: mlx5_0, gpus: [0]", "hca: mlx5_0, gpus: [1]").replace(
+        "hca: mlx5_1, gpus: [1]", "hca: mlx5_1, gpus: [0]"
+    )
+    assert swapped != hardware
+    tree["hardware.yaml"] = swapped
+    from compiler.load import parse
+
+    source = parse({f"cluster/{p}": t.encode() for p, t in tree.items()})
+    conf = pipeline.compile_source(source).files["gpudirect/gpu/nccl.conf"].decode()
+    assert "NCCL_IB_HCA==mlx5_1:1,mlx5_0:1,mlx5_2:1," in conf
+
+
+def test_each_ipoib_interface_matches_its_own_hca(example: Compiled) -> None:
+    host = example.plan.host("gpu001")
+    guid = {p.device: p.guid for p in host.ib_ports}
+    for k in range(8):
+        conn = example.files[f"routes/gpu001/ib{k}.nmconnection"].decode()
+        assert f"mac-address={ipoib_hwaddr(guid[f'mlx5_{k}'])}" in conn, conn
+
+
+def test_acceptance_ceiling_is_eight_ndr_rails(example: Compiled) -> None:
+    plan = json.loads(example.files["acceptance/plan.json"])
+    assert plan["ib_write_bw"]["ceiling_gb_s"] == 50.0  # one 4x NDR link
+    steps = plan["nccl_tests"]["steps"]
+    assert steps and {s["ceiling_gb_s"] for s in steps} == {400.0}  # 8 x 400 Gb/s
+    assert {s["min_bus_gb_s"] for s in steps} == {round(400 * 0.72, 2)}
+
+
+def test_a_fat_tree_refuses_several_hcas(capsys: pytest.CaptureFixture[str]) -> None:
+    """The shape a site without rails would write: eight HCAs, one leaf per rack."""
+    tree = generate_rails.generate_rails(1)
+    tree["fabric.yaml"] = tree["fabric.yaml"].replace("topology: rail-optimised\n", "")
+    from compiler.load import parse
+
+    source = parse({f"cluster/{p}": t.encode() for p, t in tree.items()})
+    with pytest.raises(SourceError) as info:
+        pipeline.compile_source(source)
+    rules = {d.rule for d in info.value.diagnostics}
+    assert Rule.RAIL_LAYOUT in rules and Rule.SCALABLE_UNIT in rules, rules
+
+
+def test_init_writes_a_rail_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", str(tmp_path / "site"), "--rails", "8", "--units", "1"]) == 0
+    assert main(["-C", str(tmp_path / "site"), "compile"]) == 0, capsys.readouterr().err
+    compiled = pipeline.compile_repo(tmp_path / "site")
+    gpus = [h for h in compiled.plan.hosts if h.role.value == "gpu"]
+    assert len(gpus) == 31 and {len(h.ib_ports) for h in gpus} == {8}
+
+
+def test_pairs_run_rail_to_rail_and_cross_every_rail_cable(example: Compiled) -> None:
+    plan = json.loads(example.files["acceptance/plan.json"])
+    rails = example.plan.rails
+    assert rails is not None
+    leaf_of = {c.id: c.a.device for c in example.plan.cables}
+    crossed = set()
+    for round_ in plan["ib_write_bw"]["rounds"]:
+        logs = [p["log"] for p in round_["pairs"]]
+        assert len(logs) == len(set(logs))
+        for p in round_["pairs"]:
+            assert p["client"] != p["server"]
+            on = {rails.leaf[leaf_of[c]][1] for c in p["cables"]}
+            assert len(on) == 1, p  # one rail end to end
+            [rail] = on
+            assert p["log"].endswith(f"-mlx5_{rail}.txt")
+            assert p["lids"] == [
+                next(q.lid for q in example.plan.host(h).ib_ports if q.device == f"mlx5_{rail}")
+                for h in (p["client"], p["server"])
+            ]
+            crossed |= set(p["cables"])
+    gpus = {h.name for h in example.plan.hosts if h.role.value == "gpu"}
+    rail_cables = {c.id for c in example.plan.cables if c.b.device in gpus and "/" in c.b.port}
+    assert rail_cables <= crossed
+    script = example.files["acceptance/ib_write_bw/round-01.sh"].decode()
+    assert "ib_write_bw -d mlx5_7 -i 1 -p 18522 " in script
+
+
+def test_slurm_sees_a_unit_as_one_switch(example: Compiled) -> None:
+    """A server under eight leaves is no tree: Slurm's leaf level is the unit."""
+    topology = example.files["fabric/slurm-topology.conf"].decode().splitlines()
+    assert "SwitchName=su1 Nodes=gpu[001-032]" in topology
+    assert "SwitchName=su2 Nodes=gpu[033-063]" in topology
+    spines = [line for line in topology if line.startswith("SwitchName=spine")]
+    assert len(spines) == 8 and all(line.endswith(" Switches=su[1-2]") for line in spines)
+    nodes = example.files["slurm/nodes.conf"].decode()
+    assert "NodeName=gpu033 " in nodes and "Features=r009,su2,hgx-h100 " in nodes
+    steps = json.loads(example.files["acceptance/plan.json"])["nccl_tests"]["steps"]
+    assert [(s["step"], s["nodes"], s["leaves"]) for s in steps] == [
+        ("nccl-004", 4, 1), ("nccl-016", 16, 1), ("nccl-all", 63, 2)
+    ]  # fmt: skip
+
+
+@pytest.mark.realtool
+def test_ftree_routes_each_rail_as_the_pair_plan_says(example: Compiled, tmp_path: Path) -> None:
+    """The pair rule of compiler/acceptance.py against OpenSM itself, on the example's two
+    units: ftree on ibsim with the planned static LIDs; on every rail, each leaf's forwarding
+    table sends rail k of a server of the other unit out of the uplink the plan names."""
+    for tool in ("ibsim", "opensm"):
+        require_tool(tool)
+    out = tmp_path / "generated"
+    write(out, example.files)
+    opensm = out / "opensm"
+    conf = opensm / "sm01" / "opensm.conf"
+    overrides = {
+        key: str(opensm / Path(value).name)
+        for key, value in (
+            line.split(None, 1)
+            for line in conf.read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+        if value.startswith("/etc/opensm/")
+    }
+    # OpenSM dumps its forwarding tables at ROUTING level (0x40); without FUNCS and FRAMES,
+    # whose lines for 508 CAs would overflow log_max_size and lose the engine's last word.
+    overrides["log_flags"] = "0xc3"
+    with SimFabric(out / "fabric" / "topology.net", tmp_path / "sim") as sim:
+        result = sim.run_opensm_once(
+            conf, overrides=overrides, sim_host="sm01 mlx5_0", seed_cache=[opensm / "guid2lid"]
+        )
+        assert result.routing_engine == "ftree"
+        dump = (result.run_dir / "dump" / "opensm-lfts.dump").read_text()
+    lfts = _lfts(dump)
+    rails = example.plan.rails
+    assert rails is not None
+    found, spines, links, up = servers(example.plan)
+    port_of = {c.id: int(c.a.port) for c in example.plan.cables}
+    device = {c.id: c.b.port.split("/")[0] for c in example.plan.cables}
+    checked = 0
+    for server in found:
+        rail = rails.leaf[server.leaf][1]
+        lid = next(
+            p.lid for p in example.plan.host(server.name).ib_ports
+            if p.device == device[server.cable]
+        )  # fmt: skip
+        spine = spines[server.rank % len(spines)]
+        j = (server.rank // len(spines)) % links
+        for leaf in {s.leaf for s in found if rails.leaf[s.leaf][1] == rail} - {server.leaf}:
+            assert lfts[leaf][lid] == port_of[up[(leaf, spine, j)]], (leaf, server)
+            checked += 1
+    assert checked == 63 * 8  # every rail HCA, from the other unit's leaf of its rail
+
+
+def _copy(tmp: Path) -> Path:
+    shutil.copytree(EXAMPLE / "cluster", tmp / "cluster")
+    return tmp
+
+
+def test_import_sets_each_hcas_guid_by_its_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A racking sheet's `guid mlx5_3` column and a drift report's replaced HCA land in the
+    server's `guids`; a bare `guid` for a server of eight HCAs is a conflict, not a guess."""
+    repo = _copy(tmp_path)
+    (repo / "sheet.csv").write_text(
+        "rack,u,guid mlx5_3,guid\nr001,2,a0:88:c2:03:00:aa:aa:03,\nr001,10,,0xa088c20300bbbbbb\n"
+    )
+    assert main(["-C", str(repo), "import", "--csv", str(repo / "sheet.csv")]) == 2
+    out = capsys.readouterr()
+    assert "gpu002 has 8 HCAs: name the one this GUID is of" in out.out + out.err
+    assert "gpu001 guids.mlx5_3: 0xa088c2030000020b -> 0xa088c20300aaaa03" in out.out
+    report = tmp_path / "report"
+    report.mkdir()
+    findings = [{"host": "gpu002", "kind": "ib-port", "path": "ib_ports[mlx5_5/1].port_guid",
+                 "expected": "0xa088c20300000215", "observed": "0xa088c20300cccc05"}]  # fmt: skip
+    (report / "report.json").write_text(json.dumps({"findings": findings}))
+    assert main(["-C", str(repo), "import", "--audit", str(report)]) == 0
+    compiled = pipeline.compile_repo(repo)
+    guids = {p.device: p.guid for p in compiled.plan.host("gpu001").ib_ports}
+    assert guids["mlx5_3"] == "0xa088c20300aaaa03" and guids["mlx5_2"] == "0xa088c2030000020a"
+    assert {p.device: p.guid for p in compiled.plan.host("gpu002").ib_ports}["mlx5_5"] == (
+        "0xa088c20300cccc05"
+    )
+    assert b"0xa088c20300aaaa03" in compiled.files["opensm/cn_guids"]
+
+
+@pytest.mark.parametrize(("rails", "units"), [(1, 1), (2, 8), (4, 2), (8, 4)])
+def test_the_generator_makes_a_valid_site_of_any_shape_it_takes(rails: int, units: int) -> None:
+    cluster = pipeline.check(generate_rails.source(units, rails=rails))
+    plan = build(cluster)
+    gpus = [h for h in plan.hosts if h.role.value == "gpu"]
+    # Each unit 32 positions; the last unit leaves the fabric's four service hosts a port.
+    assert len(gpus) == 32 * units - -(-4 // rails)
+    assert {len(h.ib_ports) for h in gpus} == {rails}
+    assert plan.rails is not None and len(plan.rails.leaf) == rails * units
