@@ -88,5 +88,8 @@ def facts(text: str, name: str, plan: Plan) -> tuple[list[Fact], list[Conflict]]
                     message = f"{said}'s HCA is where {device}'s is planned (a miswire?)"
                     conflicts.append(Conflict(origin, message))
                     continue
-                found.append(Fact(device, ("guid",), port_guid, origin))
+                # Named by its HCA (mlx5_3 of mlx5_3/1): the importer files it under `guid`
+                # on a host of one HCA, under `guids` on a server of several.
+                hca = want_port.split("/", 1)[0]
+                found.append(Fact(device, ("guids", hca), port_guid, origin))
     return found, conflicts

@@ -146,6 +146,31 @@ def test_a_fabric_scan_names_the_guids_at_planned_ports(
     assert rack.read_bytes() == (REPO / R03).read_bytes()
 
 
+def test_a_fabric_scan_names_each_hca_of_an_eight_rail_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a rail-optimised fabric every HCA of a server is cabled to its own rail's leaf; the
+    scan gives each its GUID, filed under its device in `guids`, never as the host's one."""
+    from clusterforge.lab.fleet import Fleet
+
+    example = REPO / "examples" / "rails"
+    shutil.copytree(example / "cluster", tmp_path / "cluster")
+    scan = Fleet.load(example / "generated").record(tmp_path / "recording") / "fabric"
+    rack = tmp_path / "cluster" / "racks" / "r001.yaml"
+    real = ('"0xa088c2030000020b"', '"0xa088c2030000020f"')  # gpu001's mlx5_3 and mlx5_7
+    text = rack.read_text()
+    for n, guid in enumerate(real):
+        assert guid in text
+        text = text.replace(guid, f'"0x020000000000000{n}"')
+    rack.write_text(text)
+    ibnetdiscover = str(scan / "ibnetdiscover.txt")
+    assert main(["-C", str(tmp_path), "import", "--ibnetdiscover", ibnetdiscover]) == 0
+    out = capsys.readouterr().out
+    assert "gpu001 guids.mlx5_3: 0x0200000000000000 -> 0xa088c2030000020b" in out
+    assert "gpu001 guids.mlx5_7: 0x0200000000000001 -> 0xa088c2030000020f" in out
+    assert rack.read_bytes() == (example / "cluster" / "racks" / "r001.yaml").read_bytes()
+
+
 def test_a_miswired_hca_is_a_conflict_not_a_swap_of_identities(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -320,3 +320,33 @@ def test_the_generator_makes_a_valid_site_of_any_shape_it_takes(rails: int, unit
     assert len(gpus) == 32 * units - -(-4 // rails)
     assert {len(h.ib_ports) for h in gpus} == {rails}
     assert plan.rails is not None and len(plan.rails.leaf) == rails * units
+
+
+def test_the_audit_names_a_servers_rail_3_and_rail_4_cables_as_swapped() -> None:
+    """A technician plugs gpu001's rail-3 and rail-4 cables into each other's HCA: each leaf
+    now reaches the wrong rail. The fabric audit names both cable IDs, as a swapped pair;
+    the fabric as planned is clean."""
+    from audits.collect import Collected
+    from audits.fabric import compare_fabric
+    from clusterforge.lab.fleet import Fleet
+    from contract import Fabric
+
+    generated = REPO / "examples" / "rails" / "generated"
+    contract = Fabric.from_json(json.loads((generated / "expected" / "fabric.json").read_text()))
+
+    def audit(fleet: Fleet) -> dict[str, list[object]]:
+        ports = {p["port_guid"]: h for h, s in fleet.hosts.items() for p in s.state["ib_ports"]}
+        scan = Collected({"ibnetdiscover": fleet.fabric_outputs()["ibnetdiscover"]}, {})
+        return compare_fabric(contract, ports, scan).entry
+
+    fleet = Fleet.load(generated)
+    clean = audit(fleet)
+    assert clean["miswired"] == clean["missing"] == clean["swapped"] == []
+    cable_of = {c["b"]["guid"]: cable for cable, c in fleet.cables.items()}  # by HCA port
+    hcas = {p["device"]: p["port_guid"] for p in fleet.hosts["gpu001"].state["ib_ports"]}
+    three, four = cable_of[hcas["mlx5_3"]], cable_of[hcas["mlx5_4"]]
+    assert three != four and three.startswith("SU1-LEAF3-") and four.startswith("SU1-LEAF4-")
+    fleet.swap_far_ends(three, four)
+    swapped = audit(fleet)
+    assert swapped["swapped"] == [sorted([three, four])]
+    assert swapped["miswired"] == sorted([three, four]) and swapped["missing"] == []

@@ -94,12 +94,14 @@ def host_contract(
 
 
 def fabric_contract(plan: Plan) -> Fabric:
-    guid = {s.name: s.guid for s in plan.switches}
-    guid |= {h.name: p.guid for h in plan.hosts for p in h.ib_ports}
+    switch = {s.name: s.guid for s in plan.switches}
+    # A host end is its HCA's port ("mlx5_3/1"): on a server of eight, each rail's own GUID.
+    hca = {(h.name, f"{p.device}/{p.port}"): p.guid for h in plan.hosts for p in h.ib_ports}
 
     def end(device: str, port: str) -> End:
-        # A host end is "mlx5_0/1": the audit sees the CA's port number only.
-        return End(name=device, guid=guid[device], port=int(port.rsplit("/", 1)[-1]))
+        guid = switch[device] if device in switch else hca[(device, port)]
+        # The audit sees the CA's port number only.
+        return End(name=device, guid=guid, port=int(port.rsplit("/", 1)[-1]))
 
     return Fabric(
         rate=plan.fabric.rate,
