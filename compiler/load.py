@@ -41,7 +41,7 @@ Path_ = tuple[str | int, ...]
 # racks are added one at a time and each pull request should touch only its own rack file.
 SECTIONS = ("site", "networks", "hardware", "fabric", "firmware", "provisioning", "services")
 # Sections a tree may leave out (older trees, small test clusters): the model's defaults apply.
-OPTIONAL = ("acceptance", "slurm")
+OPTIONAL = ("acceptance", "slurm", "ethernet")
 RACKS_DIR = "racks"
 
 
