@@ -33,6 +33,7 @@ from compiler.targets import (
     pxe,
     routes,
     slurm,
+    switches,
 )
 
 Target = Callable[[Plan], dict[str, str]]
@@ -82,6 +83,7 @@ TARGETS.add("hostconf", hostconf.render)
 TARGETS.add("gpudirect", gpudirect.render)
 TARGETS.add("acceptance", acceptance.render)
 TARGETS.add("slurm", slurm.render)
+TARGETS.add("switches", switches.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:
