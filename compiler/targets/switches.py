@@ -12,6 +12,9 @@ Cumulus Linux (NVIDIA Spectrum), what the switch reads at those paths:
   the Cumulus BGP guide's unnumbered leaf-spine design (one ASN for the spines, one per
   leaf). `frr defaults datacenter` is Cumulus's profile.
 - `etc/lldpd.d/clusterforge.conf`: LLDP on the cabled ports.
+
+Arista EOS: `startup-config`, EOS CLI that pyavd renders from a structured config built from
+the same facts (`compiler/targets/eos.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from compiler.ethernet import EthernetSwitch
 from compiler.model import SwitchOs
 from compiler.plan import Plan
+from compiler.targets import eos
 from compiler.targets.render import template
 
 
@@ -42,8 +46,9 @@ def cumulus(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
 def render(plan: Plan) -> dict[str, str]:
     out: dict[str, str] = {}
     for sw in plan.ethernet.switches:
-        if sw.os != SwitchOs.CUMULUS:
-            continue
-        files = cumulus(plan, sw)
+        if sw.os == SwitchOs.CUMULUS:
+            files = cumulus(plan, sw)
+        else:
+            files = {"startup-config": eos.startup_config(plan, sw)}
         out.update({f"switches/{sw.name}/{path}": text for path, text in files.items()})
     return out
