@@ -105,13 +105,12 @@ def management_network(cluster: Cluster) -> tuple[str, Network] | None:
 
 def wires(cluster: Cluster) -> list[Wire]:
     """The Ethernet rules' cables, switch end first: management ports, then uplinks."""
-    from compiler.plan import Wire  # the plan calls this while building its cable plan
+    from compiler.plan import Wire  # the plan imports this module: its records, when called
 
     out: list[Wire] = []
-    found = management_network(cluster)
-    if found is not None and found[1].switch_port_base is not None and found[1].switch:
-        name, net = found
-        base = found[1].switch_port_base or 0
+    name, net = management_network(cluster) or ("", None)
+    base = net.switch_port_base if net else None
+    if net is not None and base is not None and net.switch is not None:
         for r, rack in enumerate(cluster.racks):
             into = next((sw for sw in rack.switches if sw.role == net.switch), None)
             if into is None:
@@ -217,6 +216,8 @@ def build(
         if c.b.port.isdigit():  # an uplink's upper end
             ends.setdefault(c.b.device, []).append((int(c.b.port), c.a, c))
     plans = {s.name: s for s in switches}
+    mgmt = management_network(cluster)
+    prefix_of = f"/{mgmt[1].interface_prefix or mgmt[1].rack_prefix}" if mgmt else ""
     out = []
     for sw in sorted(plans.values(), key=lambda s: s.name):
         model = cluster.hardware.switches[sw.model]
@@ -248,8 +249,6 @@ def build(
                 asn = tier.asn + rack_id[sw.rack]
             elif tier.to == sw.role:
                 asn = tier.asn
-        mgmt = management_network(cluster)
-        prefix_of = f"/{mgmt[1].interface_prefix or mgmt[1].rack_prefix}" if mgmt else ""
         out.append(
             EthernetSwitch(
                 name=sw.name,
