@@ -15,8 +15,10 @@ from compiler.targets import (
     access,
     alertmanager,
     alerts,
+    cumulus,
     dhcp,
     dns,
+    eos,
     expected,
     fabric,
     firmware,
@@ -33,7 +35,6 @@ from compiler.targets import (
     pxe,
     routes,
     slurm,
-    switches,
 )
 
 Target = Callable[[Plan], dict[str, str]]
@@ -83,7 +84,8 @@ TARGETS.add("hostconf", hostconf.render)
 TARGETS.add("gpudirect", gpudirect.render)
 TARGETS.add("acceptance", acceptance.render)
 TARGETS.add("slurm", slurm.render)
-TARGETS.add("switches", switches.render)
+TARGETS.add("cumulus", cumulus.render)
+TARGETS.add("eos", eos.render)
 
 
 def render_all(plan: Plan, registry: Registry = TARGETS) -> dict[str, bytes]:

@@ -1,5 +1,6 @@
-"""Arista EOS switches: a structured config (pyavd's eos_cli_config_gen schema) from the plan's
-facts, validated by pyavd and rendered by it into EOS CLI, the switch's `startup-config`.
+"""`generated/switches/<name>/startup-config` of each Arista EOS switch: a structured config
+(pyavd's eos_cli_config_gen schema) from the plan's facts, validated by pyavd and rendered by
+it into EOS CLI.
 
 The same design as the Cumulus switches: host ports are access ports of their network's VLAN,
 uplinks routed ports with BGP unnumbered sessions (EOS: `neighbor interface EthernetN
@@ -13,6 +14,7 @@ from typing import Any
 
 from common.errors import SetupError, TargetError
 from compiler.ethernet import EthernetSwitch
+from compiler.model import SwitchOs
 from compiler.plan import Plan
 
 
@@ -130,3 +132,11 @@ def startup_config(plan: Plan, sw: EthernetSwitch) -> str:
     if refused:
         raise TargetError(f"{sw.name}: pyavd refuses the structured config: {'; '.join(refused)}")
     return str(_pyavd().get_device_config(config))
+
+
+def render(plan: Plan) -> dict[str, str]:
+    return {
+        f"switches/{sw.name}/startup-config": startup_config(plan, sw)
+        for sw in plan.ethernet.switches
+        if sw.os == SwitchOs.EOS
+    }

@@ -1,6 +1,5 @@
-"""`generated/switches/<name>/`: each Ethernet switch's configuration, in its OS's own form.
-
-Cumulus Linux (NVIDIA Spectrum), what the switch reads at those paths:
+"""`generated/switches/<name>/` of each Cumulus Linux switch (NVIDIA Spectrum), the files it
+reads at those paths (EOS switches: `compiler/targets/eos.py`):
 - `etc/network/interfaces`: ifupdown2; the management port eth0 in the `mgmt` VRF, each
   cabled port with its description (`alias`: far end and cable ID), host ports as access
   ports of the VLAN-aware bridge `br_default`, uplinks routed, one SVI `vlanN` per rack
@@ -12,9 +11,6 @@ Cumulus Linux (NVIDIA Spectrum), what the switch reads at those paths:
   the Cumulus BGP guide's unnumbered leaf-spine design (one ASN for the spines, one per
   leaf). `frr defaults datacenter` is Cumulus's profile.
 - `etc/lldpd.d/clusterforge.conf`: LLDP on the cabled ports.
-
-Arista EOS: `startup-config`, EOS CLI that pyavd renders from a structured config built from
-the same facts (`compiler/targets/eos.py`).
 """
 
 from __future__ import annotations
@@ -22,11 +18,10 @@ from __future__ import annotations
 from compiler.ethernet import EthernetSwitch
 from compiler.model import SwitchOs
 from compiler.plan import Plan
-from compiler.targets import eos
 from compiler.targets.render import template
 
 
-def cumulus(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
+def switch_files(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
     """The files of one Cumulus Linux switch, by their path on it."""
     ports = " ".join(f"swp{p.port}" for p in sw.access)
     files = {
@@ -46,9 +41,8 @@ def cumulus(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
 def render(plan: Plan) -> dict[str, str]:
     out: dict[str, str] = {}
     for sw in plan.ethernet.switches:
-        if sw.os == SwitchOs.CUMULUS:
-            files = cumulus(plan, sw)
-        else:
-            files = {"startup-config": eos.startup_config(plan, sw)}
+        if sw.os != SwitchOs.CUMULUS:
+            continue
+        files = switch_files(plan, sw)
         out.update({f"switches/{sw.name}/{path}": text for path, text in files.items()})
     return out
