@@ -77,6 +77,7 @@ class Rule(StrEnum):
     SLURM_PARTITION = "slurm-partition"
     SLURM_SPARE = "slurm-spare"
     SUBNET_OVERLAP = "subnet-overlap"
+    SWITCH_MTU = "switch-mtu"
     THRESHOLD_CEILING = "threshold-ceiling"
     UNEQUAL_UPLINKS = "unequal-uplinks"
     UNKNOWN_REFERENCE = "unknown-reference"

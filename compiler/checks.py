@@ -15,6 +15,7 @@ from common.errors import Diagnostic, closest
 from common.registry import Registry
 from common.rules import Rule
 from compiler import rails
+from compiler.kinds import UPPER_ROLES
 from compiler.load import Path_, Source
 from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Role, SwitchRole
 from compiler.plan import (
@@ -579,7 +580,7 @@ def positions(c: Cluster, rep: Report) -> None:
         roles = [
             (sw.role.value, ("racks", r, "switches", s, "role"))
             for s, sw in enumerate(rack.switches)
-            if sw.role not in (SwitchRole.SPINE, SwitchRole.CORE) and sw.name not in rail_leaves
+            if sw.role not in UPPER_ROLES and sw.name not in rail_leaves
         ]
         rep.unique(Rule.DUPLICATE_SWITCH_ROLE, f"switch role in rack {rack.name!r}", roles)
 
@@ -593,7 +594,7 @@ def ports(c: Cluster, rep: Report) -> None:
     beyond: dict[tuple[str, Path_], list[tuple[str, int, int]]] = defaultdict(list)
     for w in all_wires:
         named.add((w.switch, w.switch_port))
-        if w.device in switch:
+        if w.device in switch and w.device_port.isdigit():
             named.add((w.device, int(w.device_port)))
         port, far, _ = patched(w, overrides)
         model = c.hardware.switches.get(switch[w.switch].model)
@@ -612,7 +613,7 @@ def ports(c: Cluster, rep: Report) -> None:
                 Rule.LINK_TO_SPINE,
                 f"{w.device!r} is cabled to spine {w.switch!r}; hosts connect to a leaf",
             )
-        if w.device in switch:  # a link up a tier: the upper end is a port too
+        if w.device in switch and far.isdigit():  # a link up a tier: the upper end is a port too
             used.append(((w.device, int(far)), w.path))
             spine = c.hardware.switches.get(switch[w.device].model)
             if spine and not 1 <= int(far) <= spine.ports:
@@ -853,6 +854,44 @@ def ipoib(c: Cluster, rep: Report) -> None:
                 Rule.IPOIB_PARTITION,
                 f"no host has an IPoIB interface on partition {part.name!r} (IPoIB runs on "
                 "the Default partition): drop the flag",
+            )
+
+
+def ethernet(c: Cluster, rep: Report) -> None:
+    """A host's frame must fit every switch hop on its path: its rack switch's ports and, for
+    a network routed between racks, the uplinks and the spines of its tier (ethernet.yaml's
+    `mtu`, capped by each switch model's largest). A larger host MTU is not refused by
+    anything on the way: the switch drops the frame, so jumbo storage traffic stalls while
+    pings still pass. Every network cabled to a configured switch needs a VLAN."""
+    eth = c.ethernet
+    if eth is None:
+        return
+    for name, net in sorted(c.networks.items()):
+        if net.medium != Medium.ETHERNET or net.switch is None:
+            continue
+        roles = {net.switch} | {t.to for t in eth.tiers if t.switch == net.switch}
+        models = sorted(
+            {sw.model for r in c.racks for sw in r.switches if sw.role in roles}
+            & set(c.hardware.switches)
+        )
+        hops = [(eth.mtu, f"the switch ports' mtu {eth.mtu} (ethernet.yaml)")] + [
+            (c.hardware.switches[m].max_mtu, f"switch model {m!r}'s max_mtu")
+            for m in models
+            if c.hardware.switches[m].max_mtu < eth.mtu
+        ]
+        lowest, hop = min(hops)
+        if net.mtu > lowest:
+            rep.add(
+                ("networks", name, "mtu"),
+                Rule.SWITCH_MTU,
+                f"the MTU {net.mtu} of network {name!r} exceeds {hop} on its path: the switch "
+                "drops every larger frame",
+            )
+        if net.vlan is None and any(c.hardware.switches[m].os for m in models):
+            rep.add(
+                ("networks", name),
+                Rule.MISSING_FIELD,
+                f"network {name!r} is cabled to configured Ethernet switches: give it a vlan:",
             )
 
 
@@ -1206,6 +1245,7 @@ CHECKS: Registry[Check] = Registry(
             addresses,
             routes,
             ipoib,
+            ethernet,
             cages,
             provisioning,
             positions,

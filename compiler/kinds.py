@@ -24,6 +24,25 @@ class SwitchRole(StrEnum):
     CORE = "core"  # the top tier of a three-tier fat tree: joins the pods' spines
     MANAGEMENT = "management"
     STORAGE = "storage"
+    # The Ethernet networks' upper tier (ethernet.yaml): the rack switches of one role uplink
+    # to every switch of these, which route between the racks.
+    STORAGE_SPINE = "storage-spine"
+    MANAGEMENT_SPINE = "management-spine"
+
+
+# Roles of which a rack may hold several: the upper tiers, whose cables are named by the
+# switch, not by the rack's one switch of the role (R01-IB05).
+UPPER_ROLES = frozenset(
+    {SwitchRole.SPINE, SwitchRole.CORE, SwitchRole.STORAGE_SPINE, SwitchRole.MANAGEMENT_SPINE}
+)
+
+
+class SwitchOs(StrEnum):
+    """An Ethernet switch's operating system, which decides its configuration's form:
+    Cumulus Linux (NVIDIA Spectrum: ifupdown2 and FRR) or Arista EOS (through pyavd)."""
+
+    CUMULUS = "cumulus"
+    EOS = "eos"
 
 
 class Medium(StrEnum):

@@ -34,7 +34,7 @@ from common.yaml import too_large as too_large
 # racks are added one at a time and each pull request should touch only its own rack file.
 SECTIONS = ("site", "networks", "hardware", "fabric", "firmware", "provisioning", "services")
 # Sections a tree may leave out (older trees, small test clusters): the model's defaults apply.
-OPTIONAL = ("acceptance", "slurm")
+OPTIONAL = ("acceptance", "slurm", "ethernet")
 RACKS_DIR = "racks"
 _YAML_SUFFIXES = (".yaml", ".yml")
 

@@ -33,6 +33,7 @@ from compiler.kinds import (
     Medium,
     PciPath,
     Role,
+    SwitchOs,
     SwitchRole,
 )
 from contract import Severity  # an alert's, as a finding's: the one scale
@@ -147,6 +148,7 @@ __all__ = [
     "Medium",
     "PciPath",
     "Role",
+    "SwitchOs",
     "SwitchRole",
 ]
 
@@ -277,6 +279,10 @@ class Network(Strict_):
     interface_prefix: int | None = Field(None, ge=8, le=30)  # default: rack_prefix
     host_base: int = Field(ge=1)  # host part of a node = host_base + slot
     switch_base: int | None = Field(None, ge=1)  # host part of a switch = switch_base + its U
+    # With switch_base: a switch's management port is cabled to port switch_port_base + its U
+    # of its rack's `switch` (U40-U42 on 46-48 with 6), so a switch added never moves another.
+    switch_port_base: int | None = Field(None, ge=0)
+    vlan: int | None = Field(None, ge=2, le=4094)  # its VLAN on the Ethernet switches
     gateway: int | None = Field(None, ge=1)  # host part of the rack router
     reserved: tuple[tuple[int, int], ...] = ()  # host-part ranges never given to a node
     default_route: bool = False
@@ -364,6 +370,14 @@ class Cages(Strict_):
     split: int = Field(1, ge=1, le=8)
 
 
+class UplinkPorts(Strict_):
+    """An Ethernet switch model's uplink ports: the faster ones at the end of its panel
+    (an SN2410: 48 x 25G, then 8 x 100G from port 49)."""
+
+    first_port: int = Field(ge=1)
+    speed_gbps: int = Field(gt=0)
+
+
 class SwitchModel(Strict_):
     vendor: str
     medium: Annotated[Medium, Lax]
@@ -371,6 +385,9 @@ class SwitchModel(Strict_):
     speed_gbps: int = Field(gt=0)
     height_u: int = Field(1, ge=1, le=4)
     cages: Cages | None = None  # default: one single-port cage per port
+    os: Annotated[SwitchOs, Lax] | None = None  # Ethernet switches configured from the plan
+    uplinks: UplinkPorts | None = None  # default: every port at speed_gbps
+    max_mtu: int = Field(9216, ge=1280, le=65535)  # the largest frame (L3 MTU) a port takes
 
 
 class Hardware(Strict_):
@@ -789,6 +806,35 @@ class Slurm(Strict_):
     }
 
 
+# --- ethernet.yaml -------------------------------------------------------------------------
+
+
+class EthernetTier(Strict_):
+    """The rack switches of role `switch` uplink to every switch of role `to`, `links` each,
+    from the model's first uplink port on; on an upper switch, the rack of id N lands on ports
+    (N-1)*links+1 onwards, and a rack of id `top_down_from` or more (service and network
+    racks) from the last port downwards, so neither group ever moves the other's cables.
+    Each uplink is a routed port with a BGP unnumbered session: the upper switches share
+    `asn`, a rack switch is `asn` + its rack id (eBGP everywhere, as Cumulus designs do: one
+    ASN for the spines keeps a path from leaving one spine for another)."""
+
+    switch: Annotated[SwitchRole, Lax]
+    to: Annotated[SwitchRole, Lax]
+    links: int = Field(1, ge=1)
+    asn: int = Field(ge=1, le=4294967294)
+    top_down_from: int = Field(100, ge=1)
+
+
+class EthernetFabric(Strict_):
+    """ethernet.yaml: the storage and management networks' switches. Each rack switch is its
+    rack subnets' gateway (an SVI on each network's VLAN); its uplinks route between racks.
+    Without this file, the Ethernet switches get no configuration and no uplinks."""
+
+    mtu: int = Field(9216, ge=1280, le=65535)  # every switch port; a network's mtu fits below
+    tiers: tuple[EthernetTier, ...] = Field(min_length=1)
+    lldp: bool = True  # lldpd on every switch: the cabling can be read back from its neighbours
+
+
 # --- the whole ------------------------------------------------------------------------------
 
 
@@ -803,6 +849,7 @@ class Cluster(Strict_):
     racks: tuple[Rack, ...]
     acceptance: Acceptance = Acceptance()
     slurm: Slurm = Slurm()
+    ethernet: EthernetFabric | None = None
 
 
 def validate(data: dict[str, Any]) -> Cluster:

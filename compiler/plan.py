@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import netaddr
 
+from compiler import ethernet
+from compiler.ethernet import MGMT_PORT, MGMT_PORT_GBPS, Ethernet
 from compiler.model import (
     MAX_RACK_ID,
     Acceptance,
@@ -228,6 +230,7 @@ def room(cluster: Cluster) -> Room:
     elif fabric.racks_per_pod is not None and SwitchRole.CORE in ports:
         pods = ports[SwitchRole.CORE] // fabric.links_per_core
         leaf.append((pods * fabric.racks_per_pod, f"core ports: {pods} pods"))
+    leaf += ethernet.room(cluster)
     leaf_top, leaf_why = min(leaf)
     ids = {rack.id for rack in cluster.racks}
     railed = rails(cluster)
@@ -434,6 +437,7 @@ class Plan:
     subnets: dict[str, tuple[tuple[str, str], ...]]  # network -> ((rack, subnet), ...)
     gateways: dict[tuple[str, str], str] = field(default_factory=dict)  # (network, rack) -> ip
     rails: Rails | None = None  # a rail-optimised fabric's units and rail leaves
+    ethernet: Ethernet = field(default_factory=lambda: Ethernet(mtu=0))  # its switches' configs
     # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
     secrets: dict[str, str] = field(default_factory=dict)
     # The committed generated/ files a target continues from (DNS serials), set by the pipeline.
@@ -499,6 +503,7 @@ def build(cluster: Cluster) -> Plan:
                 gateways[(name, rack.name)] = ip_str(subnet.first + net.gateway)
         subnets[name] = tuple(rows)
     defaults = sorted(name for name, net in cluster.networks.items() if net.default_route)
+    planned = tuple(sorted(cables(cluster), key=lambda c: c.id))
     return Plan(
         site=cluster.site,
         fabric=cluster.fabric,
@@ -515,10 +520,11 @@ def build(cluster: Cluster) -> Plan:
         management=defaults[0] if defaults else None,
         hosts=hosts,
         switches=switches,
-        cables=tuple(sorted(cables(cluster), key=lambda c: c.id)),
+        cables=planned,
         subnets=subnets,
         gateways=gateways,
         rails=railed,
+        ethernet=ethernet.build(cluster, switches, planned, subnets, gateways),
     )
 
 
@@ -870,7 +876,7 @@ def wires(cluster: Cluster) -> list[Wire]:
             # that plane, and its place on a core is its pod's.
             cores = tiers.cores.get(tiers.spines[sw.pod].index(sw.name) + 1, ())
             out += uplinks(sw, path, fabric.core_port, cores, fabric.links_per_core, sw.pod - 1)
-    return out
+    return out + ethernet.wires(cluster)
 
 
 Overrides = Mapping[tuple[str, int], CableOverride]
@@ -947,7 +953,12 @@ def cables(cluster: Cluster) -> list[Cable]:
                 )
         for sw in rack.switches:
             place[sw.name] = (rack, sw.u)
-            speed[(sw.name, "")] = cluster.hardware.switches[sw.model].speed_gbps
+            model = cluster.hardware.switches[sw.model]
+            speed[(sw.name, "")] = model.speed_gbps
+            speed[(sw.name, MGMT_PORT)] = MGMT_PORT_GBPS
+            if model.uplinks:
+                for p in range(model.uplinks.first_port, model.ports + 1):
+                    speed[(sw.name, str(p))] = model.uplinks.speed_gbps
             role[sw.name] = sw.role.value
             cages[sw.name] = cluster.hardware.switches[sw.model].cages
     # device -> its ends' location up to the port (H1.A01-U42:), made once, not per end
@@ -960,7 +971,7 @@ def cables(cluster: Cluster) -> list[Cable]:
 
     def end(device: str, port: str) -> CableEnd:
         rack, u = place[device]
-        face = port_face(cages[device], int(port)) if device in cages else port
+        face = port_face(cages[device], int(port)) if device in cages and port.isdigit() else port
         # "/" separates the two ends of a TIA-606 patch-cord label: mlx5_0/1 -> mlx5_0-1,
         # cage 3's first half P3/1 -> P3-1.
         label = face.replace("/", "-")
@@ -985,7 +996,11 @@ def cables(cluster: Cluster) -> list[Cable]:
         if wire.network in ib:
             medium, rate = ("DAC" if length <= DAC_MAX_M else "AOC"), ib_rate
         else:
-            gbps = min(speed[(a.device, "")], speed.get((b.device, b.port), 1))
+            # A port's own speed (an uplink's, a management port's), else its switch's.
+            gbps = min(
+                speed.get((a.device, a.port), speed[(a.device, "")]),
+                speed.get((b.device, b.port), speed.get((b.device, ""), 1)),
+            )
             medium = "Cat6A" if gbps <= 10 else ("DAC" if length <= DAC_MAX_M else "AOC")
             rate = f"{gbps}G"
         # A rack has one switch of each role whose ports name its cables (R01-IB05); a spine's
@@ -1018,7 +1033,7 @@ def _assembly(cages: Mapping[str, Cages | None], end: CableEnd) -> str:
     """The split cable an end belongs to: its switch and cage, when the cage holds several
     ports (SPINE01-P03); "" otherwise."""
     panel = cages.get(end.device)
-    if panel is None or panel.split == 1:
+    if panel is None or panel.split == 1 or not end.port.isdigit():  # a management port
         return ""
     return f"{end.device.upper()}-P{(int(end.port) - 1) // panel.split + 1:02d}"
 

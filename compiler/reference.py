@@ -61,7 +61,8 @@ def markdown() -> str:
     for key, info in model.Cluster.model_fields.items():
         out += [f"## {FILES[key]}", ""]
         shape = _type(info.annotation, queue)
-        top = _unwrap(info.annotation)
+        # An optional file's model (ethernet.yaml: `EthernetFabric | None`) is its table.
+        top = model._unwrap(info.annotation)
         if get_origin(top) is dict:
             out += [f"A mapping: {shape}.", ""]
         elif get_origin(top) is tuple:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.plan import Host, Plan
-from compiler.targets.monitoring import target_labels
+from compiler.targets.monitoring import switch_labels, target_labels
 
 # host -> failure; every other host of FLEET is healthy.
 FAULTS = {
@@ -38,6 +38,10 @@ FAULTS = {
 }
 CLEAN = ("gpu017", "login01", "sm01")
 FLEET = (*FAULTS, *CLEAN)
+# Switches pinged beside the hosts: a rack's storage switch down, its management switch and a
+# storage spine up (a spine's silence would be PingFailed's).
+SWITCH_DOWN = "stor03"
+SWITCHES = (SWITCH_DOWN, "mgmt03", "stor-spine01")
 DRIFTING = "gpu017"  # the host the audit textfile of `audit_bad` reports drift on
 HOT_GPU = "3"
 SBE_STEP = 50.0  # corrected ECC errors per scrape (or per promtool interval) when rising
@@ -68,7 +72,11 @@ def _leaf(plan: Plan) -> dict[str, str]:
 
 
 def labels_of(plan: Plan, host: str) -> dict[str, str]:
-    """The generated target labels of `host` (instance, rack, u, role, model, leaf)."""
+    """The generated target labels of `host` (instance, rack, u, role, model, leaf), or of
+    a switch."""
+    switch = next((s for s in plan.switches if s.name == host), None)
+    if switch is not None:
+        return switch_labels(switch)
     return target_labels(plan.host(host), _leaf(plan))
 
 
@@ -176,6 +184,14 @@ def scrapes(plan: Plan, now: float = 0.0, faulty: bool = True) -> list[Scrape]:
                 Sample("probe_icmp_duration_seconds", {"phase": "rtt"}, 0.0005 * ok),
             ]
             out.append(Scrape("icmp", name, probe, {"network": network, "address": address}))
+    for name in SWITCHES:
+        ok = 0 if faulty and name == SWITCH_DOWN else 1
+        probe = [
+            Sample("probe_success", {}, ok),
+            Sample("probe_duration_seconds", {}, 0.001),
+            Sample("probe_icmp_duration_seconds", {"phase": "rtt"}, 0.0005 * ok),
+        ]
+        out.append(Scrape("icmp", name, probe, {"address": labels_of(plan, name)["address"]}))
     return out
 
 
@@ -228,6 +244,7 @@ def expected(plan: Plan) -> list[dict[str, str]]:
         {"alertname": "PingFailed"}
         | base("gpu013", "icmp", "warning", network="mgmt", address=plan.address("gpu013", "mgmt")),
         {"alertname": "ExporterDown"} | base("gpu014", "dcgm", "warning"),
+        {"alertname": "RackSwitchUnreachable"} | base(SWITCH_DOWN, "icmp", "critical"),
         {"alertname": "IbPortDown"} | base("gpu015", "node", "critical", **ib),
         {"alertname": "BmcUnreachable"} | base("gpu016", "ipmi", "warning"),
         {"alertname": "GpusMissing"} | by_host("gpu018", "critical"),

@@ -117,7 +117,9 @@ BASE_ADDRESSES = _addresses(pipeline.compile_source(BASE).plan)
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    rack_id=st.integers(min_value=26, max_value=64),  # a spine has 64 ports, one per leaf
+    # An InfiniBand spine has 64 ports, one per leaf; an Ethernet spine too, but s01 and n01
+    # hold the top two of the management spines'.
+    rack_id=st.integers(min_value=26, max_value=62),
     slots=st.integers(min_value=1, max_value=5),
     extra_slot_in_r25=st.booleans(),
 )

@@ -194,7 +194,9 @@ def test_the_bios_variant_is_accepted_by_the_real_programs(bios: Compiled, tmp_p
 def test_leaf_uplinks_land_on_cage_halves(compiled: Compiled) -> None:
     """QM9700 spines: 32 twin-port OSFP cages; leaf N lands on cage (N+1)//2, half 1 or 2,
     named so on the cable's end, its location and both labels."""
-    uplinks = [c for c in compiled.plan.cables if c.b.device.startswith("spine")]
+    uplinks = [
+        c for c in compiled.plan.cables if c.network == "ipoib" and c.b.device.startswith("spine")
+    ]
     assert uplinks
     labels = _text(compiled, "labels/labels.csv")
     for c in uplinks:
@@ -209,7 +211,9 @@ def test_leaf_uplinks_land_on_cage_halves(compiled: Compiled) -> None:
 def test_bom_buys_split_cables_once(compiled: Compiled) -> None:
     """Two leaf uplinks per spine cage, one OSFP-to-2xQSFP56 cable: the BOM counts the cable,
     and no spine link is bought as a plain cable."""
-    uplinks = [c for c in compiled.plan.cables if c.b.device.startswith("spine")]
+    uplinks = [
+        c for c in compiled.plan.cables if c.network == "ipoib" and c.b.device.startswith("spine")
+    ]
     rows = list(csv.DictReader(io.StringIO(_text(compiled, "fabric/bom.csv"))))
     split = sum(int(r["count"]) for r in rows if r["medium"].endswith("OSFP-2xQSFP56"))
     assert split == len({c.assembly for c in uplinks})

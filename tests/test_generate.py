@@ -168,9 +168,11 @@ def test_room_says_how_many_racks_the_plan_still_takes() -> None:
 
     reference = room(pipeline.check(load(REPO / "cluster")))
     # mgmt: 10.60.0.0/16 split at /24 with stride 2 and offset 0 holds rack ids up to 127;
-    # a 64-port spine with one link per leaf holds leaf racks 1-64, 25 of them in use.
+    # a 64-port spine with one link per leaf holds leaf racks 1-64, but the 64-port management
+    # spines hold their top two ports for s01 and n01: racks 1-62, 25 of them in use.
     assert (reference.max_rack_id, reference.limited_by) == (127, "network 'mgmt'")
-    assert (reference.max_leaf_rack_id, reference.free_leaf_ids) == (64, 39)
+    assert (reference.max_leaf_rack_id, reference.free_leaf_ids) == (62, 37)
+    assert reference.leaf_limited_by == "management-spine ports"
     big = room(pipeline.check(generate.source(4096)))
     assert (big.max_rack_id, big.limited_by) == (703, "static LIDs")
     assert (big.max_leaf_rack_id, big.free_leaf_ids) == (512, 256)

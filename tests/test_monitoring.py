@@ -148,6 +148,7 @@ def rule_tests(compiled: Compiled, wrong: bool = False) -> dict[str, Any]:
     late, span = hold + 2, hold + 10
     names = sorted(rule_names(compiled))
     held = {"HostDown", "ExporterDown", "BmcUnreachable", "PingFailed", "GpuTemperatureHigh"}
+    held |= {"RackSwitchUnreachable"}
     held |= {"GpuNvlinkDown", "GpusMissing", "IbPortDown", "IbPortRateDegraded", "MdRaidDegraded"}
     want: dict[str, list[dict[str, str]]] = {n: [] for n in names}
     for alert in fleet.expected(compiled.plan):
@@ -275,10 +276,13 @@ def test_every_bmc_and_management_address_is_pinged_every_minute(compiled: Compi
     pinged = {
         (g["labels"]["instance"], g["labels"]["network"]): g for g in groups(compiled, "icmp")
     }
-    assert len(pinged) == 2 * len(plan.hosts)
+    assert len(pinged) == 2 * len(plan.hosts) + len(plan.switches)
     for h in plan.hosts:
         assert pinged[(h.name, "bmc")]["targets"] == [h.bmc.address]
         assert pinged[(h.name, "mgmt")]["targets"] == [plan.address(h.name, "mgmt")]
+    for sw in plan.switches:  # every switch's management port, labelled with its role
+        assert pinged[(sw.name, "bmc")]["targets"] == [sw.address]
+        assert pinged[(sw.name, "bmc")]["labels"]["switch_role"] == sw.role.value
     config = YAML(typ="safe").load(compiled.files["monitoring/prometheus.yml"].decode())
     icmp = next(j for j in config["scrape_configs"] if j["job_name"] == "icmp")
     assert icmp["scrape_interval"] == "60s" and icmp["params"] == {"module": ["icmp"]}

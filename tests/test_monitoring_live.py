@@ -155,7 +155,7 @@ def prometheus_dir(compiled: Compiled, to: Path, exporter_at: str, faulty: bool)
         kept = []
         for group in json.loads(path.read_text()):
             name = group["labels"]["instance"]
-            if name not in fleet.FLEET:
+            if name not in (*fleet.FLEET, *fleet.SWITCHES):
                 continue
             if job not in PROBES:
                 down = faulty and job == "node" and fleet.FAULTS.get(name) == "host_down"

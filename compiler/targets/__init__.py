@@ -17,8 +17,10 @@ from compiler.targets import (
     access,
     alertmanager,
     alerts,
+    cumulus,
     dhcp,
     dns,
+    eos,
     expected,
     fabric,
     firmware,
@@ -66,6 +68,8 @@ TARGETS: Registry[Target] = Registry(
         ("acceptance", acceptance.render),
         ("slurm", slurm.render),
         ("scene", scene.render),
+        ("cumulus", cumulus.render),
+        ("eos", eos.render),
     ],
 )
 

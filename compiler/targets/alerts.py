@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from compiler.kinds import SwitchRole
 from compiler.model import Monitoring
 from compiler.plan import Host, Plan
 from compiler.targets.render import template, to_yaml
@@ -31,6 +32,11 @@ HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still
 HOST_INFO = "clusterforge:host:info"  # every host with its rack, u and role, labelled host
 IB_ACTIVE = 4  # node_infiniband_state_id: 4 is ACTIVE (1 DOWN, 2 INIT, 3 ARMED)
 HEALTH_PASS = 0  # DCGM_EXP_GPU_HEALTH_STATUS: 0 pass, 10 warn, 20 fail
+# The switches a rack hangs from: one unreachable is its rack cut off (critical), where a
+# spine has others beside it, and hosts and spines alert as PingFailed.
+RACK_SWITCHES = "|".join(
+    sorted(r.value for r in (SwitchRole.LEAF, SwitchRole.MANAGEMENT, SwitchRole.STORAGE))
+)
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
@@ -198,8 +204,17 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
             'ipmitool -I lanplus -H {{ $labels.instance }}-bmc -U "$IPMI_USER" -E mc info',
         ),
         _alert(
+            "RackSwitchUnreachable",
+            f'probe_success{{job="icmp",switch_role=~"{RACK_SWITCHES}"}} == 0',
+            m.bmc_down_for,
+            crit,
+            "{{ $labels.switch_role }} switch {{ $labels.instance }} (rack {{ $labels.rack }} "
+            "U{{ $labels.u }}) does not answer ping: its rack's hosts may be cut off",
+            "ping -c 3 {{ $labels.address }}",
+        ),
+        _alert(
             "PingFailed",
-            'probe_success{job="icmp"} == 0',
+            f'probe_success{{job="icmp",switch_role!~"{RACK_SWITCHES}"}} == 0',
             m.bmc_down_for,
             warn,
             "the {{ $labels.network }} address of {{ $labels.instance }} does not answer ping",

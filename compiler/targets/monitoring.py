@@ -5,8 +5,9 @@ own configuration.
                          dcgm-exporter, ...): every host whose role runs it, on its management
                          address and the service's port;
   targets/ipmi.json      every BMC, scraped through the ipmi_exporter beside Prometheus;
-  targets/icmp.json      every BMC and every host's management address, pinged through the
-                         blackbox_exporter beside Prometheus every 60 s (the runbook's ping);
+  targets/icmp.json      every BMC, every host's management address and every switch's,
+                         pinged through the blackbox_exporter beside Prometheus every 60 s
+                         (the runbook's ping);
   prometheus.yml         the scrape jobs over those files (file-based service discovery), the
                          rule files and the Alertmanager; paths relative to the config's folder;
   blackbox.yml           the blackbox_exporter's modules: `icmp`;
@@ -33,7 +34,7 @@ from collections import defaultdict
 from typing import Any
 
 from common.errors import TargetError
-from compiler.plan import Host, Plan
+from compiler.plan import Host, Plan, SwitchPlan
 from compiler.targets.render import template, to_json, to_yaml
 from compiler.targets.shared import PROBES, probe_jobs
 
@@ -131,7 +132,27 @@ def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
             for iface in (host.bmc, mgmt):
                 extra = {"network": iface.network, "address": iface.address}  # to ping by hand
                 jobs["icmp"].append({"targets": [iface.address], "labels": labels | extra})
+    if "icmp" in probes:
+        for sw in plan.switches:
+            if sw.address and sw.network:
+                jobs["icmp"].append({"targets": [sw.address], "labels": switch_labels(sw)})
     return dict(jobs)
+
+
+def switch_labels(sw: SwitchPlan) -> dict[str, str]:
+    """A switch's ping target labels: as a host's, its role `switch`, its own in switch_role
+    (a rack's leaf, management or storage switch alerts apart: its rack is cut off)."""
+    assert sw.network and sw.address, "only switches with a management address are pinged"
+    return {
+        "instance": sw.name,
+        "rack": sw.rack,
+        "u": str(sw.u),
+        "role": "switch",
+        "switch_role": sw.role.value,
+        "model": sw.model,
+        "network": sw.network,
+        "address": sw.address,
+    }
 
 
 def dcgm_counters() -> str:

@@ -1,0 +1,233 @@
+"""The generated Cumulus configuration at work: two racks' storage switches and a storage spine,
+each in its own network namespace, carry a jumbo frame from a host in one rack to a host in
+the other, routed by FRR over BGP unnumbered sessions.
+
+What is applied and what is only parsed. This kernel builds veths, plain bridges, addresses,
+routes and jumbo MTUs, but no 802.1Q devices, VLAN-filtering bridges or VRFs. So each switch
+is read through ifupdown2's own parser (`ifquery -o json` of its generated `interfaces`),
+and its facts are applied with `ip`: every cabled port a veth named as the port (swp1, swp49)
+with its `mtu`; the access ports of the storage VLAN enslaved to a plain bridge `br_default`
+that carries the SVI's address and MTU (one VLAN per storage switch, so one bridge is that
+VLAN); uplinks routed, with no address. Not applied, only parsed (by `ifup -a -s` in
+tests/test_switches.py): `bridge-vlan-aware`, `bridge-vids`, `bridge-access` as tags, the
+`vlanN` device itself, and eth0 in the `mgmt` VRF. FRR runs from the generated frr.conf
+unchanged: `zebra` and `bgpd` per switch namespace, as the `frr` user, their sockets and pid
+files in a temporary folder. Hosts get their storage NIC, address, MTU and storage route from
+the plan, which their NetworkManager keyfiles are written from. Then a one-hop-short MTU on
+the spine's port to the far rack makes the same don't-fragment ping fail, as the `switch-mtu`
+check foresees.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.ethernet import EthernetSwitch
+from compiler.pipeline import Compiled, compile_repo
+from compiler.plan import Host
+from tests.conftest import require_tool, stop
+
+RACK_A, RACK_B = ("stor01", "gpu001"), ("stor02", "gpu006")
+SPINE = "stor-spine01"
+JUMBO = 8972  # 9000 less the IPv4 and ICMP headers
+_names = itertools.count()
+
+pytestmark = pytest.mark.realtool
+
+
+@pytest.fixture(scope="module")
+def compiled(repo: Path) -> Compiled:
+    return compile_repo(repo)
+
+
+def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)}: {done.stderr.strip()}")
+    return done
+
+
+class Lab:
+    """Namespaces and veths made for one test, removed after it whatever happened."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.ip = require_tool("ip")
+        self.tag = f"cfe{os.getpid() % 10000}{next(_names)}"
+        self.tmp = tmp
+        self.runs = Path(tempfile.mkdtemp(prefix=f"{self.tag}-"))
+        self.runs.chmod(0o755)
+        self.spaces: dict[str, str] = {}
+        self.daemons: list[subprocess.Popen[Any]] = []
+
+    def ns(self, device: str) -> str:
+        if device not in self.spaces:
+            name = f"{self.tag}-{device}"
+            _run(self.ip, "netns", "add", name)
+            self.spaces[device] = name
+            self.exec(device, "ip", "link", "set", "lo", "up")
+            for key in ("net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"):
+                self.exec(device, "sysctl", "-qw", key)
+        return self.spaces[device]
+
+    def exec(self, device: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return _run(self.ip, "netns", "exec", self.ns(device), *args, check=check)
+
+    def cable(self, a: str, a_port: str, b: str, b_port: str, mtu: int) -> None:
+        """A veth pair, one end in each device's namespace, named as the device names it."""
+        left, right = f"{self.tag}a{len(self.spaces)}", f"{self.tag}b{len(self.spaces)}"
+        _run(self.ip, "link", "add", left, "type", "veth", "peer", "name", right)
+        for end, device, port in ((left, a, a_port), (right, b, b_port)):
+            _run(self.ip, "link", "set", end, "netns", self.ns(device))
+            self.exec(device, "ip", "link", "set", end, "name", port)
+            self.exec(device, "ip", "link", "set", port, "mtu", str(mtu), "up")
+
+    def close(self) -> None:
+        for proc in self.daemons:
+            stop(proc)
+        for name in self.spaces.values():
+            subprocess.run([self.ip, "netns", "del", name], check=False, timeout=30)
+        shutil.rmtree(self.runs, ignore_errors=True)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    made = Lab(tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def parsed(compiled: Compiled, name: str, tmp: Path) -> dict[str, dict[str, Any]]:
+    """The switch's generated interfaces file as ifupdown2 reads it, stanza by interface."""
+    path = tmp / f"{name}.interfaces"
+    path.write_bytes(compiled.files[f"switches/{name}/etc/network/interfaces"])
+    out = _run(require_tool("ifquery"), "-a", "-i", str(path), "-o", "json").stdout
+    return {s["name"]: s["config"] for s in json.loads(out)}
+
+
+def apply_switch(lab: Lab, sw: EthernetSwitch, stanzas: dict[str, dict[str, Any]]) -> None:
+    """The plain-bridge form of the parsed file: MTUs, the bridge with the SVI's address."""
+    bridge = stanzas.get("br_default")
+    if bridge is None:
+        return
+    svi = next(c for n, c in stanzas.items() if n.startswith("vlan"))
+    lab.exec(sw.name, "ip", "link", "add", "br_default", "type", "bridge")
+    for port in bridge["bridge-ports"].split():
+        if port in _links(lab, sw.name):
+            lab.exec(sw.name, "ip", "link", "set", port, "master", "br_default")
+    lab.exec(sw.name, "ip", "link", "set", "br_default", "mtu", svi["mtu"], "up")
+    lab.exec(sw.name, "ip", "addr", "add", svi["address"], "dev", "br_default")
+
+
+def _links(lab: Lab, device: str) -> set[str]:
+    shown = json.loads(lab.exec(device, "ip", "-j", "link", "show").stdout)
+    return {link["ifname"] for link in shown}
+
+
+def start_frr(lab: Lab, compiled: Compiled, name: str) -> None:
+    # FRR's user must reach its folder: not below pytest's own, which is root's alone.
+    conf = lab.runs / name / "frr.conf"
+    conf.parent.mkdir()
+    conf.write_bytes(compiled.files[f"switches/{name}/etc/frr/frr.conf"])
+    run = conf.parent
+    # As FRR's own user, as its packaged service runs it (root is in none of its groups).
+    shutil.chown(run, "frr", "frr")
+    zserv = str(run / "zserv.api")
+    common = ["-f", str(conf), "--vty_socket", str(run), "-u", "frr", "-g", "frr"]
+    for daemon, extra in (
+        ("zebra", ["-z", zserv, "-i", str(run / "zebra.pid")]),
+        ("bgpd", ["-z", zserv, "-i", str(run / "bgpd.pid"), "-p", "179"]),
+    ):
+        log = (run / f"{daemon}.log").open("w")
+        binary = require_tool(f"/usr/lib/frr/{daemon}")
+        lab.daemons.append(
+            subprocess.Popen(
+                [lab.ip, "netns", "exec", lab.ns(name), binary, *common, *extra],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        if daemon == "zebra":
+            zebra = lab.daemons[-1]
+            _wait(lambda z=zebra: Path(zserv).exists() or z.poll() is not None, "zebra", run)
+            assert zebra.poll() is None, (run / "zebra.log").read_text()
+
+
+def _wait(done: Any, what: str, logs: Path, seconds: float = 90) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if done():
+            return
+        time.sleep(0.5)
+    text = "\n".join(f"{p}: {p.read_text()[-2000:]}" for p in sorted(logs.rglob("*.log")))
+    raise AssertionError(f"{what} not within {seconds:g}s\n{text}")
+
+
+def _bgp_route(lab: Lab, device: str, subnet: str) -> bool:
+    routes = json.loads(lab.exec(device, "ip", "-j", "route", "show", subnet).stdout)
+    return any(r.get("protocol") == "bgp" for r in routes)
+
+
+def build(lab: Lab, compiled: Compiled) -> tuple[Host, Host]:
+    plan = compiled.plan
+    eth = plan.ethernet
+    wanted = {RACK_A[0], RACK_B[0], SPINE, RACK_A[1], RACK_B[1]}
+    for c in plan.cables:
+        if {c.a.device, c.b.device} <= wanted and c.network == "storage":
+            # A host's end is its NIC (its MTU set below); a switch's its port, at the fabric's.
+            far = c.b.port if c.b.device in {RACK_A[1], RACK_B[1]} else f"swp{c.b.port}"
+            lab.cable(c.a.device, f"swp{c.a.port}", c.b.device, far, eth.mtu)
+    for name in (RACK_A[0], RACK_B[0], SPINE):
+        apply_switch(lab, eth.switch(name), parsed(compiled, name, lab.tmp))
+    hosts = []
+    for name in (RACK_A[1], RACK_B[1]):
+        host = plan.host(name)
+        iface = host.interface("storage")
+        assert iface is not None
+        lab.exec(name, "ip", "link", "set", iface.name, "mtu", str(iface.mtu))
+        lab.exec(name, "ip", "addr", "add", iface.cidr, "dev", iface.name)
+        for route in host.routes:
+            if route.dev == iface.name and route.gateway:
+                lab.exec(name, "ip", "route", "add", route.dst, "via", route.gateway)
+        hosts.append(host)
+    for name in (RACK_A[0], RACK_B[0], SPINE):
+        start_frr(lab, compiled, name)
+    return hosts[0], hosts[1]
+
+
+def _ping(lab: Lab, host: Host, to: str) -> subprocess.CompletedProcess[str]:
+    args = (require_tool("ping"), "-M", "do", "-s", str(JUMBO), "-c", "1", "-W", "2", to)
+    return lab.exec(host.name, *args, check=False)
+
+
+def test_a_jumbo_frame_crosses_racks_over_bgp_unnumbered(lab: Lab, compiled: Compiled) -> None:
+    a, b = build(lab, compiled)
+    a_subnet, b_subnet = (h.interface("storage").subnet for h in (a, b))  # type: ignore[union-attr]
+    # Sessions up over the veths' link-local addresses, each rack's subnet learnt by the other.
+    _wait(lambda: _bgp_route(lab, RACK_A[0], b_subnet), f"{b_subnet} on {RACK_A[0]}", lab.runs)
+    _wait(lambda: _bgp_route(lab, RACK_B[0], a_subnet), f"{a_subnet} on {RACK_B[0]}", lab.runs)
+    to = b.interface("storage").address  # type: ignore[union-attr]
+    done = _ping(lab, a, to)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # One hop short of the storage MTU and the same ping cannot pass without fragments.
+    lab.exec(SPINE, "ip", "link", "set", f"swp{_spine_port(compiled, RACK_B[0])}", "mtu", "1500")
+    failed = _ping(lab, a, to)
+    assert failed.returncode != 0, failed.stdout
+
+
+def _spine_port(compiled: Compiled, rack_switch: str) -> str:
+    return next(
+        c.b.port for c in compiled.plan.cables if c.a.device == rack_switch and c.b.device == SPINE
+    )
