@@ -47,8 +47,14 @@ def height(rack: RackSpot) -> float:
 
 
 def _ports(scene: Scene, device: Device) -> str:
+    """Front ports in use of all: a cable's end on the switch at a numbered port. Its own
+    management port ("mgmt", cabled to a management switch, on a management switch sometimes
+    to itself) is not one of the front ports the model counts."""
     used = {
-        c.a.port if c.a.device == device.name else c.b.port for c in scene.cables_of(device.name)
+        end.port
+        for c in scene.cables_of(device.name)
+        for end in (c.a, c.b)
+        if end.device == device.name and end.port.isdigit()
     }
     return f"{len(used)}/{device.ports} ports"
 

@@ -129,11 +129,19 @@ def test_each_device_stands_at_its_u_span_and_empty_units_are_drawn(
     assert len(empty) == rack.height_u - sum(h for _, h in spans.values())
 
 
-def test_switches_show_their_ports_in_use(drawn: Path, plan: Plan) -> None:
-    leaf = next(s for s in plan.switches if s.name == "leaf01")
-    used = len({c.a.port for c in plan.cables if c.a.device == "leaf01"})
-    used += len({c.b.port for c in plan.cables if c.b.device == "leaf01"})
-    assert f"qm8700 · {used}/{leaf.ports} ports" in _visible(drawn / "racks" / "r01.svg")
+@pytest.mark.parametrize(
+    ("rack", "name"),
+    # A leaf; a rack's management switch, which also takes the switches' management ports and
+    # its uplink; the network rack's management switch and a storage spine (uplinks only).
+    [("r01", "leaf01"), ("r01", "mgmt01"), ("n01", "mgmt-n01"), ("n01", "stor-spine01")],
+)
+def test_switches_show_their_ports_in_use(drawn: Path, plan: Plan, rack: str, name: str) -> None:
+    switch = next(s for s in plan.switches if s.name == name)
+    ends = [end for c in plan.cables for end in (c.a, c.b) if end.device == name]
+    used = len({end.port for end in ends if end.port.isdigit()})  # front ports, not "mgmt"
+    assert used > (1 if "spine" in name else 5) and "mgmt" in {e.port for e in ends}, name
+    shown = f"{switch.model} · {used}/{switch.ports} ports"
+    assert shown in _visible(drawn / "racks" / f"{rack}.svg")
 
 
 def test_the_row_view_puts_racks_in_floor_order(drawn: Path, plan: Plan) -> None:
