@@ -275,6 +275,11 @@ def move_spine_port(cluster: Path) -> None:
     _override(cluster, {"device": "spine01", "port": 3, "use_port": 40, "note": "port 3 bad"})
 
 
+def move_switch_port(cluster: Path) -> None:
+    """A bad storage switch port: the server's storage cable moves to a free port of it."""
+    _override(cluster, {"device": "stor01", "port": 3, "use_port": 30, "note": "port 3 bad"})
+
+
 def remove_rack(cluster: Path) -> None:
     (cluster / "racks" / "r25.yaml").unlink()
 
@@ -323,6 +328,7 @@ CHANGES: dict[str, Callable[[Path], None]] = {
     "remove-rack": remove_rack,
     "move-leaf-port": move_leaf_port,
     "move-spine-port": move_spine_port,
+    "move-switch-port": move_switch_port,
     "timezone-injection": timezone_injection,
     "hostile-note": hostile_note,
 }
@@ -712,6 +718,8 @@ def test_a_device_that_stays_but_loses_its_address_is_a_risk(sides: dict[str, Si
     [
         ("move-leaf-port", "R03-IB03", "a.port", "3", "33"),
         ("move-spine-port", "R03-IB21", "b.port", "3", "40"),
+        # An Ethernet switch's port: the cable, and the switch's own configuration.
+        ("move-switch-port", "R01-ST03", "a.port", "3", "30"),
     ],
 )
 def test_a_moved_port_re_patches_one_cable_which_keeps_its_id(
@@ -728,6 +736,10 @@ def test_a_moved_port_re_patches_one_cable_which_keeps_its_id(
     assert report.labels_to_reprint == (cable,)
     assert report.label_commands == (f"clusterforge labels --only {cable}",)
     assert "cables re-patched | 1" in review.to_markdown(report)
+    if tag == "move-switch-port":
+        files = {f.path for a in report.artifacts for f in a.files}
+        assert "switches/stor01/etc/network/interfaces" in files
+        assert not any(p.startswith("switches/") and "stor01" not in p for p in files)
 
 
 def test_an_override_of_a_port_no_rule_uses_names_the_ports_that_are(tmp_path: Path) -> None:
