@@ -371,10 +371,9 @@ class SwitchModel(Strict_):
     speed_gbps: int = Field(gt=0)
     height_u: int = Field(1, ge=1, le=4)
     cages: Cages | None = None  # default: one single-port cage per port
-    # How the switch's OS names port n in LLDP (the Port ID it sends, subtype ifname), which
-    # the audit compares with what each host's lldpd sees: Cumulus Linux on Spectrum names
-    # its front-panel ports swp1..swpN, the default.
-    port_name: str = Field("swp{n}", pattern=r"^[^{}]*\{n\}[^{}]*$")
+    # What each host's lldpd must hear (the LLDP Port ID, subtype ifname) from an Ethernet
+    # switch: Cumulus Linux on Spectrum names its front-panel ports swp1..swpN.
+    port_name: str = Field("swp{n}", pattern=r"^[^{}]*\{n\}[^{}]*$")  # port n as LLDP names it
 
 
 class Hardware(Strict_):

@@ -343,8 +343,9 @@ def test_host_probes_are_what_its_checks_need(fleet: Fleet, contracts: Contracts
         "ip_addr",
         "ip_route",
         "ipmitool_mc_info",
+        "lldpcli_neighbors",
         "uname_r",
-    )  # no HCA in prov01's model: no MLNX_OFED to ask for
+    )  # no HCA in prov01's model: no MLNX_OFED to ask for; its Ethernet cables from LLDP
     assert "ofed_info" in host_probes(as_record(contracts["gpu001"]))
     assert "ethtool_i@ib0" in host_probes(as_record(contracts["gpu001"]))
     assert "xid" in host_probes(as_record(contracts["gpu001"]))
