@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from audits import ethernet
 from audits.collect import Collected
 from audits.compare import compare_host, host_probes
 from audits.fabric import compare_fabric, fabric_probes
@@ -586,3 +587,16 @@ def test_what_a_nic_hears_is_named_as_lldpd_reports_it(audit: Audit, repo: Path)
         "R01-MG04": "mgmt01/swp3 - gpu004/eno1",
         "R01-ST04": "3c:ec:ef:6a:10:2f/3c:ec:ef:6a:10:2f, stor01/swp3 - gpu004/ens2f0",
     }
+
+
+def test_a_link_on_a_pulled_cables_port_is_miswired_not_swapped(
+    fleet: Fleet, audit: Audit
+) -> None:
+    """gpu003's cable moved onto gpu004's port, gpu004's pulled: no pair, so no swap."""
+    fleet.unplug_ethernet("R01-MG04")
+    fleet.hosts["gpu003"].state["ethernet"][0]["port"] = "swp4"
+    named = ethernet.name_swaps([audit("gpu003")[1], audit("gpu004")[1]])
+    assert [[f["message"] for f in host] for host in named] == [
+        ["R01-MG03 is cabled elsewhere: seen as mgmt01/swp4 - gpu003/eno1"],
+        ["R01-MG04 not seen (mgmt01/swp4 - gpu004/eno1)"],
+    ]
