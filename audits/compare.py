@@ -20,6 +20,9 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 | ib_ports     | ib-port  | ibstat                        | ib_ports: port_guid, rate, state      |
 | gpus         | gpu      | nvidia_smi_gpus, _nvlink,     | node admission (audits/admission.py): |
 |              |          | _ecc, xid                     | GPU count and model, NVLinks, ECC, Xid|
+| ethernet     | cable    | lldpcli_neighbors             | ethernet: each planned cable's switch |
+|              |          |                               | and port as LLDP hears them on its NIC|
+|              |          |                               | (audits/ethernet.py), by cable ID     |
 | files        | file     | sha256sum (the deploy map's   | deploy.files: each file there, with   |
 |              |          | paths), file_exists (those    | generated/'s bytes (or just there:    |
 |              |          | never to be read)             | the secret-bearing ones)              |
@@ -64,7 +67,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from audits import admission, gpudirect, slurm
+from audits import admission, ethernet, gpudirect, slurm
 from audits.collect import Collected, probe_key
 from audits.model import (
     Accepted,
@@ -334,6 +337,13 @@ CHECKS: Registry[Check] = Registry(
                 lambda c: c.gpus is not None,
                 _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
                 admission.gpus,
+            ),
+            Check(
+                ethernet.CHECK,
+                Kind.CABLE,
+                lambda c: bool(c.ethernet),
+                _fixed(ethernet.PROBE),
+                ethernet.check,
             ),
             Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files),
             Check(

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from audits import expected, shard
+from audits import ethernet, expected, shard
 from audits.collect import Collected, Collection, Collector, ReplayCollector, read_object
 from audits.compare import INTERNAL_ERROR, HostAudit, compare_host, crashed_host, host_probes
 from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_probes, not_scanned
@@ -71,6 +71,10 @@ def audit(
         # What the host said, made safe and bounded before the next host is read: the report
         # holds each host's strings escaped and cut (audits.sanitize), never its raw text.
         audits.append(HostAudit(clean(judged.entry), clean(judged.findings)))
+    # Two Ethernet links swapped may be two hosts' (one switch's two ports): named once all
+    # hosts are judged.
+    named = ethernet.name_swaps([a.findings for a in audits])
+    audits = [HostAudit(a.entry, findings) for a, findings in zip(audits, named, strict=True)]
     # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
     ports = {p.port_guid: name for name, c in hosts.items() for p in c.ib_ports}
     try:

@@ -388,6 +388,14 @@ class SwitchModel(Strict_):
     os: Annotated[SwitchOs, Lax] | None = None  # Ethernet switches configured from the plan
     uplinks: UplinkPorts | None = None  # default: every port at speed_gbps
     max_mtu: int = Field(9216, ge=1280, le=65535)  # the largest frame (L3 MTU) a port takes
+    # What each host's lldpd hears as the LLDP Port ID (subtype ifname) of front port n: by
+    # default the OS's own names, swp1..swpN on Cumulus Linux, Ethernet1..N on EOS.
+    port_name: str | None = Field(None, pattern=r"^[^{}]*\{n\}[^{}]*$")
+
+    def port_label(self, n: int | str) -> str:
+        """Front port `n` as the switch's LLDP names it."""
+        default = "Ethernet{n}" if self.os == SwitchOs.EOS else "swp{n}"
+        return (self.port_name or default).format(n=n)
 
 
 class Hardware(Strict_):

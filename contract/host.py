@@ -62,6 +62,19 @@ class IbPort(Record):
     )
 
 
+class EthernetLink(Record):
+    """One of the host's Ethernet NICs as cabled: what LLDP must see on it (`lldpcli
+    show neighbors`), read from the host end."""
+
+    iface: str = Field(description="The NIC's name on the host (eno1).")
+    cable: str = Field(description="The cable's ID, as its label prints it.")
+    switch: str = Field(description="The switch at its far end, as its LLDP system name.")
+    port: str = Field(
+        description="The switch's port as LLDP reports it (its ifname): the plan's port number "
+        "in the switch model's port_name format (swp5 on Cumulus)."
+    )
+
+
 class Gpus(Record):
     count: int
     model: str = Field(description="As nvidia-smi names it.")
@@ -137,6 +150,11 @@ class Host(File):
         description="The default route first, then by prefix."
     )
     ib_ports: tuple[IbPort, ...]
+    ethernet: tuple[EthernetLink, ...] | Absent = Field(
+        default=None,
+        description="Each cabled Ethernet NIC of the host (not its BMC's, which LLDP on the "
+        "host never sees), by name; absent on a host with none.",
+    )
     gpus: Gpus | None = Field(description="null on a host without GPUs.")
     gpudirect: GpuDirect | Absent = Field(
         default=None,

@@ -279,6 +279,42 @@ def test_a_replay_holds_one_host_s_outputs_at_a_time(reference: Path, tmp_path: 
     assert peak < total / 4, (peak, total)
 
 
+# -- Ethernet cabling -------------------------------------------------------------------------
+
+
+def test_ethernet_cables_swapped_and_unplugged_are_named_by_cable_id(
+    reference: Path, tmp_path: Path
+) -> None:
+    """Two hosts' cables on one switch swapped, one host's two cables swapped, one pulled:
+    each named by its cable ID, the pairs as the fabric audit names a swap, nothing else."""
+    fleet = Fleet.load(reference / "generated")
+    fleet.swap_ethernet("R01-MG03", "R01-MG04")  # gpu003 and gpu004 on mgmt01
+    fleet.swap_ethernet("R02-MG01", "R02-ST01")  # gpu006's management and storage cables
+    fleet.unplug_ethernet("R02-ST05")
+    run = audit(reference, fleet.record(tmp_path / "recording"), tmp_path / "report")
+    report = run.json()
+    assert run.code == 1
+    assert report["fabric"]["status"] == "ok"
+    found = {(f["host"], f["path"]): f for f in report["findings"]}
+    assert sorted(found) == [
+        ("gpu003", "R01-MG03"),
+        ("gpu004", "R01-MG04"),
+        ("gpu006", "R02-MG01"),
+        ("gpu006", "R02-ST01"),
+        ("gpu010", "R02-ST05"),
+    ]
+    assert {(f["kind"], f["check"]) for f in found.values()} == {("cable", "ethernet")}
+    swap = "{} and {} look swapped: far ends exchanged"
+    assert found["gpu003", "R01-MG03"]["message"] == swap.format("R01-MG03", "R01-MG04")
+    assert found["gpu004", "R01-MG04"]["message"] == swap.format("R01-MG03", "R01-MG04")
+    assert found["gpu003", "R01-MG03"]["observed"] == "mgmt01/swp4 - gpu003/eno1"
+    assert found["gpu006", "R02-MG01"]["message"] == swap.format("R02-MG01", "R02-ST01")
+    assert found["gpu006", "R02-ST01"]["observed"] == "mgmt02/swp1 - gpu006/ens2f0"
+    unplugged = found["gpu010", "R02-ST05"]
+    assert unplugged["message"] == "R02-ST05 not seen (stor02/swp5 - gpu010/ens2f0)"
+    assert "R02-ST05" in run.text("report.md")
+
+
 # -- could not collect, and the command line ------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from audits import ethernet
 from audits.collect import Collected
 from audits.compare import compare_host, host_probes
 from audits.fabric import compare_fabric, fabric_probes
@@ -343,8 +344,9 @@ def test_host_probes_are_what_its_checks_need(fleet: Fleet, contracts: Contracts
         "ip_addr",
         "ip_route",
         "ipmitool_mc_info",
+        "lldpcli_neighbors",
         "uname_r",
-    )  # no HCA in prov01's model: no MLNX_OFED to ask for
+    )  # no HCA in prov01's model: no MLNX_OFED to ask for; its Ethernet cables from LLDP
     assert "ofed_info" in host_probes(as_record(contracts["gpu001"]))
     assert "ethtool_i@ib0" in host_probes(as_record(contracts["gpu001"]))
     assert "xid" in host_probes(as_record(contracts["gpu001"]))
@@ -531,3 +533,70 @@ def test_a_fabric_scan_that_cannot_be_parsed_is_an_error(fleet: Fleet, generated
         Fabric.from_json(plan), {}, Collected({}, {}, "sm01: connection refused")
     )
     assert unreachable.entry["status"] == "unreachable"
+
+
+# -- Ethernet cabling (LLDP from the host end) ----------------------------------------------
+
+
+def test_a_host_hears_its_planned_switch_ports_on_each_cabled_nic(
+    fleet: Fleet, audit: Audit, contracts: Contracts
+) -> None:
+    links = contracts["gpu001"]["ethernet"]
+    assert [(e["iface"], e["cable"], e["switch"], e["port"]) for e in links] == [
+        ("eno1", "R01-MG01", "mgmt01", "swp1"),
+        ("ens2f0", "R01-ST01", "stor01", "swp1"),
+    ]
+    entry, findings = audit("gpu001")
+    assert findings == []
+    assert {c["check"]: c["outcome"] for c in entry["checks"]}["ethernet"] == "complies"
+
+
+def test_an_unplugged_and_a_moved_ethernet_cable_are_named_by_cable_id(
+    fleet: Fleet, audit: Audit
+) -> None:
+    fleet.unplug_ethernet("R01-ST02")
+    links = fleet.hosts["gpu002"].state["ethernet"]
+    links[0]["port"] = "swp40"  # eno1 moved to another port of its switch
+    entry, findings = audit("gpu002")
+    assert entry["status"] == "drift"
+    assert [(f["kind"], f["check"], f["path"], f["observed"], f["message"]) for f in findings] == [
+        (
+            "cable",
+            "ethernet",
+            "R01-MG02",
+            "mgmt01/swp40 - gpu002/eno1",
+            "R01-MG02 is cabled elsewhere: seen as mgmt01/swp40 - gpu002/eno1",
+        ),
+        (
+            "cable",
+            "ethernet",
+            "R01-ST02",
+            None,
+            "R01-ST02 not seen (stor01/swp2 - gpu002/ens2f0)",
+        ),
+    ]
+    assert {f["severity"] for f in findings} == {"critical"}
+
+
+def test_what_a_nic_hears_is_named_as_lldpd_reports_it(audit: Audit, repo: Path) -> None:
+    """gpu004 answering with gpu003's neighbours, one of them a server with no system name
+    (its chassis and port IDs MACs): every neighbour heard is named, in order."""
+    several = (repo / "tests/fixtures/lldpcli_neighbors/several.txt").read_text()
+    _, findings = audit("gpu004", lldpcli_neighbors=several)
+    assert {f["path"]: f["observed"] for f in findings} == {
+        "R01-MG04": "mgmt01/swp3 - gpu004/eno1",
+        "R01-ST04": "3c:ec:ef:6a:10:2f/3c:ec:ef:6a:10:2f, stor01/swp3 - gpu004/ens2f0",
+    }
+
+
+def test_a_link_on_a_pulled_cables_port_is_miswired_not_swapped(
+    fleet: Fleet, audit: Audit
+) -> None:
+    """gpu003's cable moved onto gpu004's port, gpu004's pulled: no pair, so no swap."""
+    fleet.unplug_ethernet("R01-MG04")
+    fleet.hosts["gpu003"].state["ethernet"][0]["port"] = "swp4"
+    named = ethernet.name_swaps([audit("gpu003")[1], audit("gpu004")[1]])
+    assert [[f["message"] for f in host] for host in named] == [
+        ["R01-MG03 is cabled elsewhere: seen as mgmt01/swp4 - gpu003/eno1"],
+        ["R01-MG04 not seen (mgmt01/swp4 - gpu004/eno1)"],
+    ]

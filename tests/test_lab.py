@@ -76,6 +76,34 @@ def test_the_shipped_example_replays_to_exactly_its_staged_faults(
     _names_exactly_the_staged_faults(_report(tmp_path), repo)
 
 
+@pytest.mark.realtool
+def test_ethernet_cables_staged_swapped_and_unplugged_are_named_by_cable_id(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lab's hosts answer lldpcli over SSH as cabled now: two hosts' management cables
+    swapped on their switch, a storage cable pulled."""
+    _tools()
+    staged = tmp_path / "faults.yaml"
+    staged.write_text(
+        "- fault: ethernet-swapped\n  cables: [R01-MG03, R01-MG04]\n"
+        "- fault: ethernet-unplugged\n  cable: R01-ST02\n",
+        encoding="utf-8",
+    )
+    state = _state()
+    audit = _up(repo, state, capsys, "--hosts", "gpu[001-004]", "--faults", str(staged))
+    try:
+        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
+    finally:
+        lab.down(state)
+    report = _report(tmp_path / "report")
+    found = {(f["host"], f["path"]): f["message"] for f in report["findings"]}
+    assert found == {
+        ("gpu003", "R01-MG03"): "R01-MG03 and R01-MG04 look swapped: far ends exchanged",
+        ("gpu004", "R01-MG04"): "R01-MG03 and R01-MG04 look swapped: far ends exchanged",
+        ("gpu002", "R01-ST02"): "R01-ST02 not seen (stor01/swp2 - gpu002/ens2f0)",
+    }
+
+
 # -- faults as data -----------------------------------------------------------------------------
 
 
@@ -99,6 +127,14 @@ def test_the_shipped_example_replays_to_exactly_its_staged_faults(
         (
             "- fault: cable-degraded\n  cable: R01-IB01\n  rate: 4xNDR\n",
             "3:3: invalid-value: rate: String should match pattern",
+        ),
+        (
+            "- fault: ethernet-unplugged\n  cable: R01-IB01\n",
+            "2:3: unknown-cable: not Ethernet cables of the hosts this lab plays",
+        ),
+        (
+            "- fault: ethernet-swapped\n  cables: [R01-MG01, R01-MG01]\n",
+            "2:3: unknown-cable: a cable cannot be swapped with itself",
         ),
         ("- fault: probe-hangs\n  hosts: gpu001\n  probe: rm\n", "3:3: unknown-probe: 'rm'"),
         ("- [unclosed\n", "yaml-syntax"),

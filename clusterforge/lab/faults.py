@@ -39,6 +39,10 @@
     - fault: cable-degraded     # trains at a lower rate; a host on it sees that rate too
       cable: R05-IB01
       rate: 4xEDR
+    - fault: ethernet-swapped   # two Ethernet cables' switch ends exchanged (LLDP shows it)
+      cables: [R01-MG03, R01-MG04]
+    - fault: ethernet-unplugged # the host's NIC hears no switch
+      cable: R02-ST05
 
 `hosts` is a host list (`gpu[001-003],sm01`). `read` checks every name against the cluster
 being played and reports each problem as `file:line:col: rule: message`.
@@ -75,6 +79,8 @@ class Kind(StrEnum):
     CABLE_SWAPPED = "cable-swapped"
     CABLE_UNPLUGGED = "cable-unplugged"
     CABLE_DEGRADED = "cable-degraded"
+    ETHERNET_SWAPPED = "ethernet-swapped"
+    ETHERNET_UNPLUGGED = "ethernet-unplugged"
     MEMORY_LOST = "memory-lost"
     SLURM_DRAINED = "slurm-drained"
 
@@ -161,6 +167,16 @@ class CableDegraded(_Fault):
     rate: str = Field(pattern=r"^[0-9]+x(SDR|DDR|QDR|FDR|EDR|HDR)$")  # what ibsim 0.10 knows
 
 
+class EthernetSwapped(_Fault):
+    fault: Literal[Kind.ETHERNET_SWAPPED]
+    cables: tuple[str, str]
+
+
+class EthernetUnplugged(_Fault):
+    fault: Literal[Kind.ETHERNET_UNPLUGGED]
+    cable: str
+
+
 Fault = Annotated[
     HostFault
     | ProbeFault
@@ -172,7 +188,9 @@ Fault = Annotated[
     | SlurmDrained
     | CableSwapped
     | CableUnplugged
-    | CableDegraded,
+    | CableDegraded
+    | EthernetSwapped
+    | EthernetUnplugged,
     Field(discriminator="fault"),
 ]
 _FAULTS: TypeAdapter[list[Fault]] = TypeAdapter(list[Fault])
@@ -311,17 +329,21 @@ def _problems(
             if isinstance(fault, MemoryLost) and fault.gib * 1024 >= c["slurm"]["memory_mib"]:
                 found.append(("gib", f"{host} has {c['slurm']['memory_mib'] // 1024} GiB"))
                 break
+    ethernet = isinstance(fault, EthernetSwapped | EthernetUnplugged)
+    if ethernet:  # the hosts' cabled NICs, from their contracts
+        cables = {e["cable"] for c in contracts.values() for e in c.get("ethernet", ())}
     ids = (
         list(fault.cables)
-        if isinstance(fault, CableSwapped)
+        if isinstance(fault, CableSwapped | EthernetSwapped)
         else [fault.cable]
-        if isinstance(fault, CableUnplugged | CableDegraded)
+        if isinstance(fault, CableUnplugged | CableDegraded | EthernetUnplugged)
         else []
     )
-    field = "cables" if isinstance(fault, CableSwapped) else "cable"
+    field = "cables" if isinstance(fault, CableSwapped | EthernetSwapped) else "cable"
     unknown_cables = [c for c in ids if c not in cables]
     if unknown_cables:
-        found.append((field, f"not cables this lab plays (installed): {', '.join(unknown_cables)}"))
-    elif isinstance(fault, CableSwapped) and fault.cables[0] == fault.cables[1]:
+        what = "Ethernet cables of the hosts" if ethernet else "cables"
+        found.append((field, f"not {what} this lab plays (installed): {', '.join(unknown_cables)}"))
+    elif isinstance(fault, CableSwapped | EthernetSwapped) and fault.cables[0] == fault.cables[1]:
         found.append((field, "a cable cannot be swapped with itself"))
     return found

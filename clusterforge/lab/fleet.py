@@ -5,9 +5,10 @@ them, rendered from `generated/expected/` and written in the replay layout of
 ``Fleet.load(generated)`` starts from a fleet that matches its expectations exactly. Drift is
 injected by changing a host's ``state`` (a copy of its contract: ``versions``, ``routes``,
 ``interfaces``, ``ib_ports``) or through the hooks (``unreachable``, ``fail``, ``xid``,
-``nvlink_down``, ``ecc``, ``swap_far_ends``, ``degrade``, ``unplug``, ``unload``,
-``pcie_path``); GPUDirect's probes render from the contract's ``gpudirect``; ``record(folder)``
-writes the recording. Each host probe's output is its module's renderer's
+``nvlink_down``, ``ecc``, ``swap_far_ends``, ``degrade``, ``unplug``, ``swap_ethernet``,
+``unplug_ethernet``, ``unload``, ``pcie_path``); GPUDirect's probes render from the
+contract's ``gpudirect``, LLDP's from its ``ethernet``; ``record(folder)`` writes the
+recording. Each host probe's output is its module's renderer's
 (``contract/probes/<probe>.py``, shaped as ``tests/fixtures/<probe>/``), given the host's
 state and what its faults make it show (``Fleet.now``); the lab's SSH hosts answer from the
 same (``Fleet.outputs(host)``). The fabric probes' renderers take the fabric as cabled now
@@ -149,6 +150,23 @@ class Fleet:
                 if port["port_guid"] == end["guid"]:
                     port["state"] = "Down"
         del self.cables[cable]
+
+    def swap_ethernet(self, one: str, two: str) -> None:
+        """Exchange the switch ends of two Ethernet cables (of one host or two): each NIC
+        hears the other's planned switch port."""
+        a, b = self._ethernet(one), self._ethernet(two)
+        for key in ("switch", "port"):
+            a[key], b[key] = b[key], a[key]
+
+    def unplug_ethernet(self, cable: str) -> None:
+        """Ethernet cable `cable` is pulled: its NIC hears no neighbour."""
+        link = self._ethernet(cable)
+        for h in self.hosts.values():
+            h.state["ethernet"] = [e for e in h.state.get("ethernet", ()) if e is not link]
+
+    def _ethernet(self, cable: str) -> dict[str, Any]:
+        links = (e for h in self.hosts.values() for e in h.state.get("ethernet", ()))
+        return next(e for e in links if e["cable"] == cable)
 
     def edit_file(self, host: str, path: str) -> None:
         """Someone changed a deployed file by hand."""

@@ -276,6 +276,10 @@ def _start(
             fleet.degrade(f.cable, f.rate)
         elif isinstance(f, fault.CableUnplugged):
             fleet.unplug(f.cable)
+        elif isinstance(f, fault.EthernetSwapped):
+            fleet.swap_ethernet(*f.cables)
+        elif isinstance(f, fault.EthernetUnplugged):
+            fleet.unplug_ethernet(f.cable)
     # The fabric: ibsim on the planned topology as cabled now.
     net = (repo / "generated" / "fabric" / "topology.net").read_text(encoding="utf-8")
     (state / "fabric").mkdir()

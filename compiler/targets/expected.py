@@ -17,6 +17,7 @@ from contract import (
     Bmc,
     Cable,
     End,
+    EthernetLink,
     ExpectedRoute,
     Fabric,
     GpuDirect,
@@ -38,6 +39,7 @@ def host_contract(
     direct: GpuDirect | None = None,
     controls: SlurmController | None = None,
     ib_down: bool = False,
+    ethernet: tuple[EthernetLink, ...] = (),
 ) -> Host:
     accept = {
         key: Accept(previous=previous, until=date.fromisoformat(r.until))
@@ -75,6 +77,7 @@ def host_contract(
             )
             for p in h.ib_ports
         ),
+        ethernet=ethernet or None,
         gpus=None if h.gpus is None else Gpus(**h.gpus),
         gpudirect=direct,
         slurm=None
@@ -126,6 +129,24 @@ def fabric_contract(plan: Plan) -> Fabric:
     )
 
 
+def ethernet_links(plan: Plan) -> dict[str, tuple[EthernetLink, ...]]:
+    """Each host's installed Ethernet cables from its NICs (the BMC's excluded: the host's
+    lldpd never sees that port), by NIC name; the switch's port named as its model's OS
+    names it in LLDP."""
+    nics = {h.name: {i.name for i in h.interfaces} for h in plan.hosts}
+    models = {s.name: plan.hardware.switches[s.model] for s in plan.switches}
+    links: dict[str, list[EthernetLink]] = {}
+    for c in plan.cables:
+        if c.network in plan.ib_networks or not c.installed or c.a.device not in models:
+            continue
+        if c.b.port not in nics.get(c.b.device, ()):
+            continue
+        port = models[c.a.device].port_label(c.a.port)
+        link = EthernetLink(iface=c.b.port, cable=c.id, switch=c.a.device, port=port)
+        links.setdefault(c.b.device, []).append(link)
+    return {h: tuple(sorted(ls, key=lambda e: e.iface)) for h, ls in links.items()}
+
+
 def gpudirect_contracts(plan: Plan) -> dict[str, GpuDirect]:
     """The `gpudirect` section of each host NCCL runs on."""
     hosts = gpu_hosts(plan)
@@ -165,6 +186,7 @@ def render(plan: Plan) -> dict[str, str]:
     asks = next((h.name for h in plan.hosts if SLURMCTLD in h.services), None)
     controls = slurm_controller(plan)
     on_spare = {c.b.device for c in plan.cables if c.lifecycle == "spare"}
+    ethernet = ethernet_links(plan)
     files = {
         f"expected/hosts/{h.name}.json": host_contract(
             h,
@@ -172,6 +194,7 @@ def render(plan: Plan) -> dict[str, str]:
             direct.get(h.name),
             controls if h.name == asks else None,
             h.name in on_spare,
+            ethernet.get(h.name, ()),
         ).to_json()
         for h in plan.hosts
     }

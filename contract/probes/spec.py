@@ -60,6 +60,9 @@ class Probe:
     per_interface: bool = False
     takes: Literal["paths", "units"] | None = None  # arguments from the host's deploy map
     ok_exits: tuple[int, ...] = (0,)  # sha256sum exits 1 when a file is missing: a finding
+    # A group the account must be in to run it without root (lldpcli talks to lldpd's socket,
+    # which only its group may open): the account's sysusers.d file adds it.
+    group: str | None = None
     # Bytes of output kept, sized to what the command prints on the largest host or fabric
     # planned (a BIOS version is one short line, a kernel log since boot can be megabytes);
     # more is a hostile or broken host: the probe fails, and no host costs more than its caps.
