@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from audits.accept import judge, read_inputs
 from clusterforge.cli import main
 from clusterforge.lab.ibsim import SimFabric
 from common.errors import SourceError
@@ -25,6 +26,7 @@ from compiler.rails import RAIL_LID_TOP, Rails
 from compiler.targets.acceptance import servers
 from compiler.targets.routes import ipoib_hwaddr
 from tests.conftest import REPO, require_tool
+from tests.lab.acceptance_run import Run
 from tests.test_accept import _lfts
 
 EXAMPLE = REPO / "examples" / "rails"
@@ -350,3 +352,23 @@ def test_the_audit_names_a_servers_rail_3_and_rail_4_cables_as_swapped() -> None
     swapped = audit(fleet)
     assert swapped["swapped"] == [sorted([three, four])]
     assert swapped["miswired"] == sorted([three, four]) and swapped["missing"] == []
+
+
+@pytest.mark.parametrize("cable", ["SU1-LEAF5-07", "SU2-LEAF5-20"])
+def test_accept_names_the_one_slow_rail_5_cable(tmp_path: Path, cable: str) -> None:
+    """A server's rail-5 cable training slow in a synthetic ib_write_bw run: the rail-5 pairs
+    over it fail, the same servers' pairs on the other seven rails pass, and it is the one
+    cable `accept` blames, its failing pairs named by their HCA."""
+    run = Run.load(EXAMPLE / "generated")
+    run.slow[cable] = 19.2
+    report = judge(read_inputs(EXAMPLE), run.write(tmp_path / "results"))
+    assert report["exit_code"] == 1
+    assert report["summary"]["nodes"] == {"admitted": 63}
+    failed = [c["cable"] for c in report["cables"] if c["status"] == "failed"]
+    assert failed == [cable]
+    assert report["suspects"] == [cable]
+    failing = [p for p in report["pairs"] if p["status"] == "failed"]
+    assert failing and all(cable in p["cables"] for p in failing)
+    assert all(p["pair"].endswith(" mlx5_5") and "below 36" in p["message"] for p in failing)
+    names = [p["pair"] for p in report["pairs"]]
+    assert len(names) == len(set(names)), "two pairs of the report under one name"
