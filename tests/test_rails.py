@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from audits.accept import judge, read_inputs
+from audits.collect import Collected
+from audits.compare import compare_host
 from clusterforge.cli import main
+from clusterforge.lab.fleet import Fleet, as_record
 from clusterforge.lab.ibsim import SimFabric
 from common.errors import SourceError
 from common.rules import Rule
@@ -25,11 +29,13 @@ from compiler.plan import build, room
 from compiler.rails import RAIL_LID_TOP, Rails
 from compiler.targets.acceptance import servers
 from compiler.targets.routes import ipoib_hwaddr
+from contract.probes import nvidia_smi_topo
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
 from tests.test_accept import _lfts
 
 EXAMPLE = REPO / "examples" / "rails"
+NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -372,3 +378,32 @@ def test_accept_names_the_one_slow_rail_5_cable(tmp_path: Path, cable: str) -> N
     assert all(p["pair"].endswith(" mlx5_5") and "below 36" in p["message"] for p in failing)
     names = [p["pair"] for p in report["pairs"]]
     assert len(names) == len(set(names)), "two pairs of the report under one name"
+
+
+def test_gpudirect_checks_each_gpu_against_its_own_rail_hca(example: Compiled) -> None:
+    """The model's affinity (GPU k -> mlx5_k at PIX) reaches each server's contract per HCA;
+    the lab renders `nvidia-smi topo -m` with eight GPUs and eight mlx5 columns; GPU 5 moved
+    across the sockets from mlx5_5 is the one finding, its other HCAs' paths unjudged."""
+    model = example.cluster.hardware.servers["hgx-h100"]
+    assert [(a.hca, a.gpus, a.path) for a in model.affinity] == [
+        (f"mlx5_{k}", (k,), "PIX") for k in range(8)
+    ]
+    want = [{"gpu": k, "hca": f"mlx5_{k}", "path": "PIX"} for k in range(8)]
+    contract = json.loads(
+        (EXAMPLE / "generated" / "expected" / "hosts" / "gpu001.json").read_text()
+    )
+    assert contract["gpudirect"]["affinity"] == want
+    fleet = Fleet.load(EXAMPLE / "generated")
+    topo = nvidia_smi_topo.parse(fleet.outputs("gpu001")["nvidia_smi_topo"])
+    assert topo["hcas"] == [f"mlx5_{k}" for k in range(8)]
+    assert [g["paths"][f"mlx5_{g['index']}"] for g in topo["gpus"]] == ["PIX"] * 8
+    fleet.pcie_path("gpu001", 5, "SYS")
+    topo = nvidia_smi_topo.parse(fleet.outputs("gpu001")["nvidia_smi_topo"])
+    assert topo["gpus"][5]["paths"]["mlx5_5"] == "SYS"
+    assert [g["paths"][f"mlx5_{g['index']}"] for g in topo["gpus"] if g["index"] != 5] == [
+        "PIX"
+    ] * 7
+    result = compare_host(as_record(contract), Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("gpudirect", "affinity[GPU5].mlx5_5", "PIX", "SYS")
+    ]
