@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from audits.accept import judge, read_inputs
 from audits.collect import Collected
@@ -28,6 +31,7 @@ from compiler.pipeline import Compiled
 from compiler.plan import build, room
 from compiler.rails import RAIL_LID_TOP, Rails
 from compiler.targets.acceptance import servers
+from compiler.targets.render import to_yaml
 from compiler.targets.routes import ipoib_hwaddr
 from contract.probes import nvidia_smi_topo
 from tests.conftest import REPO, require_tool
@@ -407,3 +411,77 @@ def test_gpudirect_checks_each_gpu_against_its_own_rail_hca(example: Compiled) -
     assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
         ("gpudirect", "affinity[GPU5].mlx5_5", "PIX", "SYS")
     ]
+
+
+@pytest.mark.realtool
+def test_ib_alerts_name_each_hcas_rail_and_its_planned_rate(
+    example: Compiled, tmp_path: Path
+) -> None:
+    """promtool runs the example's IB port rules on one eight-rail server whose mlx5_5 is
+    down and mlx5_3 trained to 200 of its planned 400 Gb/s: each alert names its HCA, its rail
+    and the unit, and the other six HCAs stay quiet."""
+    rules = YAML(typ="safe").load(example.files["monitoring/alerts.yml"].decode())
+    keep = {"IbPortDown", "IbPortRateDegraded"}
+    for group in rules["groups"]:
+        group["rules"] = [r for r in group["rules"] if r.get("alert") in keep]
+    (tmp_path / "alerts.yml").write_text(to_yaml(rules))
+    [target] = [
+        t["labels"]
+        for t in json.loads(example.files["monitoring/targets/node.json"])
+        if t["labels"]["instance"] == "gpu001"
+    ]
+    target = target | {"job": "node"}
+    assert target["unit"] == "su1" and "leaf" not in target
+
+    def series(name: str, value: str, **labels: str) -> dict[str, str]:
+        inner = ",".join(f'{k}="{v}"' for k, v in sorted((target | labels).items()))
+        return {"series": f"{name}{{{inner}}}", "values": value}
+
+    inputs = [series("up", "1x20")]
+    for k in range(8):
+        hca = {"device": f"mlx5_{k}", "port": "1"}
+        inputs.append(series("node_infiniband_state_id", "1x20" if k == 5 else "4x20", **hca))
+        rate = 25e9 if k == 3 else 50e9  # bytes/s: 200 and 400 Gb/s
+        inputs.append(series("node_infiniband_rate_bytes_per_second", f"{rate:g}x20", **hca))
+
+    def alert(name: str, k: int, severity: str, summary: str) -> dict[str, Any]:
+        labels = target | {"device": f"mlx5_{k}", "port": "1", "rail": str(k)}
+        return {
+            "eval_time": "10m",
+            "alertname": name,
+            "exp_alerts": [
+                {
+                    "exp_labels": labels | {"severity": severity, "host": "gpu001"},
+                    "exp_annotations": {
+                        "summary": f"mlx5_{k} port 1 of gpu001 (rail {k} of su1) {summary}",
+                        "first_command": f"ssh gpu001 ibstat mlx5_{k} 1",
+                    },
+                }
+            ],
+        }
+
+    slow = "runs at 200 Gb/s, below plan (trained down: cable, optics or rate negotiation)"
+    tests = {
+        "rule_files": ["alerts.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": inputs,
+                "alert_rule_test": [
+                    alert("IbPortDown", 5, "critical", "is not Active"),
+                    alert("IbPortRateDegraded", 3, "warning", slow),
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yml").write_text(to_yaml(tests))
+    done = subprocess.run(
+        [require_tool("promtool"), "test", "rules", "tests.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
