@@ -9,7 +9,8 @@ judging is here; a missing log is "not tested", a log that cannot be parsed a fa
 - A node is `admitted` when its burn-in (dcgmi diag), GPU admission (count, model, NVLinks,
   ECC, Xid: `audits/admission.py`) and GPUDirect checks (`audits/gpudirect.py`) ran and passed;
   `failed` with every failing check; else `not-tested` with what is missing.
-- A pair passes when `ib_write_bw` ran between the planned LIDs at or above the pass mark.
+- A pair passes when `ib_write_bw` ran between the planned LIDs at or above the pass mark. It
+  is named `client->server`, on a rail-optimised fabric `client->server mlx5_K` (its HCA).
 - A cable `passed` when a passing pair crossed it. The failing pairs' other cables are the
   candidates, in sets crossed by exactly the same failing pairs (no result tells the cables
   of a set apart); the fewest sets that account for every failing pair (greedily, most
@@ -18,8 +19,8 @@ judging is here; a missing log is "not tested", a log that cannot be parsed a fa
   it, or none). A candidate whose pairs all crossed a blamed cable too is `not-tested`
   ("retest alone"). So one bad cable is named alone, or with the cables no result tells
   from it, and never another in its place; `suspects` lists the cables common to all
-  failing pairs. Cables no pair crossed are `not-tested`, with the plan's reason where it
-  has one.
+  failing pairs that no passing pair crossed. Cables no pair crossed are `not-tested`, with
+  the plan's reason where it has one.
 - An NCCL step passes when `all_reduce_perf` ran on its planned nodes, with no wrong result
   and the bus bandwidth at its largest size at or above the step's pass mark.
 
@@ -188,8 +189,10 @@ def _pairs(plan: dict[str, Any], results: Path) -> list[dict[str, Any]]:
     out = []
     for round_ in bw["rounds"]:
         for p in round_["pairs"]:
+            # A rail's pair by its HCA too: the same servers meet on every rail.
+            hca = f" {p['hca']}" if "hca" in p else ""
             entry = {
-                "pair": f"{p['client']}->{p['server']}",
+                "pair": f"{p['client']}->{p['server']}{hca}",
                 "round": round_["round"],
                 "client": p["client"],
                 "server": p["server"],
@@ -247,7 +250,9 @@ def _cables(
         names = [p["pair"] for p in crossed[cable]]
         out.append({"cable": cable, "status": status, "pairs": names, "reason": reason})
     failing = [set(p["cables"]) for p in pairs if p["status"] == FAILED]
-    common = set.intersection(*failing) if failing else set()
+    # Less what a passing pair cleared: two failing pairs of a rail may share the uplinks
+    # that another pair carried at full rate.
+    common = set.intersection(*failing) - cleared if failing else set()
     return out, sorted(common), sets
 
 

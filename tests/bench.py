@@ -7,7 +7,8 @@ as JSON (`--json`, default build/bench.json):
 - per size of a generated cluster (`compiler/generate.py`: two-tier up to one fabric's reach,
   three-tier above): a first compile, a recompile after a one-node change (only changed files
   written), validate and diff of that change, each with the ratio to the size before,
-  normalised per doubling, and its peak memory;
+  normalised per doubling, and its peak memory; the same for eight-rail clusters
+  (`compiler/generate_rails.py`, `--rails-sizes`: 32 to 256 servers, one to eight units);
 - the drift audit of the reference fleet replayed from a recording;
 - the live drift audit of a generated cluster (`--lab-servers`, default 1,024; 0 skips it)
   played by the loopback lab, and the replay of its recording (`audit_live` in the JSON);
@@ -58,6 +59,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SIZES = (124, 256, 512, 1024, 2048, 4096)
+# Eight-rail servers: one to eight units of 32, all a two-tier fabric of 64-port spines holds
+# (one link from each of 64 leaves); beyond it a core tier the rails are not planned with.
+RAIL_SIZES = (32, 64, 128, 256)
 FLOOR = "import pydantic, ruamel.yaml, jinja2, netaddr"
 LAB_SERVERS = 1024
 LAB_CONCURRENCY = 32  # the audit's default
@@ -215,14 +219,28 @@ def uncache(tree: Path) -> None:
                 os.close(fd)
 
 
-def sized_rows(sizes: list[int], runs: int, scratch: Path) -> dict[str, Any]:
+def fat_tree(servers: int) -> dict[str, str]:
+    """A one-HCA cluster of `servers` (two-tier up to one fabric's reach, three-tier above)."""
+    from compiler import generate
+
+    return generate.generate(servers)
+
+
+def eight_rails(servers: int) -> dict[str, str]:
+    """An eight-rail cluster of `servers` (`init --rails 8`): units of 32, the last one's last
+    position the service hosts'."""
+    from compiler import generate_rails
+
+    return generate_rails.generate_rails(servers // 32)
+
+
+def sized_rows(sizes: list[int], runs: int, scratch: Path, tree: Any = fat_tree) -> dict[str, Any]:
     """Every step at every size, in rounds (each round runs each step at each size once, so
     sizes next to each other are measured seconds, not an hour, apart); figures are medians of
     the rounds, and the ratio to the size before is the median of the rounds' own ratios. The
     repositories and every tree compiled stay in `scratch` until the bench ends."""
-    held = scratch / "held"
-    held.mkdir()
-    repos = {servers: sized(servers, scratch) for servers in sizes}
+    held = Path(tempfile.mkdtemp(prefix="held-", dir=scratch))
+    repos = {servers: sized(tree, servers, scratch) for servers in sizes}
     for repo in repos.values():
         change(repo)
         child(repo, ["compile"], 1)  # the tree the first round's first compile moves aside
@@ -282,12 +300,10 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def sized(servers: int, root: Path) -> Path:
+def sized(tree: Any, servers: int, root: Path) -> Path:
     """A repository holding the generated cluster at HEAD~1 and one node's MAC changed at HEAD."""
-    from compiler import generate
-
-    repo = root / f"c{servers}"
-    for rel, text in generate.generate(servers).items():
+    repo = Path(tempfile.mkdtemp(prefix=f"c{servers}-", dir=root))
+    for rel, text in tree(servers).items():
         path = repo / "cluster" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -309,6 +325,12 @@ def change(repo: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument(
+        "--rails-sizes",
+        default=",".join(map(str, RAIL_SIZES)),
+        help="eight-rail servers (32 a unit, up to 256: two-tier); empty: skip",
+    )
+    ap.add_argument("--cold-runs", type=int, default=40, help="0: skip the cold starts")
     # Five rounds: with three, one busy spell on the shared machine moved a ratio by a fifth.
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path, default=REPO / "build" / "bench.json")
@@ -316,14 +338,20 @@ def main() -> None:
         "--lab-servers", type=int, default=LAB_SERVERS, help="live audit on the lab; 0: skip"
     )
     opts = ap.parse_args()
-    sizes = [int(s) for s in opts.sizes.split(",")]
+    sizes = [int(s) for s in opts.sizes.split(",") if s]
+    rail_sizes = [int(s) for s in opts.rails_sizes.split(",") if s]
     py = sys.executable
     out: dict[str, Any] = {}
 
     # One scratch folder for the whole run, deleted last: see the note on deleting above.
     with tempfile.TemporaryDirectory(prefix="cf-bench-") as scratch:
-        out["cold"] = cold_rows(py, 40)  # a second or two a run: many pairs are cheap
-        out["sizes"] = sized_rows(sizes, opts.runs, Path(scratch))
+        if opts.cold_runs:  # a second or two a run: many pairs are cheap
+            out["cold"] = cold_rows(py, opts.cold_runs)
+        if sizes:
+            out["sizes"] = sized_rows(sizes, opts.runs, Path(scratch))
+        if rail_sizes:
+            print("\neight-rail servers (compiler/generate_rails.py, init --rails 8)")
+            out["rails"] = sized_rows(rail_sizes, opts.runs, Path(scratch), eight_rails)
         out["audit_replay"] = audit_replay()
         if opts.lab_servers:
             out["audit_live"] = audit_live(opts.lab_servers)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.plan import Host, Plan
-from compiler.targets.monitoring import switch_labels, target_labels
+from compiler.targets.monitoring import fabric_labels, switch_labels, target_labels
 
 # host -> failure; every other host of FLEET is healthy.
 FAULTS = {
@@ -67,17 +67,13 @@ class Scrape:
     extra: dict[str, str] = field(default_factory=dict)  # target labels beyond the host's
 
 
-def _leaf(plan: Plan) -> dict[str, str]:
-    return {c.b.device: c.a.device for c in plan.cables if c.network == "ipoib"}
-
-
 def labels_of(plan: Plan, host: str) -> dict[str, str]:
     """The generated target labels of `host` (instance, rack, u, role, model, leaf), or of
     a switch."""
     switch = next((s for s in plan.switches if s.name == host), None)
     if switch is not None:
         return switch_labels(switch)
-    return target_labels(plan.host(host), _leaf(plan))
+    return target_labels(plan.host(host), fabric_labels(plan))
 
 
 def _node(host: Host, fault: str, now: float) -> list[Sample] | None:

@@ -589,9 +589,7 @@ def test_what_a_nic_hears_is_named_as_lldpd_reports_it(audit: Audit, repo: Path)
     }
 
 
-def test_a_link_on_a_pulled_cables_port_is_miswired_not_swapped(
-    fleet: Fleet, audit: Audit
-) -> None:
+def test_a_link_on_a_pulled_cables_port_is_miswired_not_swapped(fleet: Fleet, audit: Audit) -> None:
     """gpu003's cable moved onto gpu004's port, gpu004's pulled: no pair, so no swap."""
     fleet.unplug_ethernet("R01-MG04")
     fleet.hosts["gpu003"].state["ethernet"][0]["port"] = "swp4"

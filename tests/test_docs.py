@@ -17,7 +17,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from clusterforge.cli import main
-from compiler import diff, gitsource, model, reference
+from compiler import diff, generate_rails, gitsource, model, reference
 from draw import review
 from tests.conftest import GIT_ENV, REPO, require_tool
 
@@ -294,6 +294,49 @@ def test_howto_the_audit_account(site: Path, tmp_path: Path) -> None:
         capture_output=True,
     )
     assert refused.returncode == 126
+
+
+def test_howto_add_a_scalable_unit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a one-unit site whose eight spines were sized for two (`init --rails 8 --units 2`'s
+    spines, four links a leaf each): the page's steps add su2, and nothing is renumbered."""
+    one, two = generate_rails.generate_rails(1), generate_rails.generate_rails(2)
+    base = one | {"racks/n00.yaml": two["racks/n00.yaml"]}
+    base["fabric.yaml"] = one["fabric.yaml"].replace("links_per_spine: 8", "links_per_spine: 4")
+    # The service rack where the two-unit site has it, out of the new unit's row.
+    base["racks/s01.yaml"] = one["racks/s01.yaml"].replace("row: B", "row: C")
+    for path, text in base.items():
+        (tmp_path / "cluster" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "cluster" / path).write_text(text)
+    _git(tmp_path, "init", "-q", "-b", "master")
+    assert main(["-C", str(tmp_path), "compile"]) == 0
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "base")
+    _git(tmp_path, "checkout", "-q", "-b", "change")
+    text = _sections()["Add a scalable unit"]
+    check, copy, units = _blocks(text)
+    [printed] = _run(tmp_path, check, capsys)
+    promised = re.search(r"must print\s+\*\*(.+?)\*\*", text, re.S)
+    assert promised and promised[1] in printed, printed
+    _run(tmp_path, copy, capsys)
+    copies = [line.split()[-1].removeprefix("cluster/") for line in copy.text.splitlines()]
+    # Step 3, as a technician fills the copies in: the two-unit generator's su2, new names,
+    # places and identities in the real formats.
+    assert sorted(copies) == sorted(p for p in two if p not in one)
+    for path in copies:
+        assert (tmp_path / "cluster" / path).exists()
+        (tmp_path / "cluster" / path).write_text(two[path])
+    _apply(tmp_path, units)
+    _commit(tmp_path)
+    report, markdown = _diff(tmp_path, capsys)
+    promised = re.search(r"must say\s+\*\*(.+?)\*\*", text, re.S)
+    assert promised and " ".join(promised[1].split()) in markdown
+    assert report.renumbered_nothing
+    cable = re.search(r"`(SU2-LEAF\d-\d\d)`: leaf (\S+), port (\d+)", text)
+    assert cable
+    fabric = json.loads((tmp_path / "generated" / "expected" / "fabric.json").read_text())
+    [found] = [c for c in fabric["cables"] if c["id"] == cable[1]]
+    assert (found["a"]["name"], found["a"]["port"]) == (cable[2], int(cable[3]))
+    assert sum(p.new - p.old for p in report.parts) > 0
 
 
 # --- docs/adoption.md: the pin installs as written -------------------------------------------

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
+from audits.accept import judge, read_inputs
+from audits.collect import Collected
+from audits.compare import compare_host
 from clusterforge.cli import main
+from clusterforge.lab.fleet import Fleet, as_record
 from clusterforge.lab.ibsim import SimFabric
 from common.errors import SourceError
 from common.rules import Rule
@@ -23,11 +31,15 @@ from compiler.pipeline import Compiled
 from compiler.plan import build, room
 from compiler.rails import RAIL_LID_TOP, Rails
 from compiler.targets.acceptance import servers
+from compiler.targets.render import to_yaml
 from compiler.targets.routes import ipoib_hwaddr
+from contract.probes import nvidia_smi_topo
 from tests.conftest import REPO, require_tool
+from tests.lab.acceptance_run import Run
 from tests.test_accept import _lfts
 
 EXAMPLE = REPO / "examples" / "rails"
+NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -350,3 +362,126 @@ def test_the_audit_names_a_servers_rail_3_and_rail_4_cables_as_swapped() -> None
     swapped = audit(fleet)
     assert swapped["swapped"] == [sorted([three, four])]
     assert swapped["miswired"] == sorted([three, four]) and swapped["missing"] == []
+
+
+@pytest.mark.parametrize("cable", ["SU1-LEAF5-07", "SU2-LEAF5-20"])
+def test_accept_names_the_one_slow_rail_5_cable(tmp_path: Path, cable: str) -> None:
+    """A server's rail-5 cable training slow in a synthetic ib_write_bw run: the rail-5 pairs
+    over it fail, the same servers' pairs on the other seven rails pass, and it is the one
+    cable `accept` blames, its failing pairs named by their HCA."""
+    run = Run.load(EXAMPLE / "generated")
+    run.slow[cable] = 19.2
+    report = judge(read_inputs(EXAMPLE), run.write(tmp_path / "results"))
+    assert report["exit_code"] == 1
+    assert report["summary"]["nodes"] == {"admitted": 63}
+    failed = [c["cable"] for c in report["cables"] if c["status"] == "failed"]
+    assert failed == [cable]
+    assert report["suspects"] == [cable]
+    failing = [p for p in report["pairs"] if p["status"] == "failed"]
+    assert failing and all(cable in p["cables"] for p in failing)
+    assert all(p["pair"].endswith(" mlx5_5") and "below 36" in p["message"] for p in failing)
+    names = [p["pair"] for p in report["pairs"]]
+    assert len(names) == len(set(names)), "two pairs of the report under one name"
+
+
+def test_gpudirect_checks_each_gpu_against_its_own_rail_hca(example: Compiled) -> None:
+    """The model's affinity (GPU k -> mlx5_k at PIX) reaches each server's contract per HCA;
+    the lab renders `nvidia-smi topo -m` with eight GPUs and eight mlx5 columns; GPU 5 moved
+    across the sockets from mlx5_5 is the one finding, its other HCAs' paths unjudged."""
+    model = example.cluster.hardware.servers["hgx-h100"]
+    assert [(a.hca, a.gpus, a.path) for a in model.affinity] == [
+        (f"mlx5_{k}", (k,), "PIX") for k in range(8)
+    ]
+    want = [{"gpu": k, "hca": f"mlx5_{k}", "path": "PIX"} for k in range(8)]
+    contract = json.loads(
+        (EXAMPLE / "generated" / "expected" / "hosts" / "gpu001.json").read_text()
+    )
+    assert contract["gpudirect"]["affinity"] == want
+    fleet = Fleet.load(EXAMPLE / "generated")
+    topo = nvidia_smi_topo.parse(fleet.outputs("gpu001")["nvidia_smi_topo"])
+    assert topo["hcas"] == [f"mlx5_{k}" for k in range(8)]
+    assert [g["paths"][f"mlx5_{g['index']}"] for g in topo["gpus"]] == ["PIX"] * 8
+    fleet.pcie_path("gpu001", 5, "SYS")
+    topo = nvidia_smi_topo.parse(fleet.outputs("gpu001")["nvidia_smi_topo"])
+    assert topo["gpus"][5]["paths"]["mlx5_5"] == "SYS"
+    assert [g["paths"][f"mlx5_{g['index']}"] for g in topo["gpus"] if g["index"] != 5] == [
+        "PIX"
+    ] * 7
+    result = compare_host(as_record(contract), Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("gpudirect", "affinity[GPU5].mlx5_5", "PIX", "SYS")
+    ]
+
+
+@pytest.mark.realtool
+def test_ib_alerts_name_each_hcas_rail_and_its_planned_rate(
+    example: Compiled, tmp_path: Path
+) -> None:
+    """promtool runs the example's IB port rules on one eight-rail server whose mlx5_5 is
+    down and mlx5_3 trained to 200 of its planned 400 Gb/s: each alert names its HCA, its rail
+    and the unit, and the other six HCAs stay quiet."""
+    rules = YAML(typ="safe").load(example.files["monitoring/alerts.yml"].decode())
+    keep = {"IbPortDown", "IbPortRateDegraded"}
+    for group in rules["groups"]:
+        group["rules"] = [r for r in group["rules"] if r.get("alert") in keep]
+    (tmp_path / "alerts.yml").write_text(to_yaml(rules))
+    [target] = [
+        t["labels"]
+        for t in json.loads(example.files["monitoring/targets/node.json"])
+        if t["labels"]["instance"] == "gpu001"
+    ]
+    target = target | {"job": "node"}
+    assert target["unit"] == "su1" and "leaf" not in target
+
+    def series(name: str, value: str, **labels: str) -> dict[str, str]:
+        inner = ",".join(f'{k}="{v}"' for k, v in sorted((target | labels).items()))
+        return {"series": f"{name}{{{inner}}}", "values": value}
+
+    inputs = [series("up", "1x20")]
+    for k in range(8):
+        hca = {"device": f"mlx5_{k}", "port": "1"}
+        inputs.append(series("node_infiniband_state_id", "1x20" if k == 5 else "4x20", **hca))
+        rate = 25e9 if k == 3 else 50e9  # bytes/s: 200 and 400 Gb/s
+        inputs.append(series("node_infiniband_rate_bytes_per_second", f"{rate:g}x20", **hca))
+
+    def alert(name: str, k: int, severity: str, summary: str) -> dict[str, Any]:
+        labels = target | {"device": f"mlx5_{k}", "port": "1", "rail": str(k)}
+        return {
+            "eval_time": "10m",
+            "alertname": name,
+            "exp_alerts": [
+                {
+                    "exp_labels": labels | {"severity": severity, "host": "gpu001"},
+                    "exp_annotations": {
+                        "summary": f"mlx5_{k} port 1 of gpu001 (rail {k} of su1) {summary}",
+                        "first_command": f"ssh gpu001 ibstat mlx5_{k} 1",
+                    },
+                }
+            ],
+        }
+
+    slow = "runs at 200 Gb/s, below plan (trained down: cable, optics or rate negotiation)"
+    tests = {
+        "rule_files": ["alerts.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": inputs,
+                "alert_rule_test": [
+                    alert("IbPortDown", 5, "critical", "is not Active"),
+                    alert("IbPortRateDegraded", 3, "warning", slow),
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yml").write_text(to_yaml(tests))
+    done = subprocess.run(
+        [require_tool("promtool"), "test", "rules", "tests.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -177,18 +177,22 @@ def render(plan: Plan) -> dict[str, str]:
                 next(q.lid for q in hosts[h].ib_ports if q.device == host_end[c].split("/")[0])
                 for h, c in ((p.client, p.cables[0]), (p.server, p.cables[-1]))
             ]
-            # A rail's pair names its HCA: eight pairs of two servers may run at once.
-            tail = f"-{device}" if plan.rails else ""
-            rows.append(
-                {
-                    "client": p.client,
-                    "server": p.server,
-                    "cables": list(p.cables),
-                    # Static LIDs: the log's local and remote LID prove which ports ran it.
-                    "lids": lids,
-                    "log": f"ib_write_bw/{name}/{p.client}-{p.server}{tail}.txt",
+            row = {
+                "client": p.client,
+                "server": p.server,
+                "cables": list(p.cables),
+                # Static LIDs: the log's local and remote LID prove which ports ran it.
+                "lids": lids,
+                "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
+            }
+            if plan.rails:
+                # A rail's pair names its HCA, in its log and for `accept`: the same two
+                # servers run a pair on every rail at once.
+                row |= {
+                    "hca": device,
+                    "log": f"ib_write_bw/{name}/{p.client}-{p.server}-{device}.txt",
                 }
-            )
+            rows.append(row)
             ports.append((port, plan.rails.leaf[leaf_of[p.cables[0]]][1] if plan.rails else None))
         rounds.append({"round": name, "pairs": rows})
         files[f"acceptance/ib_write_bw/{name}.sh"] = _round_script(plan, name, rows, ports, ipoib)

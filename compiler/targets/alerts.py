@@ -89,10 +89,21 @@ def _planned(
     return out
 
 
-def _ib_ports(plan: Plan) -> list[tuple[str, str, int, int]]:
-    """(selector, device, port, planned Gb/s) for every planned HCA port."""
-    facts = _planned(plan, lambda h: {(p.device, p.port): p.rate_gbps for p in h.ib_ports})
-    return [(sel, slot[0], slot[1], rate) for sel, slot, rate in facts]
+def _ib_ports(plan: Plan) -> list[tuple[str, str, int, int, int | None]]:
+    """(selector, device, port, planned Gb/s, rail or None) for every planned HCA port."""
+
+    def ports(h: Host) -> dict[tuple[Any, ...], int]:
+        model = plan.hardware.servers.get(h.model)
+        rail = {n.device: n.rail for n in model.nics if n.device} if model else {}
+        return {(p.device, p.port, rail.get(p.device)): p.rate_gbps for p in h.ib_ports}
+
+    return [(sel, slot[0], slot[1], rate, slot[2]) for sel, slot, rate in _planned(plan, ports)]
+
+
+def _on_rail(expr: str, rail: int | None) -> str:
+    """`expr` labelled with its HCA's rail, which its series do not carry: an alert on
+    mlx5_5 of an eight-rail server says rail 5 (its unit's fifth leaf)."""
+    return expr if rail is None else f'label_replace({expr}, "rail", "{rail}", "", "")'
 
 
 def _gpu_counts(plan: Plan) -> list[tuple[str, int]]:
@@ -104,16 +115,20 @@ def _ib_down(plan: Plan) -> str:
     """A planned port whose state is not ACTIVE, or which node_exporter does not see at all
     (the HCA gone) while the node itself answers."""
     out = []
-    for sel, device, port, _ in _ib_ports(plan):
+    for sel, device, port, _, rail in _ib_ports(plan):
         port_sel = f'device="{device}",port="{port}"'
         missing = (
             f'(up{{job="node",{sel}}} == 1) unless on (instance) '
             f'node_infiniband_state_id{{job="node",{port_sel}}}'
         )
-        out.append(f'node_infiniband_state_id{{job="node",{sel},{port_sel}}} != {IB_ACTIVE}')
+        down = f'node_infiniband_state_id{{job="node",{sel},{port_sel}}} != {IB_ACTIVE}'
+        out.append(_on_rail(down, rail))
         out.append(
-            f'label_replace(label_replace({missing}, "device", "{device}", "", ""), '
-            f'"port", "{port}", "", "")'
+            _on_rail(
+                f'label_replace(label_replace({missing}, "device", "{device}", "", ""), '
+                f'"port", "{port}", "", "")',
+                rail,
+            )
         )
     return " or ".join(out)
 
@@ -121,10 +136,13 @@ def _ib_down(plan: Plan) -> str:
 def _ib_slow(plan: Plan) -> str:
     """An Active planned port whose link rate (bytes/s, from sysfs) is below its plan."""
     return " or ".join(
-        f'node_infiniband_rate_bytes_per_second{{job="node",{sel},device="{device}",port="{port}"}}'
-        f" * 8 / 1e9 < {rate} and on (instance, device, port) "
-        f"node_infiniband_state_id == {IB_ACTIVE}"
-        for sel, device, port, rate in _ib_ports(plan)
+        _on_rail(
+            f'node_infiniband_rate_bytes_per_second{{job="node",{sel},device="{device}",port="{port}"}}'
+            f" * 8 / 1e9 < {rate} and on (instance, device, port) "
+            f"node_infiniband_state_id == {IB_ACTIVE}",
+            rail,
+        )
+        for sel, device, port, rate, rail in _ib_ports(plan)
     )
 
 
@@ -182,6 +200,12 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
     crit, warn = Severity.CRITICAL, Severity.WARNING
     gpu = "GPU {{ $labels.gpu }} of {{ $labels.instance }}"
     ib = "{{ $labels.device }} port {{ $labels.port }} of {{ $labels.instance }}"
+    where = "leaf {{ $labels.leaf }}"
+    if plan.rails is not None:
+        # A rail's HCA by its rail and unit (its leaf is the unit's leaf of that rail); a
+        # service host's, on one leaf, by its leaf.
+        rail = "rail {{ $labels.rail }} of {{ $labels.unit }}"
+        where = f"{{{{ if $labels.rail }}}}{rail}{{{{ else }}}}{where}{{{{ end }}}}"
     mon = plan.site.services.monitoring
     rules = [
         _alert(
@@ -282,7 +306,7 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
             _ib_down(plan),
             m.pending,
             crit,
-            f"{ib} (leaf {{{{ $labels.leaf }}}}) is not Active",
+            f"{ib} ({where}) is not Active",
             _ssh("ibstat {{ $labels.device }} {{ $labels.port }}"),
         ),
         _alert(
@@ -290,7 +314,7 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
             _ib_slow(plan),
             m.pending,
             warn,
-            f"{ib} (leaf {{{{ $labels.leaf }}}}) runs at {{{{ $value }}}} Gb/s, below plan "
+            f"{ib} ({where}) runs at {{{{ $value }}}} Gb/s, below plan "
             "(trained down: cable, optics or rate negotiation)",
             _ssh("ibstat {{ $labels.device }} {{ $labels.port }}"),
         ),

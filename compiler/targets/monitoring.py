@@ -25,7 +25,8 @@ own configuration.
                          (tmpfiles.d, made at boot and by the kickstart's %post).
 Each target is its own group labelled instance (the host name, so alerts name the box), rack,
 u (its lowest rack unit), role, model and leaf (the leaf its HCA is cabled to, from the cable
-plan): a rack or a leaf going dark shows as one label value.
+plan; a server of eight rails: unit, its scalable unit): a rack or a leaf going dark shows as
+one label value.
 """
 
 from __future__ import annotations
@@ -103,7 +104,25 @@ DCGM_COUNTERS = (
 )
 
 
-def target_labels(host: Host, leaf: dict[str, str]) -> dict[str, str]:
+def fabric_labels(plan: Plan) -> dict[str, dict[str, str]]:
+    """Host -> where its HCAs are cabled: `leaf`, the one leaf they all reach; a server of
+    several rails reaches a leaf per rail, all of one scalable unit: `unit` (the alerts
+    name the HCA's rail; rail k's leaf is the unit's k-th, fabric.yaml)."""
+    leaves: dict[str, set[str]] = defaultdict(set)
+    for c in plan.cables:
+        if c.network in plan.ib_networks:
+            leaves[c.b.device].add(c.a.device)
+    out: dict[str, dict[str, str]] = {}
+    for host, names in leaves.items():
+        if len(names) == 1:
+            out[host] = {"leaf": next(iter(names))}
+        elif plan.rails is not None and names <= plan.rails.leaf.keys():
+            units = {plan.rails.units[plan.rails.leaf[n][0]].name for n in names}
+            out[host] = {"unit": units.pop()} if len(units) == 1 else {}
+    return out
+
+
+def target_labels(host: Host, fabric: dict[str, dict[str, str]]) -> dict[str, str]:
     labels = {
         "instance": host.name,
         "rack": host.rack,
@@ -111,12 +130,12 @@ def target_labels(host: Host, leaf: dict[str, str]) -> dict[str, str]:
         "role": host.role.value,
         "model": host.model,
     }
-    return labels | ({"leaf": leaf[host.name]} if host.name in leaf else {})
+    return labels | fabric.get(host.name, {})
 
 
 def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """Job name -> file_sd target groups."""
-    leaf = {c.b.device: c.a.device for c in plan.cables if c.network in plan.ib_networks}
+    leaf = fabric_labels(plan)
     jobs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     probes = probe_jobs(plan)
     for host in plan.hosts:

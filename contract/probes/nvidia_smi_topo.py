@@ -109,7 +109,8 @@ def parse(text: str) -> Topology:
 
 
 def render(host: str, state: Mapping[str, Any], now: Now) -> dict[str, str]:
-    """The planned PCIe paths between GPUs and HCAs, but those `now.paths` moves."""
+    """The planned PCIe paths between GPUs and HCAs, but those `now.paths` moves: a GPU's
+    path to its own HCA (the affinity's), one column of eight on a server of eight rails."""
     if "gpudirect" not in state:
         return {}
     count = state["gpus"]["count"]
@@ -125,8 +126,8 @@ def render(host: str, state: Mapping[str, Any], now: Now) -> dict[str, str]:
     for i in range(count):
         cells = [" X " if j == i else f"NV{links}" for j in range(count)]
         for hca in hcas:
-            planned = near.get(i, (hca, "SYS"))
-            cells.append(now.paths.get(i, planned[1] if planned[0] == hca else "SYS"))
+            own, path = near.get(i, (hca, "SYS"))
+            cells.append(now.paths.get(i, path) if own == hca else "SYS")
         numa = 0 if i < count // 2 else 1
         rows.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{numa * 32}-{numa * 32 + 31}\t{numa}\n")
     legend = "\nLegend:\n\n  X    = Self\n  PXB  = Connection traversing multiple PCIe bridges\n"
