@@ -45,7 +45,7 @@ ntp_upstream:
   - {{host: ntp1.{name}.example.net}}
 """
 
-_NETWORKS = """\
+_ETHERNET = """\
 # Address plan: rack subnet number = stride * rack.id + offset, split at rack_prefix; a node's
 # host part is host_base + its slot. Adding racks or nodes renumbers nothing. Every block holds
 # every rack id the model allows (703: the static LID plan's limit), so no rack ever runs out.
@@ -85,6 +85,9 @@ storage:
   mtu: 9000
   switch: storage
   first_port: 1
+"""
+
+_IPOIB = """\
 ipoib:
   medium: infiniband
   cidr: 10.76.0.0/14
@@ -369,7 +372,7 @@ def generate(
         hardware = hardware.replace(_GPU_HEIGHT, _GPU_HEIGHT.replace(": 2", f": {chassis_u}"))
     out = {
         "site.yaml": _SITE.format(name=name) + (_AUDIT.format(key=audit_key) if audit_key else ""),
-        "networks.yaml": _NETWORKS,
+        "networks.yaml": _ETHERNET + _IPOIB,
         "hardware.yaml": hardware,
         "fabric.yaml": _FABRIC.format(
             uplink=UPLINK_PORT,

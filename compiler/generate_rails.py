@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from compiler.generate import (
     _AUDIT,
+    _ETHERNET,
     _FIRMWARE,
     _PROVISIONING,
     _SERVICE_HOSTS,
@@ -36,45 +37,8 @@ NETWORK_RACK = 650  # + unit: its rail leaves; the spines' rack is NETWORK_RACK 
 SERVICE_RACK = 700
 CX_OUI = "a088c2"
 
-_NETWORKS = """\
-# Address plan: rack subnet number = stride * rack.id + offset, split at rack_prefix; a node's
-# host part is host_base + its slot. Adding racks or nodes renumbers nothing.
-bmc:
-  medium: ethernet
-  cidr: 10.64.0.0/13
-  rack_prefix: 24
-  stride: 2
-  offset: 0
-  host_base: 10
-  gateway: 1
-  switch_base: 200
-  reserved: [[1, 9], [250, 255]]
-  switch: management
-  first_port: 25
-mgmt:
-  medium: ethernet
-  cidr: 10.64.0.0/13
-  rack_prefix: 24
-  stride: 2
-  offset: 1
-  host_base: 10
-  gateway: 1
-  reserved: [[1, 9], [250, 255]]
-  default_route: true
-  routes: [10.0.0.0/8]
-  switch: management
-  first_port: 1
-storage:
-  medium: ethernet
-  cidr: 10.72.0.0/14
-  rack_prefix: 24
-  host_base: 10
-  gateway: 1
-  reserved: [[1, 9], [250, 255]]
-  routes: [10.72.0.0/14]
-  mtu: 9000
-  switch: storage
-  first_port: 1
+# The one-HCA generator's Ethernet address plan, then an IPoIB network per rail.
+_RAIL_NOTE = """\
 # One IPoIB network per rail, each its own IP subnet: eight interfaces in one subnet would
 # answer each other's ARP (and leave by whichever the kernel picks); one subnet a rail keeps
 # each interface's traffic on its own HCA. Rail k's leaf is found by the scalable unit
@@ -207,8 +171,10 @@ def generate_rails(
         f"      - {{hca: mlx5_{k}, gpus: [{', '.join(map(str, _gpus(k, rails)))}], path: PIX}}\n"
         for k in range(rails)
     )
-    networks = _NETWORKS + "".join(
-        _RAIL_NETWORK.format(k=k, octet=96 + 4 * k) for k in range(rails)
+    networks = (
+        _ETHERNET
+        + _RAIL_NOTE
+        + "".join(_RAIL_NETWORK.format(k=k, octet=96 + 4 * k) for k in range(rails))
     )
     unit_rows = ""
     width = 3

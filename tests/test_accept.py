@@ -110,15 +110,7 @@ def test_ftree_routes_as_the_plan_says(tmp_path: Path) -> None:
     write(out, compiled.files)
     opensm = out / "opensm"
     conf = opensm / "sm01" / "opensm.conf"
-    overrides = {
-        key: str(opensm / Path(value).name)
-        for key, value in (
-            line.split(None, 1)
-            for line in conf.read_text().splitlines()
-            if line and not line.startswith("#")
-        )
-        if value.startswith("/etc/opensm/")
-    }
+    overrides = local_files(conf)
     overrides["log_flags"] = "0xff"  # OpenSM dumps its forwarding tables at ROUTING level
     with SimFabric(out / "fabric" / "topology.net", tmp_path / "sim") as sim:
         result = sim.run_opensm_once(
@@ -138,6 +130,21 @@ def test_ftree_routes_as_the_plan_says(tmp_path: Path) -> None:
             assert lfts[leaf][lid[server.name]] == port_of[up[(leaf, spine, j)]], (leaf, server)
             checked += 1
     assert checked > 1000
+
+
+def local_files(conf: Path) -> dict[str, str]:
+    """opensm.conf's /etc/opensm/ paths pointed at the compiled files beside it, for a run
+    outside /etc."""
+    opensm = conf.parent.parent
+    return {
+        key: str(opensm / Path(value).name)
+        for key, value in (
+            line.split(None, 1)
+            for line in conf.read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+        if value.startswith("/etc/opensm/")
+    }
 
 
 def _lfts(dump: str) -> dict[str, dict[int, int]]:

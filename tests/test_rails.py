@@ -36,7 +36,7 @@ from compiler.targets.routes import ipoib_hwaddr
 from contract.probes import nvidia_smi_topo
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
-from tests.test_accept import _lfts
+from tests.test_accept import _lfts, local_files
 
 EXAMPLE = REPO / "examples" / "rails"
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
@@ -251,15 +251,7 @@ def test_ftree_routes_each_rail_as_the_pair_plan_says(example: Compiled, tmp_pat
     write(out, example.files)
     opensm = out / "opensm"
     conf = opensm / "sm01" / "opensm.conf"
-    overrides = {
-        key: str(opensm / Path(value).name)
-        for key, value in (
-            line.split(None, 1)
-            for line in conf.read_text().splitlines()
-            if line and not line.startswith("#")
-        )
-        if value.startswith("/etc/opensm/")
-    }
+    overrides = local_files(conf)
     # OpenSM dumps its forwarding tables at ROUTING level (0x40); without FUNCS and FRAMES,
     # whose lines for 508 CAs would overflow log_max_size and lose the engine's last word.
     overrides["log_flags"] = "0xc3"

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from contract.probes._ids import digest
+from contract.probes._json import decode
 from contract.probes.base import ParseError
 from contract.probes.spec import KIB, Now, Probe
 
@@ -69,14 +70,7 @@ class Neighbour(TypedDict):
 
 def parse(text: str) -> list[Neighbour]:
     """Parse `lldpcli -f json show neighbors`, one entry per neighbour heard, in lldpd's order."""
-    if not text.strip():
-        raise ParseError(PROBE, 0, 'empty output: lldpcli prints at least {"lldp": {}}')
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ParseError(PROBE, error.lineno, f"not JSON ({error.msg}); cut off?") from None
-    except RecursionError:
-        raise ParseError(PROBE, 0, "JSON nested too deep to decode") from None
+    data = decode(PROBE, text, '{"lldp": {}}')
     if not isinstance(data, dict) or set(data) != {"lldp"}:
         raise ParseError(PROBE, 0, 'expected one object {"lldp": ...}')
     lldp = data["lldp"]
