@@ -69,6 +69,7 @@ class Rule(StrEnum):
     RACK_SUBNET_TOO_SMALL = "rack-subnet-too-small"
     RDMA_WITHOUT_HCA = "rdma-without-hca"
     RINGS = "rings"
+    ROCE_MISMATCH = "roce-mismatch"
     ROUTE_LEAVES_NETWORK = "route-leaves-network"
     SCALABLE_UNIT = "scalable-unit"
     SERVER_NOT_CONNECTED = "server-not-connected"

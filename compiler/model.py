@@ -268,6 +268,20 @@ class Site(Strict_):
 # --- networks.yaml --------------------------------------------------------------------------
 
 
+class Roce(Strict_):
+    """A RoCE network's lossless class, as NVIDIA's RoCE defaults set it (Cumulus Linux user
+    guide, "RDMA over Converged Ethernet - RoCE", default lossless mode): RoCE on switch
+    priority 3, marked DSCP 26, PFC on that priority and ECN on its queue; the congestion
+    notifications (CNP) on priority 6, DSCP 48. One block for the whole network: every switch
+    port and host NIC on it derives its QoS from these values, so both ends of a link agree."""
+
+    priority: int = Field(3, ge=0, le=7)  # the lossless priority (PFC), RoCE's traffic class
+    dscp: int = Field(26, ge=0, le=63)  # RoCE's marking; RDMA-CM's ToS is dscp << 2
+    cnp_priority: int = Field(6, ge=0, le=7)
+    cnp_dscp: int = Field(48, ge=0, le=63)
+    ecn: bool = True  # ECN marking on the RoCE queue (switches) and DCQCN (hosts)
+
+
 class Network(Strict_):
     """A logical IPv4 network; each rack gets subnet number `stride * rack.id + offset`."""
 
@@ -293,6 +307,10 @@ class Network(Strict_):
     # Host firewall on this network's interfaces: `restricted` opens only the ports of the
     # host's services (a zone named after the network); `trusted` lets everything in.
     firewall: Annotated[FirewallPolicy, Lax] = FirewallPolicy.RESTRICTED
+    # RDMA over this Ethernet network: `roce` makes its switch ports and its hosts' NICs
+    # lossless on `roce:`'s priority (PFC, DSCP trust, ECN), both ends from the one block.
+    rdma: Literal["roce"] | None = None
+    roce: Roce | None = None  # with rdma: roce; NVIDIA's defaults when left out
 
 
 # --- hardware.yaml --------------------------------------------------------------------------

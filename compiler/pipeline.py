@@ -18,7 +18,7 @@ from pydantic_core import ErrorDetails
 
 from common.errors import Diagnostic, Location, SourceError, closest, quote
 from common.rules import Rule
-from compiler import checks, deploy, output, targets
+from compiler import checks, deploy, output, roce, targets
 from compiler.load import Path_, Source, load
 from compiler.model import Cluster, SecretSource, model_at, validate
 from compiler.output import read_tree
@@ -170,6 +170,9 @@ def compile_source(
         files = targets.render_all(plan)
     except UnsafeValue as exc:
         raise SourceError([unsafe_value(source, exc)]) from None
+    disagree = roce_disagreements(source, plan, files)
+    if disagree:
+        raise SourceError(disagree)
     digests = {path: sha256(data).hexdigest() for path, data in files.items()}
     # The audit account's per-role files allow exactly the paths of the deploy map, which
     # places them too: named first, filled from the map, their digests put in after.
@@ -184,6 +187,16 @@ def compile_source(
     files = dict(sorted(files.items()))
     files[MANIFEST] = manifest(files, source.digest(), digests)
     return Compiled(source, cluster, plan, files, deploys, notices, placeholders)
+
+
+def roce_disagreements(source: Source, plan: Plan, files: Mapping[str, bytes]) -> list[Diagnostic]:
+    """Every RoCE link whose rendered ends (switch QoS file, host roce.conf) disagree, located
+    at the network's `rdma:`, the one setting both ends derive from: a target that sets one
+    end its own way would break the network's flow control where no ping notices."""
+    return [
+        Diagnostic(source.where(("networks", network, "rdma")), Rule.ROCE_MISMATCH, message)
+        for network, message in roce.verify(plan.roce, plan.ethernet, plan.cables, files)
+    ]
 
 
 def unsafe_value(source: Source, exc: UnsafeValue) -> Diagnostic:

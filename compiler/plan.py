@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import netaddr
 
-from compiler import ethernet
+from compiler import ethernet, roce
 from compiler.ethernet import MGMT_PORT, MGMT_PORT_GBPS, Ethernet
 from compiler.model import (
     MAX_RACK_ID,
@@ -45,6 +45,7 @@ from compiler.model import (
     SwitchRole,
 )
 from compiler.rails import Rails, hca_order, rails
+from compiler.roce import RocePlan
 from contract import Route, ib
 
 # The cable records are the labels contract's, which draw and the diff report read too.
@@ -438,6 +439,7 @@ class Plan:
     gateways: dict[tuple[str, str], str] = field(default_factory=dict)  # (network, rack) -> ip
     rails: Rails | None = None  # a rail-optimised fabric's units and rail leaves
     ethernet: Ethernet = field(default_factory=lambda: Ethernet(mtu=0))  # its switches' configs
+    roce: RocePlan = field(default_factory=RocePlan)  # RoCE networks' NICs and switch ports
     # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
     secrets: dict[str, str] = field(default_factory=dict)
     # The committed generated/ files a target continues from (DNS serials), set by the pipeline.
@@ -504,6 +506,7 @@ def build(cluster: Cluster) -> Plan:
         subnets[name] = tuple(rows)
     defaults = sorted(name for name, net in cluster.networks.items() if net.default_route)
     planned = tuple(sorted(cables(cluster), key=lambda c: c.id))
+    switch_configs = ethernet.build(cluster, switches, planned, subnets, gateways)
     return Plan(
         site=cluster.site,
         fabric=cluster.fabric,
@@ -524,7 +527,8 @@ def build(cluster: Cluster) -> Plan:
         subnets=subnets,
         gateways=gateways,
         rails=railed,
-        ethernet=ethernet.build(cluster, switches, planned, subnets, gateways),
+        ethernet=switch_configs,
+        roce=roce.build(cluster.networks, hosts, switch_configs),
     )
 
 

@@ -35,6 +35,7 @@ from compiler.targets import (
     monitoring,
     opensm,
     pxe,
+    roce,
     routes,
     scene,
     slurm,
@@ -70,6 +71,7 @@ TARGETS: Registry[Target] = Registry(
         ("scene", scene.render),
         ("cumulus", cumulus.render),
         ("eos", eos.render),
+        ("roce", roce.render),
     ],
 )
 

@@ -11,6 +11,15 @@ reads at those paths (EOS switches: `compiler/targets/eos.py`):
   the Cumulus BGP guide's unnumbered leaf-spine design (one ASN for the spines, one per
   leaf). `frr defaults datacenter` is Cumulus's profile.
 - `etc/lldpd.d/clusterforge.conf`: LLDP on the cabled ports.
+- `etc/cumulus/datapath/qos/qos_features.conf`, on a switch of a RoCE network's path
+  (networks.yaml `rdma: roce`; `compiler/roce.py`): DSCP trust, PFC and ECN on the RoCE
+  priority of those ports. Cumulus Linux 5's own QoS file (user guide, "Quality of Service":
+  qos_features.conf, applied by `systemctl reload switchd.service`; the 4.x traffic.conf is
+  gone). The guide's RoCE page sets the same with NVUE (`nv set qos roce mode lossless`) and
+  says RoCE is supported through NVUE alone; but NVUE rewrites /etc/network/interfaces and
+  frr.conf from its own startup.yaml on `nv config apply`, so a switch configured by these
+  files takes the "Linux Commands" form of its PFC and ECN sections, with the values of
+  NVUE's lossless defaults (its table "Default RoCE Configuration").
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 from compiler.ethernet import EthernetSwitch
 from compiler.model import SwitchOs
 from compiler.plan import Plan
+from compiler.roce import QOS_FEATURES, RocePort, port_set
 from compiler.targets.render import template
 
 
@@ -35,7 +45,35 @@ def switch_files(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
     if sw.asn is not None:
         files["etc/frr/frr.conf"] = template("frr.conf.j2", site=plan.site, sw=sw)
         files["etc/frr/daemons"] = template("frr-daemons.j2", site=plan.site, sw=sw)
+    roce = plan.roce.of_switch(sw.name)
+    if roce:
+        files[QOS_FEATURES] = qos_features(plan, sw, roce)
     return files
+
+
+def qos_features(plan: Plan, sw: EthernetSwitch, roce: tuple[RocePort, ...]) -> str:
+    """qos_features.conf: one RoCE class (a switch carries one; checks refuse two)."""
+    q = roce[0].qos
+    dscp: list[list[int]] = [[] for _ in range(8)]
+    for d in range(64):
+        dscp[{q.dscp: q.priority, q.cnp_dscp: q.cnp_priority}.get(d, 0)].append(d)
+    ports = {p.port for p in roce}
+    lengths = [
+        c.length_m
+        for c in plan.cables
+        if any(
+            e.device == sw.name and e.port.isdigit() and int(e.port) in ports for e in (c.a, c.b)
+        )
+    ]
+    return template(
+        "cumulus-qos.j2",
+        site=plan.site,
+        sw=sw,
+        q=q,
+        dscp=dscp,
+        ports=port_set(ports),
+        cable_m=round(max(lengths, default=10)),
+    )
 
 
 def render(plan: Plan) -> dict[str, str]:

@@ -5,7 +5,11 @@ it into EOS CLI.
 The same design as the Cumulus switches: host ports are access ports of their network's VLAN,
 uplinks routed ports with BGP unnumbered sessions (EOS: `neighbor interface EthernetN
 peer-group ... remote-as` needs a fixed ASN, so the peer's planned ASN is written), one SVI per
-rack subnet. pyavd is imported when an EOS switch is compiled, not before: it is large.
+rack subnet. On a RoCE network's path (networks.yaml `rdma: roce`), its ports trust DSCP and
+pause on the RoCE priority (`priority-flow-control priority N no-drop`), its queue marks ECN,
+and `qos map dscp` puts the RoCE and CNP markings on their traffic classes: pyavd's
+ethernet_interfaces `qos`, `priority_flow_control`, `tx_queues` and the global `qos.map`.
+pyavd is imported when an EOS switch is compiled, not before: it is large.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from compiler.plan import Plan
 def structured_config(plan: Plan, sw: EthernetSwitch) -> dict[str, Any]:
     """What pyavd's eos_cli_config_gen takes for `sw`."""
     asn = {s.name: s.asn for s in plan.ethernet.switches}
+    roce = {p.port: p.qos for p in plan.roce.of_switch(sw.name)}
     interfaces: list[dict[str, Any]] = []
     for p in sw.ports:
         port: dict[str, Any] = {
@@ -33,6 +38,18 @@ def structured_config(plan: Plan, sw: EthernetSwitch) -> dict[str, Any]:
             port |= {"switchport": {"enabled": False}, "ipv6_enable": True}
         else:
             port |= {"switchport": {"enabled": True, "mode": "access", "access_vlan": p.vlan}}
+        q = roce.get(p.port)
+        if q is not None:
+            port["qos"] = {"trust": "dscp"}
+            port["priority_flow_control"] = {
+                "enabled": True,
+                "priorities": [{"priority": q.priority, "no_drop": True}],
+            }
+            if q.ecn:  # NVIDIA's RoCE defaults: 150 kB to 1.5 MB, every packet marked past it
+                ecn = {"units": "bytes", "min": 150000, "max": 1500000, "max_probability": 100}
+                port["tx_queues"] = [
+                    {"id": q.priority, "random_detect": {"ecn": {"threshold": ecn}}}
+                ]
         interfaces.append(port)
     config: dict[str, Any] = {
         "hostname": sw.name,
@@ -55,6 +72,16 @@ def structured_config(plan: Plan, sw: EthernetSwitch) -> dict[str, Any]:
         ],
         "vrfs": [{"name": "MGMT", "ip_routing": False}],
     }
+    if roce:
+        q = next(iter(roce.values()))
+        config["qos"] = {
+            "map": {
+                "dscp": [
+                    f"{q.dscp} to traffic-class {q.priority}",
+                    f"{q.cnp_dscp} to traffic-class {q.cnp_priority}",
+                ]
+            }
+        }
     if sw.management:
         config["management_interfaces"] = [
             {
