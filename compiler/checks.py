@@ -17,7 +17,7 @@ from common.rules import Rule
 from compiler import rails
 from compiler.kinds import UPPER_ROLES
 from compiler.load import Path_, Source
-from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Role, SwitchRole
+from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Roce, Role, SwitchRole
 from compiler.plan import (
     HOST_LID_SLOTS,
     MAX_CORES,
@@ -895,6 +895,70 @@ def ethernet(c: Cluster, rep: Report) -> None:
             )
 
 
+def roce(c: Cluster, rep: Report) -> None:
+    """A RoCE network (`rdma: roce`) is lossless only if every hop is set alike, so every hop
+    must be one the compiler configures: an Ethernet network cabled to a switch role, with
+    ethernet.yaml, every switch it crosses (its rack switches, a host's `links` override's,
+    the spines they uplink to) of a model with an `os:`. One switch carries one RoCE class;
+    the CNP rides a priority and DSCP of its own."""
+    eth = c.ethernet
+    switches = {sw.name: sw for r in c.racks for sw in r.switches}
+    classes: dict[SwitchRole, tuple[str, object]] = {}
+    for name, net in sorted(c.networks.items()):
+        at = ("networks", name)
+        if net.rdma != "roce":
+            if net.roce is not None:
+                rep.add((*at, "roce"), Rule.ROCE_MISMATCH, f"network {name!r} has a roce: "
+                        "block but no rdma: roce; declare both or neither")  # fmt: skip
+            continue
+        block = net.roce or Roce()
+        if block.priority == block.cnp_priority or block.dscp == block.cnp_dscp:
+            rep.add((*at, "roce"), Rule.ROCE_MISMATCH, "RoCE and its congestion notifications "
+                    "(cnp_) need a priority and a DSCP each of their own")  # fmt: skip
+        if net.medium != Medium.ETHERNET or net.switch is None or eth is None:
+            why = (
+                "it is not an Ethernet network"
+                if net.medium != Medium.ETHERNET
+                else "it names no switch: role"
+                if net.switch is None
+                else "ethernet.yaml configures no switch"
+            )
+            rep.add((*at, "rdma"), Rule.ROCE_MISMATCH, f"RoCE on {name!r} needs PFC on every "
+                    f"switch it crosses, and {why}")  # fmt: skip
+            continue
+        roles = {net.switch} | {t.to for t in eth.tiers if t.switch == net.switch}
+        seen = classes.setdefault(net.switch, (name, block))
+        if seen[1] != block:
+            rep.add((*at, "roce"), Rule.ROCE_MISMATCH, f"network {name!r} and {seen[0]!r} "
+                    f"share the {net.switch.value} switches with other roce: classes; a switch "
+                    "port trusts one")  # fmt: skip
+        lossy = [
+            (("racks", r, "switches", s), sw.name)
+            for r, rack in enumerate(c.racks)
+            for s, sw in enumerate(rack.switches)
+            if sw.role in roles
+            and sw.model in c.hardware.switches
+            and c.hardware.switches[sw.model].os is None
+        ]
+        for r, n in ((r, n) for r, rack in enumerate(c.racks) for n in range(len(rack.nodes))):
+            link = c.racks[r].nodes[n].links.get(name)
+            far = switches.get(link.switch) if link else None
+            model = c.hardware.switches.get(far.model) if far else None
+            if link and far and model and (model.os is None or far.role not in roles):
+                rep.add(("racks", r, "nodes", n, "links", name), Rule.ROCE_MISMATCH,
+                        f"{c.racks[r].nodes[n].name!r} is cabled to {link.switch!r}, off RoCE "
+                        f"network {name!r}'s configured path ({', '.join(sorted(roles))} "
+                        "switches): that port would forward RoCE without PFC")  # fmt: skip
+        if lossy:
+            rep.add_cause(
+                (*at, "rdma"),
+                Rule.ROCE_MISMATCH,
+                f"RoCE on {name!r} crosses {len(lossy)} switch(es) whose model has no os:, "
+                "which get no PFC: a lossy hop drops RoCE under load",
+                [(p, f"{sw}: no PFC (its model names no os:)") for p, sw in lossy],
+            )
+
+
 def cages(c: Cluster, rep: Report) -> None:
     """A front panel adds up: its cages' ports are the model's ports, each port whole lanes."""
     for name, model in sorted(c.hardware.switches.items()):
@@ -1246,6 +1310,7 @@ CHECKS: Registry[Check] = Registry(
             routes,
             ipoib,
             ethernet,
+            roce,
             cages,
             provisioning,
             positions,
