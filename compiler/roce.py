@@ -263,8 +263,10 @@ def verify(
         return End("dscp", frozenset({q.priority}), q.priority)
 
     def show(e: End | None) -> str:
-        if e is None or not e.pfc:
-            return "no PFC" if e is None or e.trust else "no QoS"
+        if e is None:
+            return "no QoS"
+        if not e.pfc:
+            return "no PFC"
         prios = ",".join(map(str, sorted(e.pfc)))
         return f"trust {e.trust}, PFC on {prios}, DSCP -> {e.dscp_priority}"
 

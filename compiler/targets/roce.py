@@ -37,20 +37,23 @@ SCRIPT = f"""\
 # NetworkManager runs this as root with the interface and the action. On `up` of a RoCE NIC
 # of /etc/clusterforge/roce.conf it sets the NIC's QoS to what its switch port expects.
 set -u
-conf=/etc/clusterforge/roce.conf
+# A test points these at a tree of its own; NetworkManager sets neither.
+conf=${{CLUSTERFORGE_ROCE_CONF:-/etc/clusterforge/roce.conf}}
+sys=${{CLUSTERFORGE_SYSFS:-/sys}}
 [ "${{2:-}}" = up ] && [ -r "$conf" ] || exit 0
 block=$(awk -v want="INTERFACE=$1" '$0 == want {{on = 1}} on && /^$/ {{exit}} on' "$conf")
 [ -n "$block" ] || exit 0
-INTERFACE= TRUST= PFC= PRIORITY= DSCP= CNP_PRIORITY= CNP_DSCP= ECN= TOS=
-eval "$block"
-mlnx_qos -i "$INTERFACE" --trust "$TRUST" --pfc "$PFC" \\
-    --dscp2prio "set,$DSCP,$PRIORITY" --dscp2prio "set,$CNP_DSCP,$CNP_PRIORITY" >/dev/null
-for dev in /sys/class/net/"$INTERFACE"/device/infiniband/*; do
+INTERFACE='' TRUST='' PFC='' PRIORITY='' DSCP='' CNP_PRIORITY='' CNP_DSCP='' ECN='' TOS=''
+eval "$block"  # roce.conf is this bundle's own file, root's alone
+mlnx_qos -i "$INTERFACE" --trust "$TRUST" --pfc "$PFC" >/dev/null
+mlnx_qos -i "$INTERFACE" --dscp2prio "set,$DSCP,$PRIORITY" >/dev/null
+mlnx_qos -i "$INTERFACE" --dscp2prio "set,$CNP_DSCP,$CNP_PRIORITY" >/dev/null
+for dev in "$sys/class/net/$INTERFACE"/device/infiniband/*; do
     [ -e "$dev" ] || continue
-    tos=/sys/kernel/config/rdma_cm/${{dev##*/}}
+    tos=$sys/kernel/config/rdma_cm/${{dev##*/}}
     mkdir -p "$tos" && echo "$TOS" >"$tos/ports/1/default_roce_tos"
 done
-ecn=/sys/class/net/$INTERFACE/ecn
+ecn=$sys/class/net/$INTERFACE/ecn
 if [ -d "$ecn" ]; then
     echo "$ECN" >"$ecn/roce_np/enable/$PRIORITY"
     echo "$ECN" >"$ecn/roce_rp/enable/$PRIORITY"
