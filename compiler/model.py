@@ -307,9 +307,9 @@ class Network(Strict_):
     # Host firewall on this network's interfaces: `restricted` opens only the ports of the
     # host's services (a zone named after the network); `trusted` lets everything in.
     firewall: Annotated[FirewallPolicy, Lax] = FirewallPolicy.RESTRICTED
-    # RDMA over this Ethernet network: `roce` makes its switch ports and its hosts' NICs
-    # lossless on `roce:`'s priority (PFC, DSCP trust, ECN), both ends from the one block.
-    rdma: Literal["roce"] | None = None
+    # RDMA over this Ethernet network: its switch ports and its hosts' NICs lossless on
+    # `roce:`'s priority (PFC, DSCP trust, ECN), both ends of every link from the one block.
+    rdma: Literal["roce"] | None = None  # roce: RoCE, lossless on every hop
     roce: Roce | None = None  # with rdma: roce; NVIDIA's defaults when left out
 
 
