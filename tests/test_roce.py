@@ -227,3 +227,29 @@ def test_the_dispatcher_script_sets_the_nic_roce_conf_names(
     assert (ecn / "roce_rp/enable/3").read_text() == "1\n"
     assert (ecn / "roce_np/cnp_dscp").read_text() == "48\n"
     assert (ecn / "roce_np/cnp_802p_prio").read_text() == "6\n"
+
+
+RAILS = Path(__file__).resolve().parent.parent / "examples" / "rails" / "generated"
+
+
+@pytest.mark.realtool
+def test_the_rails_site_s_storage_switches_read_as_their_os_reads_them(tmp_path: Path) -> None:
+    """The shipped HGX site runs storage on RoCE: its committed switch files through ifupdown2
+    (`ifup -a -s`) and FRR (`vtysh --dryrun`), and both ends of a RoCE link read back alike."""
+    ifup, vtysh = require_tool("ifup"), require_tool("vtysh")
+    for name in ("stor001", "stor-s01", "stor-spine01"):
+        interfaces = RAILS / "switches" / name / "etc/network/interfaces"
+        done = subprocess.run(
+            [ifup, "-a", "-s", "-i", str(interfaces)], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0 and "warning" not in done.stderr, f"{name}: {done.stderr}"
+        frr = RAILS / "switches" / name / "etc/frr/frr.conf"
+        done = subprocess.run(
+            [vtysh, "--dryrun", "-f", str(frr)], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, f"{name}: {done.stdout}{done.stderr}"
+    ends = roce.cumulus_ends((RAILS / "switches/stor001" / QOS).read_text(), 26)
+    assert sorted(ends) == [1, 2, 3, 4, 63, 64]  # its four servers, its two uplinks
+    spine = roce.cumulus_ends((RAILS / "switches/stor-spine01" / QOS).read_text(), 26)
+    host = roce.host_ends((RAILS / "roce/gpu001/roce.conf").read_text(), {"ens2f0": 26})
+    assert ends[1] == ends[63] == spine[1] == host["ens2f0"] == roce.End("dscp", frozenset({3}), 3)
