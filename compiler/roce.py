@@ -140,11 +140,13 @@ def port_set(ports: Iterable[int], prefix: str = "swp") -> str:
 
 
 class End(NamedTuple):
-    """One end as its rendered file sets it: trust, PFC priorities, DSCP -> priority."""
+    """One end as its rendered file sets it: trust, PFC priorities, DSCP -> priority, the
+    priorities whose queue marks ECN."""
 
     trust: str | None
     pfc: frozenset[int]
     dscp_priority: int | None  # the priority the network's DSCP lands on
+    ecn: frozenset[int] = frozenset()
 
 
 _RANGE = re.compile(r"swp(\d+)(?:-swp(\d+))?")
@@ -182,14 +184,23 @@ def cumulus_ends(text: str, dscp: int) -> dict[int, End]:
         ),
         None,
     )
-    pfc: dict[int, set[int]] = {}
-    for group in values.get("pfc.port_group_list", "").strip("[]").split(","):
-        group = group.strip()
-        if not group or values.get(f"pfc.{group}.tx_enable") != "true":
-            continue
-        for port in _expand(values.get(f"pfc.{group}.port_set", "")):
-            pfc.setdefault(port, set()).update(_ints(values.get(f"pfc.{group}.cos_list", "")))
-    return {port: End(trust, frozenset(prios), landing) for port, prios in pfc.items()}
+
+    def groups(feature: str, enabled: str) -> dict[int, set[int]]:
+        """Port -> the priorities of every `feature` port group with `enabled` true on it."""
+        out: dict[int, set[int]] = {}
+        for group in values.get(f"{feature}.port_group_list", "").strip("[]").split(","):
+            at = f"{feature}.{group.strip()}"
+            if not group.strip() or values.get(f"{at}.{enabled}") != "true":
+                continue
+            for port in _expand(values.get(f"{at}.port_set", "")):
+                out.setdefault(port, set()).update(_ints(values.get(f"{at}.cos_list", "")))
+        return out
+
+    pfc, ecn = groups("pfc", "tx_enable"), groups("ecn_red", "ecn_enable")
+    return {
+        port: End(trust, frozenset(pfc.get(port, ())), landing, frozenset(ecn.get(port, ())))
+        for port in sorted(pfc.keys() | ecn.keys())
+    }
 
 
 def eos_ends(text: str, dscp: int) -> dict[int, End]:
@@ -213,7 +224,13 @@ def eos_ends(text: str, dscp: int) -> dict[int, End]:
         }
         if "   priority-flow-control on\n" not in body:
             pfc = set()
-        out[int(m[1])] = End(trust[1] if trust else None, frozenset(pfc), landing)
+        ecn = {
+            int(q)
+            for q in re.findall(
+                r"^   tx-queue (\d)\n(?:      .*\n)*?      random-detect ecn ", body, re.M
+            )
+        }
+        out[int(m[1])] = End(trust[1] if trust else None, frozenset(pfc), landing, frozenset(ecn))
     return out
 
 
@@ -230,7 +247,13 @@ def host_ends(text: str, dscp: Mapping[str, int]) -> dict[str, End]:
         pfc = frozenset(p for p, flag in enumerate(values.get("PFC", "").split(",")) if flag == "1")
         name, prio = values["INTERFACE"], values.get("PRIORITY", "")
         marked = values.get("DSCP") == str(dscp.get(name))
-        out[name] = End(values.get("TRUST"), pfc, int(prio) if prio.isdigit() and marked else None)
+        landing = int(prio) if prio.isdigit() and marked else None
+        ecn = (
+            frozenset({landing})
+            if values.get("ECN") == "1" and landing is not None
+            else frozenset()
+        )
+        out[name] = End(values.get("TRUST"), pfc, landing, ecn)
     return out
 
 
@@ -260,7 +283,8 @@ def verify(
     problems: list[tuple[str, str]] = []
 
     def want(q: RoceQos) -> End:
-        return End("dscp", frozenset({q.priority}), q.priority)
+        ecn = frozenset({q.priority}) if q.ecn else frozenset()
+        return End("dscp", frozenset({q.priority}), q.priority, ecn)
 
     def show(e: End | None) -> str:
         if e is None:
@@ -268,7 +292,8 @@ def verify(
         if not e.pfc:
             return "no PFC"
         prios = ",".join(map(str, sorted(e.pfc)))
-        return f"trust {e.trust}, PFC on {prios}, DSCP -> {e.dscp_priority}"
+        marks = f", ECN on {','.join(map(str, sorted(e.ecn)))}" if e.ecn else ", no ECN"
+        return f"trust {e.trust}, PFC on {prios}, DSCP -> {e.dscp_priority}{marks}"
 
     for p in plan.ports:
         have = ends.get(p.switch, {}).get(p.port)

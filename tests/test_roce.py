@@ -75,7 +75,7 @@ def test_every_storage_hop_pauses_on_the_roce_priority(compiled: Compiled) -> No
     assert storage | uplinks == ports  # host ports, and both ends of every storage uplink
     assert {p.qos.priority for p in plan.roce.ports} == {3}
     ends = roce.cumulus_ends(_text(compiled, f"switches/stor01/{QOS}"), 26)
-    assert ends[1] == ends[49] == roce.End("dscp", frozenset({3}), 3)
+    assert ends[1] == ends[49] == roce.End("dscp", frozenset({3}), 3, frozenset({3}))
     spine = _text(compiled, f"switches/stor-spine01/{QOS}")
     assert "pfc.roce_pfc.port_set = swp1-swp25,swp64\n" in spine  # racks 1-25, and s01 from the top
     assert "ecn_red.roce_ecn.cos_list = [3]\n" in spine
@@ -111,10 +111,19 @@ def test_an_end_set_its_own_way_is_a_located_mismatch(compiled: Compiled, site: 
     found = [str(d) for d in roce_disagreements(compiled.source, compiled.plan, files)]
     assert found and all(": roce-mismatch: " in d for d in found)
     assert all(d.startswith(f"cluster/networks.yaml:{line}:") for d in found)
-    assert any("stor01 port 1 (gpu001): trust dscp, PFC on 4" in d for d in found)
+    assert any(
+        "stor01 port 1 (gpu001): trust dscp, PFC on 4, DSCP -> 3, ECN on 3, where" in d
+        for d in found
+    )
     assert any("stor01 port 49 (stor-spine01)" in d for d in found)
     assert any("gpu001 ens2f0" in d and "cable R01-ST01" in d for d in found)
-    assert any("gpu126 ens2f0 (trust dscp, PFC on 4" in d for d in found)
+    assert any("gpu126 ens2f0 (trust dscp, PFC on 4, DSCP -> 3, ECN on 3)" in d for d in found)
+    # ECN off at one end only: that host's congestion notifications never come.
+    files["roce/gpu002/roce.conf"] = files["roce/gpu002/roce.conf"].replace(b"ECN=1", b"ECN=0")
+    found = [str(d) for d in roce_disagreements(compiled.source, compiled.plan, files)]
+    assert any(
+        "gpu002 ens2f0 (trust dscp, PFC on 3, DSCP -> 3, no ECN) and stor01" in d for d in found
+    )
     # A switch whose file is gone pauses on nothing.
     del files[f"switches/stor-spine02/{QOS}"]
     found = [str(d) for d in roce_disagreements(compiled.source, compiled.plan, files)]
@@ -252,4 +261,20 @@ def test_the_rails_site_s_storage_switches_read_as_their_os_reads_them(tmp_path:
     assert sorted(ends) == [1, 2, 3, 4, 63, 64]  # its four servers, its two uplinks
     spine = roce.cumulus_ends((RAILS / "switches/stor-spine01" / QOS).read_text(), 26)
     host = roce.host_ends((RAILS / "roce/gpu001/roce.conf").read_text(), {"ens2f0": 26})
-    assert ends[1] == ends[63] == spine[1] == host["ens2f0"] == roce.End("dscp", frozenset({3}), 3)
+    assert (
+        ends[1]
+        == ends[63]
+        == spine[1]
+        == host["ens2f0"]
+        == roce.End("dscp", frozenset({3}), 3, frozenset({3}))
+    )
+
+
+def test_a_class_without_ecn_is_off_at_both_ends(repo: Path, tmp_path: Path) -> None:
+    site = _variant(
+        repo, tmp_path, ("networks.yaml", "  rdma: roce\n", "  rdma: roce\n  roce: {ecn: false}\n")
+    )
+    c = compile_source(load(site))  # the compile reads both ends back: they agree
+    assert "ECN=0\n" in _text(c, "roce/gpu001/roce.conf")
+    assert "ecn_red.port_group_list = []\n" in _text(c, f"switches/stor01/{QOS}")
+    assert roce.cumulus_ends(_text(c, f"switches/stor01/{QOS}"), 26)[1].ecn == frozenset()
