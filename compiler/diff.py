@@ -53,6 +53,10 @@ JSON, schema 2 (lists sorted; a value that does not exist on one side is null):
 When a side does not compile, every change section is empty and only the errors (and, when
 HEAD broke what BASE compiled, the `head-fails` risk) are reported.
 
+`flow-control-changed` names each network whose RoCE class (`rdma: roce` and its `roce:`)
+differs, old → new: a class applied to some ends of a network and not yet to others breaks
+RoCE between them, so the change is rolled to all of its switches and hosts together.
+
 `kickstart-changed` lists the lines that change in kickstarts present on both sides
 (`<file>[ and N more]: -line` / `+line`, one run per set of files changed alike).
 
@@ -81,6 +85,7 @@ from common.errors import Diagnostic, Location
 from compiler.model import Rollout
 from compiler.pipeline import MANIFEST, Compiled
 from compiler.plan import Cable, CableEnd, Host, Plan, SwitchPlan, interface_prefix
+from compiler.roce import RoceQos
 from contract import Route
 from contract.diff import (
     AddressChange,
@@ -181,7 +186,8 @@ def diff(base: Side, head: Side, share_limit: float = DEFAULT_SHARE_LIMIT) -> Di
             (nodes, switches),
             _kickstarts(base.compiled, head.compiled),
         )
-        + _reinstall(a, b),
+        + _reinstall(a, b)
+        + _flow_control(a, b),
         nodes=nodes,
         switches=switches,
         addresses=addresses,
@@ -913,6 +919,30 @@ def _reinstall(a: Plan, b: Plan) -> tuple[Risk, ...]:
         return ()
     what = f"{len(marked)} existing host(s) marked for reinstall: the next PXE boot wipes them"
     return (Risk(RiskKind.REINSTALL, what, tuple(sorted(marked))),)
+
+
+def _flow_control(a: Plan, b: Plan) -> tuple[Risk, ...]:
+    """Networks whose RoCE class (rdma: roce, its roce: block) differs between the sides: the
+    switches reload their QoS and the hosts set their NICs one by one, and until every end of
+    the network has the new class, the links between changed and unchanged ends disagree."""
+    before = {q.network: q for q in [n.qos for n in a.roce.nics] + [p.qos for p in a.roce.ports]}
+    after = {q.network: q for q in [n.qos for n in b.roce.nics] + [p.qos for p in b.roce.ports]}
+    items = [
+        f"{net}: {_roce(before.get(net))} → {_roce(after.get(net))}"
+        for net in sorted(before.keys() | after.keys())
+        if before.get(net) != after.get(net)
+    ]
+    if not items:
+        return ()
+    what = "RoCE flow control changed: roll it to every switch and host of the network together"
+    return (Risk(RiskKind.FLOW_CONTROL, what, tuple(items)),)
+
+
+def _roce(q: RoceQos | None) -> str:
+    if q is None:
+        return "(no RoCE)"
+    ecn = "ECN" if q.ecn else "no ECN"
+    return f"PFC on {q.priority}, DSCP {q.dscp}, CNP {q.cnp_priority}/{q.cnp_dscp}, {ecn}"
 
 
 def _shown(value: object) -> str:

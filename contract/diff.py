@@ -30,6 +30,7 @@ class RiskKind(StrEnum):
     ROLE_CHANGED = "role-changed"  # gpu -> spare: its services, partitions, Slurm change
     REINSTALL = "reinstall"  # newly marked: its next PXE boot wipes its disks
     KICKSTART_CHANGED = "kickstart-changed"  # shown line by line: it runs as root at install
+    FLOW_CONTROL = "flow-control-changed"  # a RoCE class: every end of the network at once
 
 
 @dataclass(frozen=True)

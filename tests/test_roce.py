@@ -278,3 +278,17 @@ def test_a_class_without_ecn_is_off_at_both_ends(repo: Path, tmp_path: Path) -> 
     assert "ECN=0\n" in _text(c, "roce/gpu001/roce.conf")
     assert "ecn_red.port_group_list = []\n" in _text(c, f"switches/stor01/{QOS}")
     assert roce.cumulus_ends(_text(c, f"switches/stor01/{QOS}"), 26)[1].ecn == frozenset()
+
+
+def test_a_changed_class_is_a_flow_control_risk_of_the_diff(compiled: Compiled) -> None:
+    """Turning RoCE on (or changing its class) reaches every switch and host of the network:
+    `diff` flags it so the change is rolled to all of them together."""
+    from dataclasses import replace
+
+    from compiler.diff import RiskKind, _flow_control
+
+    plan = compiled.plan
+    [risk] = _flow_control(replace(plan, roce=roce.RocePlan()), plan)
+    assert risk.kind == RiskKind.FLOW_CONTROL
+    assert risk.items == ("storage: (no RoCE) → PFC on 3, DSCP 26, CNP 6/48, ECN",)
+    assert _flow_control(plan, plan) == ()
