@@ -262,7 +262,7 @@ def verify(
 ) -> list[tuple[str, str]]:
     """(network, what differs) for every RoCE link whose two rendered ends disagree with each
     other or with the network's class: a port without PFC on the RoCE priority, another
-    trust, the DSCP landing elsewhere."""
+    trust, the DSCP landing elsewhere, ECN on at one end only."""
     ends: dict[str, dict[int, End]] = {}
     for sw in eth.switches:
         ports = plan.of_switch(sw.name)
