@@ -1189,7 +1189,8 @@ def services(c: Cluster, rep: Report) -> None:
 
 def site_hosts(c: Cluster, rep: Report) -> None:
     """The site's time servers have an upstream to follow; the host that receives the drift
-    audit's metrics runs node_exporter, which serves them; the InfiniBand user space (the
+    audit's metrics runs node_exporter, which serves them; the change account is not the
+    audit's; the InfiniBand user space (the
     `rdma` service, MLNX_OFED) runs only on hosts whose model has an HCA."""
     if c.site.services.ntp and not c.site.ntp_upstream:
         rep.add(
@@ -1197,6 +1198,13 @@ def site_hosts(c: Cluster, rep: Report) -> None:
             Rule.NTP_WITHOUT_UPSTREAM,
             f"{', '.join(c.site.services.ntp)} serve the site's time but site.yaml names no "
             "ntp_upstream to follow (e.g. ntp_upstream: [{host: ntp1.example.net}])",
+        )
+    if c.site.audit is not None and c.site.change.user == c.site.audit.user:
+        rep.add(
+            ("site", "change", "user"),
+            Rule.CHANGE_ACCOUNT,
+            f"the change plan's account {c.site.change.user!r} is the audit's: the audit's "
+            "account is read-only by construction, so the playbook needs another",
         )
     roles = c.services.roles
     models = c.hardware.servers

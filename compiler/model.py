@@ -241,6 +241,14 @@ class AuditAccess(Strict_):
     metrics: AuditMetrics
 
 
+class ChangeAccess(Strict_):
+    """The account `clusterforge plan`'s playbook logs in as to change a device (with sudo):
+    the site's own, provisioned by the site, never generated; never the audit's, which is
+    read-only by construction (compiler check `change-account`)."""
+
+    user: UserName = "clusterforge-change"
+
+
 class TimeSource(Strict_):
     """An upstream NTP source the site's time servers follow: one server, or a pool."""
 
@@ -263,6 +271,7 @@ class Site(Strict_):
     labels: Labels = Labels()  # label stock for the cable label sheets
     monitoring: Monitoring = Monitoring()
     audit: AuditAccess | None = None  # no account generated without it
+    change: ChangeAccess = ChangeAccess()
 
 
 # --- networks.yaml --------------------------------------------------------------------------
