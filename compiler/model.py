@@ -715,11 +715,15 @@ class Service(Strict_):
 
 
 class ServiceCatalog(Strict_):
-    """services.yaml: the service catalogue, the services of each role (in install order), and
-    the generated files that have no home on any host (read by people, not by a service)."""
+    """services.yaml: the service catalogue, the services of each host role and of each
+    Ethernet switch OS (in install order), and the generated files that have no home on any
+    host or switch (read by people, not by a service)."""
 
     services: dict[Name, Service]
     roles: dict[Annotated[Role, Lax], tuple[Name, ...]]
+    # A configured switch runs its OS's services: its files have homes like a host's, `{role}`
+    # in them standing for the OS (cumulus, eos), which no host role is named.
+    switch_os: dict[Annotated[SwitchOs, Lax], tuple[Name, ...]] = {}
     review_only: tuple[Source, ...] = ()
 
 
