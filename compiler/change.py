@@ -29,7 +29,6 @@ would overwrite the secret with its placeholder. It is listed as `manual`.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from enum import StrEnum
@@ -38,7 +37,7 @@ from typing import Any, NamedTuple
 from compiler.model import SwitchOs
 from compiler.pipeline import Compiled
 from contract import Deploy, Placed
-from contract.snapshot import mask
+from contract.snapshot import diff_lines, mask
 
 SCHEMA = 1
 HOST_BATCH = "20%"  # Ansible's `serial` for the hosts of a stage after the canary's
@@ -132,32 +131,19 @@ def _reloads(
 
 
 def _drift(deploy: Deploy, compiled: Compiled, snapshot: Mapping[str, bytes]) -> tuple[str, ...]:
-    """What the snapshot holds that BASE did not generate, by file: its lines `-` as BASE
-    generated them, `+` as the device has them; a file BASE places and the snapshot lacks."""
+    """What the snapshot holds that BASE did not generate, file by file of those the
+    snapshot keeps: lines `-` as BASE generated them, `+` as the device has them."""
     out: list[str] = []
     for f in deploy.files:
-        if f.sha256 is None:  # a secret is put in on the device: its bytes are its own
+        if not f.snapshot:  # not kept: the playbook's own check on the device covers it
             continue
         have = snapshot.get(f.path)
         if have is None:
             out.append(f"{f.path}: not on the device")
             continue
         want = compiled.files[f.source]
-        if mask(have) == mask(want):
-            continue
-        lines = [
-            f"{f.path}: {line}"
-            for line in difflib.unified_diff(
-                want.decode(errors="replace").splitlines(),
-                have.decode(errors="replace").splitlines(),
-                lineterm="",
-                n=0,
-            )
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))
-        ]
-        out.extend(lines[:DRIFT_LINES])
-        if len(lines) > DRIFT_LINES:
-            out.append(f"{f.path}: … {len(lines) - DRIFT_LINES} more lines")
+        if mask(have) != mask(want):
+            out += [f"{f.path}: {line}" for line in diff_lines(want, have, DRIFT_LINES)]
     return tuple(out)
 
 

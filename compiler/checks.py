@@ -1150,6 +1150,14 @@ def services(c: Cluster, rep: Report) -> None:
                     Rule.UNKNOWN_REFERENCE,
                     f"service {name!r} is not defined (known: {known})",
                 )
+    for i, name in enumerate(cat.snapshot):
+        if name not in cat.services:
+            known = ", ".join(sorted(cat.services))
+            rep.add(
+                (*at, "snapshot", i),
+                Rule.UNKNOWN_REFERENCE,
+                f"snapshot: service {name!r} is not defined (known: {known})",
+            )
     for os, names in cat.switch_os.items():
         for name in names:
             service = cat.services.get(name)

@@ -108,7 +108,11 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
                         )
                         continue
                     digest = digests[src] if home.check == FileCheck.CONTENT else None
-                    placed[dest] = Placed(dest, src, home.mode, home.owner, digest, home.reload)
+                    # A snapshot keeps the text of a service's files; a secret's is never read.
+                    keep = service_name in plan.snapshot and digest is not None
+                    placed[dest] = Placed(
+                        dest, src, home.mode, home.owner, digest, home.reload, keep
+                    )
                     homed.add(src)
         out[name] = Deploy(
             name, tuple(placed[p] for p in sorted(placed)), software.units, software.kernel_modules

@@ -725,6 +725,8 @@ class ServiceCatalog(Strict_):
     # in them standing for the OS (cumulus, eos), which no host role is named.
     switch_os: dict[Annotated[SwitchOs, Lax], tuple[Name, ...]] = {}
     review_only: tuple[Source, ...] = ()
+    # Services whose content-checked files the audit keeps whole in its snapshots.
+    snapshot: tuple[Name, ...] = ()
 
 
 # --- acceptance.yaml ------------------------------------------------------------------------

@@ -436,6 +436,7 @@ class Plan:
     acceptance: Acceptance
     racks: tuple[Rack, ...]  # as declared, for pictures and the diff's new racks
     review_only: tuple[str, ...]  # services.yaml: generated files no host holds
+    snapshot: frozenset[str]  # services.yaml: the services whose files the audit keeps whole
     ib_networks: frozenset[str]  # the InfiniBand (IPoIB) ones: a cable on one is the fabric's
     ib_mtu: int | None  # the fabric's IB MTU (`fabric_mtu`); None without an IPoIB network
     # The site's management network: the one carrying the default route (the first by name
@@ -540,6 +541,7 @@ def build(cluster: Cluster) -> Plan:
         acceptance=cluster.acceptance,
         racks=cluster.racks,
         review_only=cluster.services.review_only,
+        snapshot=frozenset(cluster.services.snapshot),
         ib_networks=ib_networks(cluster),
         ib_mtu=fabric_mtu(cluster),
         management=defaults[0] if defaults else None,

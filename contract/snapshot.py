@@ -13,6 +13,7 @@ running configuration) are masked before comparing, as Oxidized does.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,6 +58,24 @@ def read(folder: Path) -> dict[str, dict[str, bytes]]:
             if f.is_file() and not f.is_symlink()
         }
     return out
+
+
+def diff_lines(old: bytes, new: bytes, limit: int = 20) -> list[str]:
+    """The lines that differ, volatile ones masked: `-line` as `old` has it, `+line` as
+    `new` does; past `limit`, one line counting the rest."""
+    lines = [
+        line
+        for line in difflib.unified_diff(
+            mask(old).decode(errors="replace").splitlines(),
+            mask(new).decode(errors="replace").splitlines(),
+            lineterm="",
+            n=0,
+        )
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    if len(lines) > limit:
+        return [*lines[:limit], f"… {len(lines) - limit} more lines"]
+    return lines
 
 
 def changed(

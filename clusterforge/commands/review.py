@@ -173,7 +173,9 @@ def _change_plan(args: argparse.Namespace) -> int:
     for name, side in zip(("BASE", "HEAD"), sides, strict=True):
         for diagnostic in side.errors:
             print(f"{name} {side.ref}: {diagnostic}", file=sys.stderr)
-    base, head = (side.compiled for side in sides)
+    # What each commit shipped: its committed generated/ where it has one (its DNS serials
+    # continue the committed ones, which a compile from git alone does not).
+    base, head = (gitsource.as_shipped(args.repo, side) for side in sides)
     if base is None or head is None:
         return EXIT_INPUT
     snapshots = snapshot.read(args.snapshots) if args.snapshots else None
