@@ -94,14 +94,17 @@ def test_a_device_whose_snapshot_is_not_base_is_refused_naming_the_drifted_line(
     base, head = sides
     [first, *_] = change.plan_change(base, head, "b", "h").devices
     clean = _snapshot_of(base, first.name)
+    # A time server is the provisioning host, whose served DHCP file its snapshot keeps.
+    dhcpd = "/etc/dhcp/dhcpd.conf"
+    assert any(f.path == dhcpd and f.snapshot for f in base.deploys[first.name].files)
     edited = dict(clean)
-    edited["/etc/chrony.conf"] = clean["/etc/chrony.conf"] + b"server 192.0.2.1 iburst\n"
+    edited[dhcpd] = clean[dhcpd] + b"host rogue { fixed-address 10.60.2.250; }\n"
     plan = change.plan_change(base, head, "b", "h", {first.name: edited})
     [refused] = plan.refused
     assert refused.name == first.name and refused.check == change.Check.DRIFTED
-    assert refused.drift == ("/etc/chrony.conf: +server 192.0.2.1 iburst",)
+    assert refused.drift == (f"{dhcpd}: +host rogue {{ fixed-address 10.60.2.250; }}",)
     assert first.name not in {d.name for d in plan.devices}
-    assert "server 192.0.2.1 iburst" in change.to_markdown(plan)
+    assert "host rogue" in change.to_markdown(plan)
     ok = change.plan_change(base, head, "b", "h", {first.name: clean})
     assert {d.name: d.check for d in ok.devices}[first.name] == change.Check.OK
     assert ok.refused == ()
