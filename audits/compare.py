@@ -84,6 +84,7 @@ from audits.observe import Observed, observe
 from audits.sink import Facts, Sink
 from common.registry import Registry
 from contract import Host, Kind, Placed, Severity, normal_routes
+from contract.deploy import file_arguments
 
 INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault
 
@@ -229,30 +230,14 @@ def _units_of(c: Host) -> tuple[str, ...]:
 def probe_arguments(c: Host) -> dict[str, tuple[str, ...]]:
     """The arguments of the probes that take the host's own list: its deployed paths, its
     units (from generated/deploy/<host>.json)."""
-    out: dict[str, tuple[str, ...]] = {}
-    hashed, present = _hashed(c), _present(c)
-    if hashed:
-        out["sha256sum"] = hashed
-    if present:
-        out["file_exists"] = present
+    out = file_arguments(_deployed(c))
     if _units_of(c):
         out["systemctl_show"] = _units_of(c)
     return out
 
 
-def _hashed(c: Host) -> tuple[str, ...]:
-    """The deployed files whose bytes are planned: hashed on the host."""
-    return tuple(f.path for f in _deployed(c) if f.sha256 is not None)
-
-
-def _present(c: Host) -> tuple[str, ...]:
-    """The deployed files whose bytes carry a secret: checked for presence only, never read
-    (a digest of a one-line password file gives the password away to a word list)."""
-    return tuple(f.path for f in _deployed(c) if f.sha256 is None)
-
-
 def _file_probes(c: Host) -> tuple[str, ...]:
-    return (("sha256sum",) if _hashed(c) else ()) + (("file_exists",) if _present(c) else ())
+    return tuple(p for p in file_arguments(_deployed(c)) if p != SNAPSHOT_PROBE)
 
 
 def _files(c: Host, facts: Facts, sink: Sink) -> None:
@@ -375,11 +360,18 @@ CHECKS: Registry[Check] = Registry(
 )
 
 
+# The probe whose output is a device's snapshot (contract/snapshot.py): fetched where its
+# deploy map marks files, kept by the audit, judged by no check (a failed read costs the
+# snapshot, never the checks of the device's files).
+SNAPSHOT_PROBE = "file_texts"
+
+
 def host_probes(c: Host) -> tuple[str, ...]:
-    """The probe keys a host's checks need: what a collector must fetch from it."""
-    return tuple(
-        sorted({k for check in CHECKS.values() if check.applies(c) for k in check.probes(c)})
-    )
+    """The probe keys a host's checks need, and its snapshot's: what a collector must fetch."""
+    keys = {k for check in CHECKS.values() if check.applies(c) for k in check.probes(c)}
+    if SNAPSHOT_PROBE in file_arguments(_deployed(c)):
+        keys.add(SNAPSHOT_PROBE)
+    return tuple(sorted(keys))
 
 
 @dataclass(frozen=True)

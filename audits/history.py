@@ -27,9 +27,13 @@ Schema (the `history` key of report.json, schema 1):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import pairwise
+from pathlib import Path
 from typing import Any, TypedDict
 
+from audits import sanitize
 from audits.model import FABRIC, Status
+from contract import snapshot
 
 FLAPS = 2  # a finding that came back this many times (or more) is flapping
 FORGET = 10  # runs a resolved finding is remembered, to see it flap
@@ -156,6 +160,26 @@ def history(previous: Any | None, current: Any) -> History:
         flapping=flapping,
         tracked=tracked,
     )
+
+
+def config_changes(runs: list[tuple[str, Path]]) -> list[str]:
+    """What changed in the devices' snapshots from run to run (oldest first: each run's time
+    and report folder), as Markdown lines: per run, device and file, the lines changed,
+    volatile ones masked (contract/snapshot.py). A device only one side kept is not compared:
+    it was not read, which is not a change."""
+    out: list[str] = []
+    for (_, older), (when, newer) in pairwise(runs):
+        was, now = snapshot.read(older), snapshot.read(newer)
+        for device in sorted(was.keys() & now.keys()):
+            for path, (old, new) in snapshot.changed(was[device], now[device]).items():
+                if old is None or new is None:
+                    said = ["file appeared" if old is None else "file gone"]
+                else:
+                    said = snapshot.diff_lines(old, new)
+                out += [f"- {when} **{device}** `{path}`:", "", "  ```diff"]
+                out += [f"  {sanitize.text(line)}" for line in said]
+                out += ["  ```", ""]
+    return out
 
 
 def chain(reports: Iterable[Any]) -> History | None:

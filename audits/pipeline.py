@@ -6,6 +6,7 @@ folder; `audit_replay` is what `clusterforge audit --replay` calls.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,12 +14,23 @@ from typing import Any, Protocol
 
 from audits import ethernet, expected, shard
 from audits.collect import Collected, Collection, Collector, ReplayCollector, read_object
-from audits.compare import INTERNAL_ERROR, HostAudit, compare_host, crashed_host, host_probes
+from audits.compare import (
+    INTERNAL_ERROR,
+    SNAPSHOT_PROBE,
+    HostAudit,
+    compare_host,
+    crashed_host,
+    host_probes,
+)
 from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_probes, not_scanned
 from audits.model import AuditError
 from audits.report import Report, build, to_json
 from audits.sanitize import clean
 from common import atomic
+from contract import Host, snapshot
+from contract.deploy import file_arguments
+from contract.probes import file_texts
+from contract.probes.base import ParseError
 
 
 def audit(
@@ -52,6 +64,7 @@ def audit(
         collection = Collection(at, dict.fromkeys(chosen, lost), lost)
     when = now or collection.collected_at
     audits = []
+    snapshots: dict[str, dict[str, str]] = {}
     for name in chosen:
         # One lookup per host: a replayed collection reads the host's folder here, and its
         # text is dropped once the host is compared (bounded memory at any fleet size).
@@ -61,6 +74,9 @@ def audit(
             raise  # the recording is not one (a bad status.json): no report would be true
         except Exception as exc:  # a bug, or a host folder unreadable: this host is error
             collected = Collected({}, {}, crashed=_bug(exc))
+        kept = snapshot_of(hosts[name], collected)
+        if kept:
+            snapshots[name] = kept
         try:
             if collected.crashed is not None:
                 judged = crashed_host(hosts[name], collected.crashed)
@@ -88,7 +104,24 @@ def audit(
         fabric = crashed_fabric(_bug(exc))
     fabric = FabricAudit(clean(fabric.entry), clean(fabric.findings))
     report = build(expectations, collection.collected_at, when, audits, fabric, previous)
+    if snapshots:
+        report["snapshots"] = snapshots
     return report if selection is None else shard.mark(report, selection)
+
+
+def snapshot_of(c: Host, collected: Collected) -> dict[str, str]:
+    """The device's snapshot from its `file_texts` output: each file asked for that it
+    printed, by path (contract/snapshot.py); empty when it printed nothing usable. Only the
+    paths its deploy map marks are kept, so a device cannot write a file of its choosing."""
+    text = collected.outputs.get(SNAPSHOT_PROBE)
+    if text is None:
+        return {}
+    try:
+        texts = file_texts.parse(text)
+    except ParseError:
+        return {}
+    asked = set(file_arguments(c.deploy.files if c.deploy else ()).get(SNAPSHOT_PROBE, ()))
+    return {path: body for path, body in texts.items() if path in asked}
 
 
 def read_previous(path: Path | None) -> Any | None:
@@ -116,8 +149,14 @@ class Renderer(Protocol):
 
 
 def files(report: Report, renderer: Renderer) -> dict[str, str]:
-    """The report folder's files: the data and its renderings."""
-    return {"report.json": to_json(report), **renderer.files(report)}
+    """The report folder's files: the data, its renderings, and each snapshotted device's
+    files as it holds them (`snapshots/<device>/files/<path>`, contract/snapshot.py)."""
+    kept = {
+        snapshot.relative(device, path): body
+        for device, texts in sorted(report.get("snapshots", {}).items())
+        for path, body in sorted(texts.items())
+    }
+    return {"report.json": to_json(report), **renderer.files(report), **kept}
 
 
 def write(report: Report, out: Path, renderer: Renderer, metrics: Path | None = None) -> None:
@@ -126,6 +165,8 @@ def write(report: Report, out: Path, renderer: Renderer, metrics: Path | None = 
     dashboard the report folder."""
     try:
         out.mkdir(parents=True, exist_ok=True)
+        # The last run's snapshots go: a device not read this time must not look as it was.
+        shutil.rmtree(out / snapshot.FOLDER, ignore_errors=True)
         for name, text in files(report, renderer).items():
             atomic.replace(out / name, text)
         if metrics is not None:

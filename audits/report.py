@@ -79,6 +79,9 @@ class Report(TypedDict):
     findings: list[Finding]
     history: History
     shard: NotRequired[Shard]
+    # Each snapshotted device's files as it holds them (path -> text): written beside
+    # report.json as files (`snapshots/`), never into it.
+    snapshots: NotRequired[dict[str, dict[str, str]]]
 
 
 def build(
@@ -174,4 +177,5 @@ def exit_code(summary: Summary) -> int:
 
 def to_json(report: Report) -> str:
     """`report.json`: stable key order and layout, so two runs on one input are identical."""
-    return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    data = {k: v for k, v in report.items() if k != "snapshots"}
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

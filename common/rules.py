@@ -38,6 +38,7 @@ class Rule(StrEnum):
     ADDRESS_OUTSIDE_SUBNET = "address-outside-subnet"
     ADDRESS_RESERVED = "address-reserved"
     CAGE_LAYOUT = "cage-layout"
+    CHANGE_ACCOUNT = "change-account"
     CORE_WITHOUT_PODS = "core-without-pods"
     DUPLICATE_GUID = "duplicate-guid"
     DUPLICATE_IP = "duplicate-ip"

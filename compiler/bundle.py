@@ -1,9 +1,10 @@
-"""`clusterforge bundle`: each host's generated files as a root-filesystem overlay.
+"""`clusterforge bundle`: each host's and switch's generated files as a root-filesystem overlay.
 
-For every selected host, `DIR/<host>/` holds its files at their destination paths (from the
-deploy map, `generated/deploy/<host>.json`) with their modes, and `DIR/<host>.json` is that
-map: path, source, sha256, mode, owner, the unit to reload. That is how a change reaches an
-installed host (rsync, scp or any configuration-management tool applies an overlay; owners
+For every selected host or configured Ethernet switch (by name, or by role: a switch's is its
+OS), `DIR/<name>/` holds its files at their destination paths (from the deploy map,
+`generated/deploy/<name>.json`) with their modes, and `DIR/<name>.json` is that map: path,
+source, sha256, mode, owner, the unit to reload. That is how a change reaches an installed
+host or switch (rsync, scp or any configuration-management tool applies an overlay; owners
 are in the JSON, since the build machine need not have the hosts' users), and how a new host
 gets its files: the provisioning host's overlay lays out its HTTP root's `bundle/` folder with
 every host's overlay and map, which the kickstart's %post fetches.
@@ -44,18 +45,16 @@ def _overlay(
 def bundles(
     compiled: Compiled, hosts: Sequence[str] = (), roles: Sequence[str] = ()
 ) -> dict[str, tuple[bytes, int]]:
-    """{path under DIR: (bytes, mode)} for the hosts named or of the roles named (all when
-    neither is given)."""
+    """{path under DIR: (bytes, mode)} for the hosts and switches named or of the roles named
+    (a switch's role is its OS: `cumulus`, `eos`), all of them when neither is given."""
     plan = compiled.plan
-    known = {h.name: h for h in plan.hosts}
-    unknown = [h for h in hosts if h not in known]
-    unknown += [r for r in roles if r not in {h.role.value for h in plan.hosts}]
+    machines = list(plan.machines())
+    unknown = [h for h in hosts if h not in {m.name for m in machines}]
+    unknown += [r for r in roles if r not in {m.role for m in machines}]
     if unknown:
-        raise SelectionError(f"no host or role {', '.join(map(repr, unknown))} in cluster/")
+        raise SelectionError(f"no host, switch or role {', '.join(map(repr, unknown))} in cluster/")
     chosen = [
-        h.name
-        for h in plan.hosts
-        if (not hosts and not roles) or h.name in hosts or h.role.value in roles
+        m.name for m in machines if (not hosts and not roles) or m.name in hosts or m.role in roles
     ]
     out: dict[str, tuple[bytes, int]] = {}
     http_root = compiled.cluster.provisioning.http_root.rstrip("/")
@@ -66,11 +65,12 @@ def bundles(
             # from media or upstream itself). Apache, running as its own user, reads every
             # served file: 0644 inside a folder only root and Apache may enter (generated/http/
             # tmpfiles.conf), each host's part served to that host alone (http/clusterforge.conf);
-            # the served map keeps the modes %post gives the files.
-            for other, deploy in sorted(compiled.deploys.items()):
+            # the served map keeps the modes %post gives the files. A switch's is not served:
+            # no kickstart fetches it, and http/clusterforge.conf names no switch.
+            for other in sorted(h.name for h in plan.hosts):
                 if other != name:
                     served = f"{name}{http_root}{BUNDLE_PATH}/{other}"
-                    out |= _overlay(compiled, deploy, served, SERVED_MODE)
+                    out |= _overlay(compiled, compiled.deploys[other], served, SERVED_MODE)
     return dict(sorted(out.items()))
 
 

@@ -1197,18 +1197,43 @@ _VERSION_KEY = re.compile(r"\{([a-z_]+)\}")
 
 
 def services(c: Cluster, rep: Report) -> None:
-    """Every role a node has runs named, defined services; a `{key}` in a package name is a
-    version every host of that role has (its model's baseline or the fleet's software)."""
+    """Every role a node has runs named, defined services, and so does every switch OS; a
+    `{key}` in a package name is a version every host of that role has (its model's baseline
+    or the fleet's software), and none a switch has: our versions are the hosts'."""
     cat, at = c.services, ("services",)
-    for role, names in cat.roles.items():
+    runs: list[tuple[str, str, tuple[str, ...]]] = [
+        ("roles", role.value, names) for role, names in cat.roles.items()
+    ]
+    runs += [("switch_os", os.value, names) for os, names in cat.switch_os.items()]
+    for key, kind, names in runs:
         for i, name in enumerate(names):
             if name not in cat.services:
                 known = ", ".join(sorted(cat.services))
                 rep.add(
-                    (*at, "roles", role.value, i),
+                    (*at, key, kind, i),
                     Rule.UNKNOWN_REFERENCE,
                     f"service {name!r} is not defined (known: {known})",
                 )
+    for i, name in enumerate(cat.snapshot):
+        if name not in cat.services:
+            known = ", ".join(sorted(cat.services))
+            rep.add(
+                (*at, "snapshot", i),
+                Rule.UNKNOWN_REFERENCE,
+                f"snapshot: service {name!r} is not defined (known: {known})",
+            )
+    for os, names in cat.switch_os.items():
+        for name in names:
+            service = cat.services.get(name)
+            for field_name in ("module_streams", "packages"):
+                for i, text in enumerate(getattr(service, field_name, ())):
+                    for key in _VERSION_KEY.findall(text):
+                        rep.add(
+                            (*at, "services", name, field_name, i),
+                            Rule.UNKNOWN_VERSION_KEY,
+                            f"{{{key}}}: {os.value} switches run {name!r}, and a switch has "
+                            "no versions of the cluster's to put in",
+                        )
     for name, defined in cat.services.items():
         for i, home in enumerate(defined.files):
             allowed = {"host", "role"}
@@ -1253,7 +1278,8 @@ def services(c: Cluster, rep: Report) -> None:
 
 def site_hosts(c: Cluster, rep: Report) -> None:
     """The site's time servers have an upstream to follow; the host that receives the drift
-    audit's metrics runs node_exporter, which serves them; the InfiniBand user space (the
+    audit's metrics runs node_exporter, which serves them; the change account is not the
+    audit's; the InfiniBand user space (the
     `rdma` service, MLNX_OFED) runs only on hosts whose model has an HCA."""
     if c.site.services.ntp and not c.site.ntp_upstream:
         rep.add(
@@ -1261,6 +1287,13 @@ def site_hosts(c: Cluster, rep: Report) -> None:
             Rule.NTP_WITHOUT_UPSTREAM,
             f"{', '.join(c.site.services.ntp)} serve the site's time but site.yaml names no "
             "ntp_upstream to follow (e.g. ntp_upstream: [{host: ntp1.example.net}])",
+        )
+    if c.site.audit is not None and c.site.change.user == c.site.audit.user:
+        rep.add(
+            ("site", "change", "user"),
+            Rule.CHANGE_ACCOUNT,
+            f"the change plan's account {c.site.change.user!r} is the audit's: the audit's "
+            "account is read-only by construction, so the playbook needs another",
         )
     roles = c.services.roles
     models = c.hardware.servers

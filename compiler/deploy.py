@@ -1,14 +1,21 @@
-"""Stage 6, deploy: every generated file's home, from the services each host's role runs.
+"""Stage 6, deploy: every generated file's home, from the services each host's role runs and
+each configured Ethernet switch's OS runs.
 
 `services.yaml` says, per service, which generated files it reads and where they live on a
-host. This stage expands those homes over the files the targets produced and gives each host
-its `Deploy` (contract: files with path, mode, owner, sha256 and the unit to reload; units;
-kernel modules), written as `generated/deploy/<host>.json`, read by `clusterforge bundle` and
-the audit. A generated file with no home on any host must be declared `review_only`; one that
-is neither, or a home whose source was not generated, is bad input, located in services.yaml.
+machine; `roles:` names the services of each host role, `switch_os:` those of each switch OS
+(a Cumulus Linux switch runs `cumulus`: ifupdown2, FRR and lldpd's files under /etc; an EOS
+switch `eos`: its startup-config on flash). This stage expands those homes over the files the
+targets produced and gives each host and each switch of `Plan.ethernet` its `Deploy`
+(contract: files with path, mode, owner, sha256 and the unit to reload; units; kernel
+modules), written as `generated/deploy/<name>.json`, read by `clusterforge bundle` and the
+audit. Hosts and switches are alike here (`Plan.machines`): a switch file is placed by the
+same rules as a host's, and one with no home is caught by the same rule. A generated file
+with no home on any machine must be declared `review_only`; one that is neither, or a home
+whose source was not generated, is bad input, located in services.yaml.
 
-Source patterns: `{host}` and `{role}` are the host's; a `*` in the last part matches the
-files of that one folder, and `{name}` in `dest` is then the matched file's name.
+Source patterns: `{host}` is the host's or switch's name, `{role}` a host's role or a
+switch's OS; a `*` in the last part matches the files of that one folder, and `{name}` in
+`dest` is then the matched file's name.
 """
 
 from __future__ import annotations
@@ -58,55 +65,65 @@ class _Folders:
 
 
 def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[str, Deploy]:
-    """Every host's Deploy, from the generated files' sha256 by path (the manifest's, hashed
-    once); raises SourceError for homes without files, two files at one destination, and
-    files with neither a home nor a review-only declaration."""
+    """Every host's and configured switch's Deploy, from the generated files' sha256 by path
+    (the manifest's, hashed once); raises SourceError for homes without files, two files at
+    one destination, and files with neither a home nor a review-only declaration."""
     problems: list[Diagnostic] = []
     homed: set[str] = set()
     out: dict[str, Deploy] = {}
     folders = _Folders(digests)
-    for host in plan.hosts:
+    for machine in plan.machines():
         placed: dict[str, Placed] = {}
-        role = host.role.value
-        for name, service in host.software.services:
+        name, role, software = machine
+        for service_name, service in software.services:
             for i, home in enumerate(service.files):
-                home_at = ("services", "services", name, "files", i, "source")  # for a problem
-                pattern = home.source.format(host=host.name, role=role)
+                where = ("services", "services", service_name, "files", i)  # for a problem
+                pattern = home.source.format(host=name, role=role)
                 found = folders.sources(pattern)
                 if not found and not home.optional:
-                    message = f"{host.name} ({role}) needs generated/{pattern}: none"
-                    problems.append(Diagnostic(source.where(home_at), Rule.MISSING_SOURCE, message))
+                    message = f"{name} ({role}) needs generated/{pattern}: none"
+                    problems.append(
+                        Diagnostic(source.where((*where, "source")), Rule.MISSING_SOURCE, message)
+                    )
                 for src in found:
-                    dest = home.dest.format(host=host.name, role=role, name=src.rsplit("/", 1)[-1])
+                    dest = home.dest.format(host=name, role=role, name=src.rsplit("/", 1)[-1])
                     if forbidden_path(dest):
                         # The audit reads every deployed file as root: never a device's.
-                        at = source.where(("services", "services", name, "files", i, "dest"))
-                        message = f"{host.name}: {dest} is a device's or the kernel's file"
-                        problems.append(Diagnostic(at, Rule.FILE_HOME_FORBIDDEN, message))
+                        message = f"{name}: {dest} is a device's or the kernel's file"
+                        problems.append(
+                            Diagnostic(
+                                source.where((*where, "dest")), Rule.FILE_HOME_FORBIDDEN, message
+                            )
+                        )
                         continue
                     if dest in placed and placed[dest].source != src:
                         message = (
-                            f"{host.name}: {dest} would hold both generated/"
+                            f"{name}: {dest} would hold both generated/"
                             f"{placed[dest].source} and generated/{src}"
                         )
                         problems.append(
-                            Diagnostic(source.where(home_at), Rule.FILE_HOME_CONFLICT, message)
+                            Diagnostic(
+                                source.where((*where, "source")), Rule.FILE_HOME_CONFLICT, message
+                            )
                         )
                         continue
                     digest = digests[src] if home.check == FileCheck.CONTENT else None
-                    placed[dest] = Placed(dest, src, home.mode, home.owner, digest, home.reload)
+                    # A snapshot keeps the text of a service's files; a secret's is never read.
+                    keep = service_name in plan.snapshot and digest is not None
+                    placed[dest] = Placed(
+                        dest, src, home.mode, home.owner, digest, home.reload, keep
+                    )
                     homed.add(src)
-        out[host.name] = Deploy(
-            host.name,
-            tuple(placed[p] for p in sorted(placed)),
-            host.software.units,
-            host.software.kernel_modules,
+        out[name] = Deploy(
+            name, tuple(placed[p] for p in sorted(placed)), software.units, software.kernel_modules
         )
     at = source.where(("services", "review_only"))
     for path in sorted(digests):
         if path in homed or any(_matches(p, path) for p in plan.review_only):
             continue
-        message = f"generated/{path} has no home on any host and is not declared review-only"
+        message = (
+            f"generated/{path} has no home on any host or switch and is not declared review-only"
+        )
         problems.append(Diagnostic(at, Rule.HOMELESS_FILE, message))
     if problems:
         raise SourceError(problems)
@@ -129,5 +146,5 @@ def with_digests(deploys: Mapping[str, Deploy], digests: Mapping[str, str]) -> d
 
 
 def deploy_files(deploys: Mapping[str, Deploy]) -> dict[str, str]:
-    """`deploy/<host>.json` for every host."""
+    """`deploy/<name>.json` for every host and configured switch."""
     return {f"{DEPLOY_DIR}/{h}.json": d.to_json() for h, d in sorted(deploys.items())}

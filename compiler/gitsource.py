@@ -7,6 +7,7 @@ works as long as the revision's commit was fetched (`git fetch --depth 1 origin 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
@@ -16,6 +17,8 @@ from git.exc import ODBError
 from common.errors import Diagnostic, InputError, Location, SourceError
 from common.rules import Rule
 from compiler import diff, load, pipeline
+from compiler.pipeline import Compiled
+from contract import Deploy
 
 
 class RevisionError(InputError):
@@ -114,6 +117,43 @@ def read_cluster(repo: Path, rev: str) -> dict[str, bytes | load.Refused]:
             if path.suffix in (".yaml", ".yml") or blob.mode == _LINK
             for name in [f"cluster/{path.relative_to(prefix)}"]
         }
+
+
+def read_generated(repo: Path, rev: str) -> dict[str, bytes]:
+    """The committed `generated/` of revision `rev`, path under it -> bytes; empty when the
+    revision has none. What CI built and shipped from that commit: the change plan compares
+    these, since a compile from git alone does not continue the committed DNS serials."""
+    with _open(repo) as r:
+        top = Path(r.working_dir).resolve()
+        prefix = PurePosixPath(repo.resolve().relative_to(top).as_posix(), "generated")
+        try:
+            tree = _commit(r, rev).tree / str(prefix)
+        except KeyError:
+            return {}
+        if not isinstance(tree, git.Tree):
+            return {}
+        return {
+            str(PurePosixPath(b.path).relative_to(prefix)): b.data_stream.read()
+            for b in tree.traverse()
+            if isinstance(b, git.Blob) and b.mode != _LINK
+        }
+
+
+def as_shipped(repo: Path, side: diff.Side) -> Compiled | None:
+    """`side`'s compile with its commit's committed generated/ files and deploy maps in
+    place of the compiled ones, where the commit has them (else the compile as it is)."""
+    compiled = side.compiled
+    if compiled is None:
+        return None
+    committed = read_generated(repo, side.commit)
+    deploys = {
+        path.removeprefix("deploy/").removesuffix(".json"): Deploy.from_json(data, path)
+        for path, data in committed.items()
+        if path.startswith("deploy/") and path.endswith(".json")
+    }
+    if not deploys:
+        return compiled
+    return replace(compiled, files=committed, deploys=deploys)
 
 
 _LINK = 0o120000  # git's mode for a symbolic link: its blob is the link's target path

@@ -241,6 +241,14 @@ class AuditAccess(Strict_):
     metrics: AuditMetrics
 
 
+class ChangeAccess(Strict_):
+    """The account `clusterforge plan`'s playbook logs in as to change a device (with sudo):
+    the site's own, provisioned by the site, never generated; never the audit's, which is
+    read-only by construction (compiler check `change-account`)."""
+
+    user: UserName = "clusterforge-change"
+
+
 class TimeSource(Strict_):
     """An upstream NTP source the site's time servers follow: one server, or a pool."""
 
@@ -263,6 +271,7 @@ class Site(Strict_):
     labels: Labels = Labels()  # label stock for the cable label sheets
     monitoring: Monitoring = Monitoring()
     audit: AuditAccess | None = None  # no account generated without it
+    change: ChangeAccess = ChangeAccess()
 
 
 # --- networks.yaml --------------------------------------------------------------------------
@@ -724,12 +733,18 @@ class Service(Strict_):
 
 
 class ServiceCatalog(Strict_):
-    """services.yaml: the service catalogue, the services of each role (in install order), and
-    the generated files that have no home on any host (read by people, not by a service)."""
+    """services.yaml: the service catalogue, the services of each host role and of each
+    Ethernet switch OS (in install order), and the generated files that have no home on any
+    host or switch (read by people, not by a service)."""
 
     services: dict[Name, Service]
     roles: dict[Annotated[Role, Lax], tuple[Name, ...]]
+    # A configured switch runs its OS's services: its files have homes like a host's, `{role}`
+    # in them standing for the OS (cumulus, eos), which no host role is named.
+    switch_os: dict[Annotated[SwitchOs, Lax], tuple[Name, ...]] = {}
     review_only: tuple[Source, ...] = ()
+    # Services whose content-checked files the audit keeps whole in its snapshots.
+    snapshot: tuple[Name, ...] = ()
 
 
 # --- acceptance.yaml ------------------------------------------------------------------------

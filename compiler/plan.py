@@ -11,7 +11,7 @@ import math
 import re
 import socket
 from bisect import bisect_left
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
 from typing import Any, NamedTuple
@@ -42,6 +42,7 @@ from compiler.model import (
     Site,
     Slurm,
     Switch,
+    SwitchOs,
     SwitchRole,
 )
 from compiler.rails import Rails, hca_order, rails
@@ -395,6 +396,15 @@ class Host(NamedTuple):
         return next(i for i in self.interfaces if i.network == self.management)
 
 
+class Machine(NamedTuple):
+    """What the deploy map places generated files on: a host, or a configured Ethernet switch
+    (whose services are its OS's, services.yaml `switch_os:`)."""
+
+    name: str
+    role: str  # `{role}` in services.yaml's homes: a host's role, a switch's OS
+    software: Software
+
+
 class SwitchPlan(NamedTuple):
     name: str
     role: SwitchRole
@@ -427,6 +437,7 @@ class Plan:
     acceptance: Acceptance
     racks: tuple[Rack, ...]  # as declared, for pictures and the diff's new racks
     review_only: tuple[str, ...]  # services.yaml: generated files no host holds
+    snapshot: frozenset[str]  # services.yaml: the services whose files the audit keeps whole
     ib_networks: frozenset[str]  # the InfiniBand (IPoIB) ones: a cable on one is the fabric's
     ib_mtu: int | None  # the fabric's IB MTU (`fabric_mtu`); None without an IPoIB network
     # The site's management network: the one carrying the default route (the first by name
@@ -440,6 +451,8 @@ class Plan:
     rails: Rails | None = None  # a rail-optimised fabric's units and rail leaves
     ethernet: Ethernet = field(default_factory=lambda: Ethernet(mtu=0))  # its switches' configs
     roce: RocePlan = field(default_factory=RocePlan)  # RoCE networks' NICs and switch ports
+    # What each configured switch's OS runs (services.yaml `switch_os:`), by OS.
+    switch_software: dict[SwitchOs, Software] = field(default_factory=dict)
     # What cluster/ names but must not hold (root_password_hash), set by the pipeline.
     secrets: dict[str, str] = field(default_factory=dict)
     # The committed generated/ files a target continues from (DNS serials), set by the pipeline.
@@ -451,6 +464,13 @@ class Plan:
 
     def host(self, name: str) -> Host:
         return self._host_by_name[name]
+
+    def machines(self) -> Iterator[Machine]:
+        """Every host, then every configured Ethernet switch: what the deploy map places on."""
+        for h in self.hosts:
+            yield Machine(h.name, h.role.value, h.software)
+        for sw in self.ethernet.switches:
+            yield Machine(sw.name, sw.os.value, self.switch_software[sw.os])
 
     def address(self, name: str, network: str) -> str:
         """A host's address on `network`; the site services are named by host."""
@@ -506,7 +526,12 @@ def build(cluster: Cluster) -> Plan:
         subnets[name] = tuple(rows)
     defaults = sorted(name for name, net in cluster.networks.items() if net.default_route)
     planned = tuple(sorted(cables(cluster), key=lambda c: c.id))
-    switch_configs = ethernet.build(cluster, switches, planned, subnets, gateways)
+    configured = ethernet.build(cluster, switches, planned, subnets, gateways)
+    # A switch has no versions of ours to expand: the checks keep `{key}` out of its services.
+    switch_software = {
+        os: _software(cluster, cluster.services.switch_os.get(os, ()), {})
+        for os in sorted({sw.os for sw in configured.switches})
+    }
     return Plan(
         site=cluster.site,
         fabric=cluster.fabric,
@@ -518,6 +543,7 @@ def build(cluster: Cluster) -> Plan:
         acceptance=cluster.acceptance,
         racks=cluster.racks,
         review_only=cluster.services.review_only,
+        snapshot=frozenset(cluster.services.snapshot),
         ib_networks=ib_networks(cluster),
         ib_mtu=fabric_mtu(cluster),
         management=defaults[0] if defaults else None,
@@ -527,8 +553,9 @@ def build(cluster: Cluster) -> Plan:
         subnets=subnets,
         gateways=gateways,
         rails=railed,
-        ethernet=switch_configs,
-        roce=roce.build(cluster.networks, hosts, switch_configs),
+        ethernet=configured,
+        roce=roce.build(cluster.networks, hosts, configured),
+        switch_software=switch_software,
     )
 
 

@@ -4,7 +4,7 @@ compiler makes one `Placed` for every file of every host, and edits them with `_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,9 +25,12 @@ class Placed(NamedTuple):
     owner: str
     sha256: str | None
     reload: str | None = None
+    # The audit keeps its text in the device's snapshot (contract/snapshot.py); written only
+    # where true, so the maps of devices without a snapshot read as before.
+    snapshot: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "source": self.source,
             "mode": self.mode,
@@ -35,6 +38,9 @@ class Placed(NamedTuple):
             "sha256": self.sha256,
             "reload": self.reload,
         }
+        if self.snapshot:
+            out["snapshot"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Placed:
@@ -45,7 +51,26 @@ class Placed(NamedTuple):
             str(data["owner"]),
             None if data.get("sha256") is None else str(data["sha256"]),
             None if data.get("reload") is None else str(data["reload"]),
+            data.get("snapshot") is True,
         )
+
+
+# The probes whose arguments are a device's deployed files, read as root: what the forced
+# command allows (compiler/targets/access.py) and what the audit asks (audits/compare.py) are
+# both `file_arguments` of the device's deploy map, so the two never disagree.
+FILE_PROBES = ("sha256sum", "file_exists", "file_texts")
+
+
+def file_arguments(files: Iterable[Placed]) -> dict[str, tuple[str, ...]]:
+    """The paths each file probe takes on a device: the planned files' to hash, the
+    secret-bearing ones' to stat (never read), the snapshotted ones' to read whole."""
+    files = tuple(files)
+    lists = (
+        tuple(f.path for f in files if f.sha256 is not None),
+        tuple(f.path for f in files if f.sha256 is None),
+        tuple(f.path for f in files if f.snapshot),
+    )
+    return {p: v for p, v in zip(FILE_PROBES, lists, strict=True) if v}
 
 
 class Deploy(NamedTuple):

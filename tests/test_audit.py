@@ -385,6 +385,7 @@ def test_the_report_goes_to_build_in_the_repository_by_default(
         "report.html",
         "report.json",
         "report.md",
+        "snapshots",  # the provisioning host's served files, as it holds them
     ]
 
 

@@ -26,6 +26,8 @@ TREES = [REPO / "generated", *sorted(REPO.glob("examples/*/generated"))]
 HOSTS = sorted(p for t in TREES for p in (t / "expected" / "hosts").glob("*.json"))
 FABRICS = sorted(p for t in TREES if (p := t / "expected" / "fabric.json").is_file())
 DEPLOYS = sorted(p for t in TREES for p in (t / "deploy").glob("*.json"))
+# The configured Ethernet switches: each has a deploy map beside the hosts'.
+SWITCH_DIRS = sorted(p for t in TREES for p in (t / "switches").glob("*") if p.is_dir())
 
 
 def _validator(name: str) -> jsonschema.protocols.Validator:
@@ -37,7 +39,8 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
 
 def test_the_committed_trees_are_many_files() -> None:
     # A glob gone wrong would make every test below pass on nothing.
-    assert len(HOSTS) > 100 and FABRICS and len(DEPLOYS) == len(HOSTS)
+    assert len(HOSTS) > 100 and FABRICS and SWITCH_DIRS
+    assert len(DEPLOYS) == len(HOSTS) + len(SWITCH_DIRS)
 
 
 @pytest.mark.parametrize(("record", "paths"), [(Host, HOSTS), (Fabric, FABRICS), (Deploy, DEPLOYS)])

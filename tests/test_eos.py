@@ -61,3 +61,12 @@ def test_pyavd_refuses_a_broken_structured_config(compiled: Compiled) -> None:
     refused = eos.refusals(config)
     assert any(r.startswith("ethernet_interfaces.0.mtu:") for r in refused), refused
     assert any(r.startswith("vlan_interfaces.0:") for r in refused), refused
+
+
+def test_an_eos_switch_deploys_its_startup_config_on_flash(compiled: Compiled) -> None:
+    for sw in compiled.plan.ethernet.switches:
+        deploy = compiled.deploys[sw.name]
+        assert [(f.path, f.source) for f in deploy.files] == [
+            ("/mnt/flash/startup-config", f"switches/{sw.name}/startup-config")
+        ]
+        assert deploy.units == ()  # EOS takes it by its CLI, not a systemd unit

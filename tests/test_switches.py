@@ -4,14 +4,22 @@ The switches at work, in network namespaces, are `tests/test_switches_netns.py`.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
+import shutil
+import stat
 import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from compiler import bundle
+from compiler.load import load
 from compiler.model import SwitchOs, SwitchRole
-from compiler.pipeline import Compiled, compile_repo
+from compiler.pipeline import Compiled, compile_repo, compile_source
+from compiler.targets.shared import BUNDLE_PATH
 from tests.conftest import require_tool
 
 
@@ -100,6 +108,17 @@ def _configs(compiled: Compiled, name: str) -> list[str]:
     return [f"switches/{s}{name}" for s in SAMPLES if f"switches/{s}{name}" in compiled.files]
 
 
+def _ifup_syntax(ifup: str, interfaces: Path) -> subprocess.CompletedProcess[str]:
+    """`ifup -a -s` of one file. ifupdown2 refuses to run beside another of itself on the
+    machine (its lock in /run/network, exit 89 "Another instance ... is already running"), so
+    test runs sharing a machine take turns on a lock of their own first."""
+    with open("/tmp/clusterforge-tests-ifupdown2.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return subprocess.run(
+            [ifup, "-a", "-s", "-i", str(interfaces)], capture_output=True, text=True, timeout=60
+        )
+
+
 @pytest.mark.realtool
 def test_ifupdown2_parses_every_interfaces_file(compiled: Compiled, tmp_path: Path) -> None:
     ifup = require_tool("ifup")
@@ -108,23 +127,13 @@ def test_ifupdown2_parses_every_interfaces_file(compiled: Compiled, tmp_path: Pa
     for path in files:
         (tmp_path / "interfaces").write_bytes(compiled.files[path])
         # -s: parse and order every interface, changing nothing on this machine.
-        done = subprocess.run(
-            [ifup, "-a", "-s", "-i", str(tmp_path / "interfaces")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = _ifup_syntax(ifup, tmp_path / "interfaces")
         assert done.returncode == 0, f"{path}: {done.stderr}"
         assert "warning" not in done.stderr, f"{path}: {done.stderr}"
     # The oracle refuses a value its modules do not take (it does not check attribute names).
     broken = _text(compiled, files[0]).replace("bridge-vlan-aware yes", "bridge-vlan-aware maybe")
     (tmp_path / "interfaces").write_text(broken)
-    done = subprocess.run(
-        [ifup, "-a", "-s", "-i", str(tmp_path / "interfaces")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _ifup_syntax(ifup, tmp_path / "interfaces")
     assert done.returncode != 0 and "bridge-vlan-aware" in done.stderr
 
 
@@ -151,3 +160,84 @@ def test_frr_parses_every_frr_conf(compiled: Compiled, tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode != 0
+
+
+# --- their files placed by the deploy map, like a host's --------------------------------------
+
+
+def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled) -> None:
+    switches = compiled.plan.ethernet.switches
+    assert switches
+    for sw in switches:
+        deploy = compiled.deploys[sw.name]
+        assert compiled.files[f"deploy/{sw.name}.json"].decode() == deploy.to_json()
+        mine = {p for p in compiled.files if p.startswith(f"switches/{sw.name}/")}
+        assert {f.source for f in deploy.files} == mine  # every file of the switch, placed
+        for f in deploy.files:
+            assert f.sha256 == hashlib.sha256(compiled.files[f.source]).hexdigest(), f.source
+        assert deploy.units == ("networking.service", "frr.service", "lldpd.service")
+    placed = {f.path: f for f in compiled.deploys["stor01"].files}
+    assert {p: (f.mode, f.owner, f.reload) for p, f in placed.items()} == {
+        "/etc/network/interfaces": ("0644", "root:root", "networking.service"),
+        "/etc/frr/frr.conf": ("0640", "frr:frr", "frr.service"),
+        "/etc/frr/daemons": ("0640", "frr:frr", "frr.service"),
+        "/etc/lldpd.d/clusterforge.conf": ("0644", "root:root", "lldpd.service"),
+    }
+    # Nothing of a switch is left for review only: the switches' patterns are gone.
+    assert not [p for p in compiled.plan.review_only if p.startswith("switches/")]
+
+
+def test_a_switch_bundle_lays_out_its_files_at_their_homes(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    files = bundle.bundles(compiled, hosts=["mgmt01"])
+    bundle.write(tmp_path, files)
+    root = tmp_path / "mgmt01"
+    modes = {
+        str(p.relative_to(root)): stat.S_IMODE(p.stat().st_mode)
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+    assert modes == {
+        "etc/network/interfaces": 0o644,
+        "etc/frr/frr.conf": 0o640,
+        "etc/frr/daemons": 0o640,
+        "etc/lldpd.d/clusterforge.conf": 0o644,
+    }
+    assert (root / "etc/frr/frr.conf").read_bytes() == compiled.files[
+        "switches/mgmt01/etc/frr/frr.conf"
+    ]
+    manifest = json.loads((tmp_path / "mgmt01.json").read_text())
+    assert manifest == compiled.deploys["mgmt01"].as_dict()
+    # By role, a switch's being its OS: every Cumulus switch and no host.
+    chosen = {
+        p.split("/")[0].removesuffix(".json") for p in bundle.bundles(compiled, roles=["cumulus"])
+    }
+    assert chosen == {sw.name for sw in compiled.plan.ethernet.switches}
+    with pytest.raises(bundle.SelectionError, match="'nosuch'"):
+        bundle.bundles(compiled, hosts=["nosuch"])
+
+
+def test_the_provisioning_host_serves_no_switch_bundle(compiled: Compiled) -> None:
+    prov = compiled.plan.site.services.provisioning
+    maps = [p.split(f"{BUNDLE_PATH}/", 1) for p in bundle.bundles(compiled, hosts=[prov])]
+    served = {m[1].removesuffix(".json") for m in maps if len(m) == 2 and "/" not in m[1]}
+    assert "gpu001" in served
+    assert not served & {sw.name for sw in compiled.plan.ethernet.switches}
+
+
+def test_a_switch_without_routing_deploys_no_frr_files(repo: Path, tmp_path: Path) -> None:
+    site = tmp_path / "cluster"
+    shutil.copytree(repo / "cluster", site)
+    ethernet = site / "ethernet.yaml"
+    tier = "  - {switch: management, to: management-spine, asn: 4200060000}\n"
+    assert tier in ethernet.read_text()
+    ethernet.write_text(ethernet.read_text().replace(tier, ""))
+    unrouted = compile_source(load(site))
+    mgmt01 = unrouted.plan.ethernet.switch("mgmt01")
+    assert mgmt01.asn is None
+    assert {f.path for f in unrouted.deploys["mgmt01"].files} == {
+        "/etc/network/interfaces",
+        "/etc/lldpd.d/clusterforge.conf",
+    }
+    assert "/etc/frr/frr.conf" in {f.path for f in unrouted.deploys["stor01"].files}

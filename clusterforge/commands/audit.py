@@ -276,6 +276,11 @@ def _history(words: list[str]) -> int:
     reports: list[Any] = [pipeline.read_previous(Path(w)) for w in words[1:]]
     last = reports[-1] | {"history": history.chain(reports)}
     print(markdown.changes(last) or "One report: nothing to compare it with.")
+    # What changed on the devices between runs, from the snapshots beside each report.
+    runs = [(r["collected_at"], Path(w).parent) for r, w in zip(reports, words[1:], strict=True)]
+    lines = history.config_changes(runs)
+    if lines:
+        print("\n".join(["", "## Configuration changes between runs", "", *lines]))
     return EXIT_OK
 
 

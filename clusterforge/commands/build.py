@@ -97,11 +97,13 @@ def add(command: Command) -> None:
     b = command(
         "bundle",
         _bundle,
-        help="each host's files as a root-filesystem overlay DIR/<host>/ plus DIR/<host>.json",
+        help="each host's and switch's files as an overlay DIR/<name>/ plus DIR/<name>.json",
     )
     b.add_argument("--out", type=Path, required=True, metavar="DIR")
-    b.add_argument("--host", action="append", default=[], metavar="H", help="only host H")
-    b.add_argument("--role", action="append", default=[], metavar="R", help="only role R")
+    b.add_argument("--host", action="append", default=[], metavar="H", help="only host or switch H")
+    b.add_argument(
+        "--role", action="append", default=[], metavar="R", help="only role R (a switch's: its OS)"
+    )
     b.add_argument("--allow-placeholders", action="store_true", help=_ALLOW_HELP)
     command("validate", _validate, help="check cluster/ for mistakes; write nothing")
 
@@ -177,7 +179,7 @@ def _bundle(args: argparse.Namespace) -> int:
     files = bundle.bundles(compiled, args.host, args.role)
     bundle.write(args.out, files)
     hosts = sorted({path.split("/", 1)[0].removesuffix(".json") for path in files})
-    print(f"{args.out}: bundles of {len(hosts)} host(s), {len(files)} files")
+    print(f"{args.out}: bundles of {len(hosts)} host(s) and switch(es), {len(files)} files")
     return EXIT_OK
 
 

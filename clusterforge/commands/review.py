@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clusterforge.commands import Command, Progress, batch, write_files
-from common.errors import EXIT_INPUT, EXIT_OK
+from common.errors import EXIT_CHECK, EXIT_INPUT, EXIT_OK
 from compiler.kinds import LabelStock
 
 if TYPE_CHECKING:
@@ -65,6 +66,24 @@ def add(command: Command) -> None:
         type=Path,
         metavar="FILE",
         help="the change picture: HEAD's racks and fabric with what changes marked",
+    )
+    p = command(
+        "plan",
+        _change_plan,
+        help="the rollout of a change: devices in order, files, reloads, rollback, pre-check; "
+        "an Ansible playbook",
+    )
+    p.add_argument("base", help="the revision the devices run now (commit, branch or tag)")
+    p.add_argument("head", nargs="?", default="HEAD", help="the revision to roll out")
+    p.add_argument(
+        "--snapshots",
+        type=Path,
+        metavar="DIR",
+        help="the last audit's report folder or recording: a device whose snapshot is not "
+        "what BASE generated is refused",
+    )
+    p.add_argument(
+        "--out", type=Path, metavar="DIR", help="the plan and playbook (default: build/plan)"
     )
     d.add_argument(
         "--share-limit",
@@ -143,6 +162,38 @@ def _diff(args: argparse.Namespace) -> int:
             print(f"{name} {rev.ref}: {diagnostic}", file=sys.stderr)
     # Changes are the point of a diff, not a failure; only a side that does not compile is.
     return EXIT_OK if report.compiles else EXIT_INPUT
+
+
+def _change_plan(args: argparse.Namespace) -> int:
+    batch()
+    from compiler import ansible, change, gitsource
+    from contract import snapshot
+
+    sides = [gitsource.compile_revision(args.repo, rev) for rev in (args.base, args.head)]
+    for name, side in zip(("BASE", "HEAD"), sides, strict=True):
+        for diagnostic in side.errors:
+            print(f"{name} {side.ref}: {diagnostic}", file=sys.stderr)
+    # What each commit shipped: its committed generated/ where it has one (its DNS serials
+    # continue the committed ones, which a compile from git alone does not).
+    base, head = (gitsource.as_shipped(args.repo, side) for side in sides)
+    if base is None or head is None:
+        return EXIT_INPUT
+    snapshots = snapshot.read(args.snapshots) if args.snapshots else None
+    plan = change.plan_change(base, head, sides[0].commit, sides[1].commit, snapshots)
+    markdown = change.to_markdown(plan)
+    files = {
+        "plan.json": change.to_json(plan).encode(),
+        "plan.md": markdown.encode(),
+        **ansible.files(plan, base, head, head.plan.site.change.user),
+    }
+    out = args.out or args.repo / "build" / "plan"
+    if (out / "plan.json").is_file():  # an earlier plan's: its device files must not linger
+        shutil.rmtree(out / "files", ignore_errors=True)
+    write_files(out, files, "the change plan")
+    print(markdown, end="")
+    print(f"{out}: plan.md, plan.json, {ansible.APPLY}, {ansible.ROLLBACK}, {ansible.INVENTORY}")
+    # A refused device is a check that failed: its part of the change waits for a look.
+    return EXIT_CHECK if plan.refused else EXIT_OK
 
 
 # The options of a live run: meaningless with --replay, so refused there.

@@ -52,21 +52,28 @@ class HostState:
     ecc: dict[int, tuple[int, int]] = field(default_factory=dict)  # gpu -> (corr., uncorr.)
     overrides: dict[str, str] = field(default_factory=dict)  # probe key -> raw output
     files: dict[str, str] = field(default_factory=dict)  # deployed path -> its sha256 now
+    texts: dict[str, str] = field(default_factory=dict)  # snapshotted path -> its text now
     units: dict[str, tuple[str, str]] = field(default_factory=dict)  # unit -> (active, enabled)
     unloaded: set[str] = field(default_factory=set)  # kernel modules of the deploy map not loaded
     paths: dict[int, str] = field(default_factory=dict)  # GPU -> its path to the HCA now
     memory_mib: int | None = None  # what slurmd -C sees, when not what the model installs
 
     @classmethod
-    def of(cls, contract: dict[str, Any]) -> HostState:
-        """A host whose files and units are exactly its deploy map's."""
+    def of(cls, contract: dict[str, Any], generated: Path | None = None) -> HostState:
+        """A host whose files and units are exactly its deploy map's; the text of the files
+        its snapshot keeps read from `generated` (their sources)."""
         deploy = contract.get("deploy", {})
         # A file checked for presence only has no planned digest: any stands for its bytes.
         files = {
             f["path"]: f["sha256"] or digest("deployed", f["path"]) for f in deploy.get("files", ())
         }
+        texts = {
+            f["path"]: (generated / f["source"]).read_text(encoding="utf-8")
+            for f in deploy.get("files", ())
+            if f.get("snapshot") and generated is not None
+        }
         units = dict.fromkeys(deploy.get("units", ()), ("active", "enabled"))
-        return cls(contract, files=files, units=units)
+        return cls(contract, files=files, texts=texts, units=units)
 
 
 def as_state(contract: Host) -> dict[str, Any]:
@@ -101,7 +108,7 @@ class Fleet:
             placed = generated / "deploy" / p.name
             if placed.is_file():  # as audits/expected.py reads it
                 contract["deploy"] = json.loads(placed.read_text(encoding="utf-8"))
-            hosts[p.stem] = HostState.of(contract)
+            hosts[p.stem] = HostState.of(contract, generated)
         fabric = json.loads((generated / "expected" / "fabric.json").read_text(encoding="utf-8"))
         cables = {
             c["id"]: copy.deepcopy(c) for c in fabric["cables"] if c["lifecycle"] == "installed"
@@ -168,12 +175,16 @@ class Fleet:
         links = (e for h in self.hosts.values() for e in h.state.get("ethernet", ()))
         return next(e for e in links if e["cable"] == cable)
 
-    def edit_file(self, host: str, path: str) -> None:
-        """Someone changed a deployed file by hand."""
-        self.hosts[host].files[path] = digest("edited", host, path)
+    def edit_file(self, host: str, path: str, line: str = "# edited by hand") -> None:
+        """Someone changed a deployed file by hand: `line` added at its end."""
+        h = self.hosts[host]
+        h.files[path] = digest("edited", host, path)
+        if path in h.texts:
+            h.texts[path] += f"{line}\n"
 
     def remove_file(self, host: str, path: str) -> None:
         del self.hosts[host].files[path]
+        self.hosts[host].texts.pop(path, None)
 
     def set_unit(self, host: str, unit: str, active: str, enabled: str) -> None:
         self.hosts[host].units[unit] = (active, enabled)
@@ -205,6 +216,7 @@ class Fleet:
         return Now(
             arguments=self.arguments(host),
             files=dict(h.files),
+            texts=dict(h.texts),
             units=dict(h.units),
             unloaded=frozenset(h.unloaded),
             xid=tuple(h.xid),

@@ -54,9 +54,10 @@ from collections.abc import Mapping, Sequence
 
 from common.errors import TargetError
 from compiler.model import AuditAccess
-from compiler.plan import Plan
+from compiler.plan import Machine, Plan
 from contract import Deploy, probes
 from contract.account import FORCED, PROBE_COMMAND, SUDOERS
+from contract.deploy import FILE_PROBES, file_arguments
 from contract.probes.spec import (
     FORBIDDEN_ROOTS,
     IFACE,
@@ -77,8 +78,7 @@ _ALIVE_INTERVAL_S, _ALIVE_COUNT = 15, 4  # a client gone silent is dropped withi
 # process, the forced command's sh, timeout(1), sudo and the program (nvidia-smi's threads
 # count too); 64 is a dozen probes at once, far under what would starve the host.
 _NPROC = 64
-# The probes whose arguments are files read as root: only the lists of the role's deploy maps.
-_FILE_PROBES = ("sha256sum", "file_exists")
+_PER_ROLE = "access/{role}/"  # how services.yaml names the per-role files' sources
 
 
 def render(plan: Plan) -> dict[str, str]:
@@ -99,22 +99,35 @@ def render(plan: Plan) -> dict[str, str]:
 def role_sources(plan: Plan) -> list[str]:
     """The per-role files' names under generated/, known before their contents: the deploy
     map places them (`access/{role}/...` in services.yaml) before `role_files` fills them."""
+    roles = sorted({m.role for m in _audited(plan)})
+    return [f"access/{role}/{name}" for role in roles for name in (FORCED, SUDOERS)]
+
+
+def _audited(plan: Plan) -> list[Machine]:
+    """The hosts and switches whose services place the account's per-role files: every host
+    (the base service's), and the switches whose OS's services do (Cumulus Linux's)."""
     if plan.site.audit is None:
         return []
-    roles = sorted({h.role.value for h in plan.hosts})
-    return [f"access/{role}/{name}" for role in roles for name in (FORCED, SUDOERS)]
+    return [
+        m
+        for m in plan.machines()
+        if any(
+            home.source.startswith(_PER_ROLE) for _, s in m.software.services for home in s.files
+        )
+    ]
 
 
 def role_files(plan: Plan, deploys: Mapping[str, Deploy]) -> dict[str, str]:
     """Each role's forced command and sudoers, allowing the file probes exactly the lists of
-    paths its hosts' deploy maps give them (one list where the role's hosts are alike)."""
+    paths its hosts' deploy maps give them (one list where the role's hosts are alike); a
+    switch's role is its OS."""
     access = plan.site.audit
     if access is None:
         return {}
     lists: dict[str, dict[str, dict[tuple[str, ...], None]]] = {}
-    for host in plan.hosts:
-        mine = lists.setdefault(host.role.value, {p: {} for p in _FILE_PROBES})
-        for probe, paths in file_arguments(deploys[host.name]).items():
+    for machine in _audited(plan):
+        mine = lists.setdefault(machine.role, {p: {} for p in FILE_PROBES})
+        for probe, paths in file_arguments(deploys[machine.name].files).items():
             mine[probe][paths] = None
     out: dict[str, str] = {}
     for role, by_probe in sorted(lists.items()):
@@ -122,14 +135,6 @@ def role_files(plan: Plan, deploys: Mapping[str, Deploy]) -> dict[str, str]:
         out[f"access/{role}/{FORCED}"] = forced_command(access, allowed)
         out[f"access/{role}/{SUDOERS}"] = sudoers(access, allowed)
     return out
-
-
-def file_arguments(deploy: Deploy) -> dict[str, tuple[str, ...]]:
-    """What the audit asks the file probes for on a host (as `audits.compare.probe_arguments`
-    reads its deploy map): the planned files' paths to hash, the secret-bearing ones' to stat."""
-    hashed = tuple(f.path for f in deploy.files if f.sha256 is not None)
-    present = tuple(f.path for f in deploy.files if f.sha256 is None)
-    return {p: v for p, v in zip(_FILE_PROBES, (hashed, present), strict=True) if v}
 
 
 def authorized_keys(access: AuditAccess, command: str = PROBE_COMMAND) -> str:

@@ -115,6 +115,7 @@ class Now:
     arguments: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # probe -> what the
     # audit passes it on this host (`audits.compare.probe_arguments`)
     files: Mapping[str, str] = field(default_factory=dict)  # deployed path -> its sha256 now
+    texts: Mapping[str, str] = field(default_factory=dict)  # snapshotted path -> its text now
     units: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # unit -> (active, enabled)
     unloaded: frozenset[str] = frozenset()  # kernel modules of the deploy map not loaded
     xid: tuple[tuple[int, int, str], ...] = ()  # (gpu, code, message) in the kernel log

@@ -1,0 +1,264 @@
+"""`clusterforge plan BASE HEAD`: the rollout of a change, its pre-check and its rollback.
+
+The plan is compiled from two commits of a scratch repository holding this checkout's
+cluster/. The playbook is run by real ansible-core over a real sshd on loopback against a
+folder standing for the device's `/` (`cf_root`), whose reloads a recorder takes
+(`cf_systemctl`): apply, then rollback, must leave every file exactly as before (sha256), and
+a device edited by hand since BASE must be refused with nothing changed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from compiler import ansible, change, gitsource
+from compiler.pipeline import Compiled
+from contract import snapshot
+from tests.conftest import REPO, require_tool
+
+Change = Callable[[Path], None]
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
+    return done.stdout
+
+
+def _time_source(cluster: Path) -> None:
+    """One upstream NTP server replaced: only the time servers' chrony.conf changes."""
+    site = cluster / "site.yaml"
+    site.write_text(
+        site.read_text(encoding="utf-8").replace("ntp2.dc1.example.net", "ntp3.dc1.example.net"),
+        encoding="utf-8",
+    )
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("plan")
+    shutil.copytree(REPO / "cluster", root / "cluster")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "cluster")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    git(root, "tag", "base")
+    _time_source(root / "cluster")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "time")
+    git(root, "tag", "time")
+    return root
+
+
+@pytest.fixture(scope="module")
+def sides(scratch: Path) -> tuple[Compiled, Compiled]:
+    base, head = (gitsource.compile_revision(scratch, rev).compiled for rev in ("base", "time"))
+    assert base is not None and head is not None
+    return base, head
+
+
+def _snapshot_of(compiled: Compiled, device: str) -> dict[str, bytes]:
+    """What the device holds when it runs `compiled`: its placed files, as generated."""
+    return {f.path: compiled.files[f.source] for f in compiled.deploys[device].files}
+
+
+def test_a_change_lists_only_the_devices_whose_files_change(
+    sides: tuple[Compiled, Compiled],
+) -> None:
+    base, head = sides
+    plan = change.plan_change(base, head, "b", "h")
+    time_servers = sorted(h.name for h in base.plan.hosts if h.name in base.plan.site.services.ntp)
+    assert [d.name for d in plan.devices] == time_servers
+    for d in plan.devices:
+        assert [(c.path, c.status) for c in d.files] == [("/etc/chrony.conf", "changed")]
+        assert d.reloads == ("chronyd.service",)
+        assert d.check == change.Check.UNCHECKED
+    # No time server is in the canary ring: the first goes alone, first.
+    assert plan.stages[0].name.startswith("canary") and len(plan.stages[0].devices) == 1
+    assert plan.stages[0].serial == 1
+
+
+def test_a_device_whose_snapshot_is_not_base_is_refused_naming_the_drifted_line(
+    sides: tuple[Compiled, Compiled],
+) -> None:
+    base, head = sides
+    [first, *_] = change.plan_change(base, head, "b", "h").devices
+    clean = _snapshot_of(base, first.name)
+    # A time server is the provisioning host, whose served DHCP file its snapshot keeps.
+    dhcpd = "/etc/dhcp/dhcpd.conf"
+    assert any(f.path == dhcpd and f.snapshot for f in base.deploys[first.name].files)
+    edited = dict(clean)
+    edited[dhcpd] = clean[dhcpd] + b"host rogue { fixed-address 10.60.2.250; }\n"
+    plan = change.plan_change(base, head, "b", "h", {first.name: edited})
+    [refused] = plan.refused
+    assert refused.name == first.name and refused.check == change.Check.DRIFTED
+    assert refused.drift == (f"{dhcpd}: +host rogue {{ fixed-address 10.60.2.250; }}",)
+    assert first.name not in {d.name for d in plan.devices}
+    assert "host rogue" in change.to_markdown(plan)
+    ok = change.plan_change(base, head, "b", "h", {first.name: clean})
+    assert {d.name: d.check for d in ok.devices}[first.name] == change.Check.OK
+    assert ok.refused == ()
+
+
+def test_volatile_lines_are_masked_and_nothing_else() -> None:
+    shown = b"! Command: show running-config\n! device: s1 (DCS-7050, EOS-4.31)\nhostname s1\n"
+    later = b"! Command: show running-config\n! device: s1 (DCS-7050, EOS-4.32)\nhostname s1\n"
+    assert snapshot.changed({"/c": shown}, {"/c": later}) == {}
+    assert snapshot.changed({"/c": shown}, {"/c": later.replace(b"s1\n", b"s2\n")}) != {}
+
+
+# --- applied by ansible-core over a real sshd ---------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def device_sshd(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A real sshd on loopback letting this test's own user in by key: the change account."""
+    sshd = require_tool("sshd")
+    keygen = require_tool("ssh-keygen")
+    for name in ("host_key", "client_key"):
+        subprocess.run(
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True
+        )
+    keys = tmp_path / "authorized_keys"
+    shutil.copy(tmp_path / "client_key.pub", keys)
+    port = _free_port()
+    config = tmp_path / "sshd_config"
+    config.write_text(
+        f"ListenAddress 127.0.0.1:{port}\nHostKey {tmp_path / 'host_key'}\nPidFile none\n"
+        f"UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n"
+        f"AuthorizedKeysFile {keys}\nSubsystem sftp internal-sftp\n",
+        encoding="utf-8",
+    )
+    known = tmp_path / "known_hosts"
+    host_pub = (tmp_path / "host_key.pub").read_text(encoding="utf-8").split()
+    known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n", encoding="utf-8")
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    try:
+        yield {"port": str(port), "key": str(tmp_path / "client_key"), "known": str(known)}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _playbook(
+    folder: Path, name: str, device: str, root: Path, sshd: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    # ansible-core is a Python dependency of the tests: beside this interpreter.
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    playbook = str(beside) if beside.exists() else require_tool("ansible-playbook")
+    recorder = folder / "systemctl"
+    recorder.write_text(f'#!/bin/sh\necho "$@" >> {folder / "reloads.log"}\n', encoding="utf-8")
+    recorder.chmod(0o755)
+    extra = {
+        "ansible_host": "127.0.0.1",
+        "ansible_port": sshd["port"],
+        "ansible_user": getpass.getuser(),
+        "ansible_become": False,  # the lab's account owns the folder standing for /
+        "ansible_ssh_private_key_file": sshd["key"],
+        "ansible_ssh_common_args": f"-o UserKnownHostsFile={sshd['known']} "
+        "-o StrictHostKeyChecking=yes -o ControlMaster=no",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "cf_root": str(root),
+        "cf_systemctl": str(recorder),
+        "cf_owners": os.geteuid() == 0,
+    }
+    env = {
+        **os.environ,
+        "ANSIBLE_HOME": str(folder / ".ansible"),
+        "ANSIBLE_LOCAL_TEMP": str(folder / ".ansible" / "tmp"),
+        "ANSIBLE_REMOTE_TEMP": str(folder / ".ansible" / "remote"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+    }
+    return subprocess.run(
+        [
+            playbook,
+            "-i",
+            str(folder / ansible.INVENTORY),
+            "--limit",
+            device,
+            "-e",
+            json.dumps(extra),
+            str(folder / name),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=folder,
+    )
+
+
+def _sums(root: Path) -> dict[str, str]:
+    return {
+        "/" + p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.realtool
+def test_the_playbook_applies_then_rolls_back_byte_for_byte(
+    tmp_path: Path, sides: tuple[Compiled, Compiled], device_sshd: dict[str, str]
+) -> None:
+    base, head = sides
+    plan = change.plan_change(base, head, "b", "h")
+    device = plan.devices[0].name
+    folder = tmp_path / "plan"
+    for path, data in ansible.files(plan, base, head, "clusterforge-change").items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(data)
+    inventory = YAML(typ="safe").load((folder / ansible.INVENTORY).read_text(encoding="utf-8"))
+    assert inventory["all"]["vars"]["ansible_user"] == "clusterforge-change"  # not the audit's
+    root = tmp_path / "root"
+    for path, data in _snapshot_of(base, device).items():
+        (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (root / path.lstrip("/")).write_bytes(data)
+    before = _sums(root)
+
+    applied = _playbook(folder, ansible.APPLY, device, root, device_sshd)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert _sums(root) == {
+        **before,
+        **{p: hashlib.sha256(d).hexdigest() for p, d in _snapshot_of(head, device).items()},
+    }
+    assert (folder / "reloads.log").read_text(
+        encoding="utf-8"
+    ) == "reload-or-restart chronyd.service\n"
+
+    rolled = _playbook(folder, ansible.ROLLBACK, device, root, device_sshd)
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert _sums(root) == before
+    assert (folder / "reloads.log").read_text(encoding="utf-8").count("chronyd.service") == 2
+
+    # Edited by hand since BASE: the pre-check refuses the device and changes nothing on it.
+    chrony = root / "etc" / "chrony.conf"
+    chrony.write_bytes(chrony.read_bytes() + b"# emergency fix\n")
+    edited = _sums(root)
+    refused = _playbook(folder, ansible.APPLY, device, root, device_sshd)
+    assert refused.returncode != 0
+    assert "/etc/chrony.conf is not what BASE generated" in refused.stdout
+    assert _sums(root) == edited

@@ -1,0 +1,159 @@
+"""Snapshots: each run keeps the snapshotted devices' files as they hold them, `audit history`
+names the line that changed between two runs, and `clusterforge plan --snapshots` refuses a
+device whose snapshot is not what BASE generated.
+
+The runs replay the lab twin's recordings of the compiled reference (the provisioning host's
+DHCP, TFTP and DNS files are snapshotted: services.yaml `snapshot`); the plan compiles two
+commits of a scratch repository holding this checkout's cluster/.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterforge.cli import main
+from clusterforge.lab.fleet import Fleet
+from contract import snapshot
+
+DHCPD = "/etc/dhcp/dhcpd.conf"
+ROGUE = "host rogue { hardware ethernet 02:00:00:00:00:99; fixed-address 10.60.2.250; }"
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site's repository as CI keeps it: `base`, cluster/ and its compiled generated/
+    committed; then `HEAD`, another time source (prov01's chrony.conf changes), compiled."""
+    root = tmp_path_factory.mktemp("site")
+    shutil.copytree(repo / "cluster", root / "cluster")
+    git(root, "init", "-q", "-b", "main")
+    for message in ("base", "another time source"):
+        if message != "base":
+            site = root / "cluster" / "site.yaml"
+            site.write_text(
+                site.read_text().replace("ntp2.dc1.example.net", "ntp3.dc1.example.net")
+            )
+        assert main(["-C", str(root), "compile"]) == 0
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", message)
+        if message == "base":
+            git(root, "tag", "base")
+            shutil.copytree(root / "generated", root.parent / "base-generated" / "generated")
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference(site: Path) -> Path:
+    """What the devices run: `base`'s committed generated/ (-C for the audit)."""
+    return site.parent / "base-generated"
+
+
+def _run(reference: Path, fleet: Fleet, folder: Path) -> Path:
+    recording = fleet.record(folder / "recording")
+    code = main(
+        ["-C", str(reference), "audit", "--replay", str(recording), "--out", str(folder / "report")]
+    )
+    assert code in (0, 1)
+    return folder / "report"
+
+
+@pytest.fixture(scope="module")
+def runs(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two runs: as planned, then with a host line added to dhcpd.conf by hand."""
+    tmp = tmp_path_factory.mktemp("runs")
+    fleet = Fleet.load(reference / "generated")
+    first = _run(reference, fleet, tmp / "first")
+    fleet.edit_file("prov01", DHCPD, ROGUE)
+    second = _run(reference, fleet, tmp / "second")
+    return first, second
+
+
+def test_a_run_keeps_the_snapshotted_files_as_the_device_holds_them(
+    reference: Path, runs: tuple[Path, Path]
+) -> None:
+    first, second = runs
+    deploy = json.loads((reference / "generated" / "deploy" / "prov01.json").read_text())
+    kept = {f["path"]: f["source"] for f in deploy["files"] if f.get("snapshot")}
+    assert DHCPD in kept and "/etc/named.conf" in kept
+    # Only what the deploy map marks: no kickstart (it holds the root hash), no GPU host.
+    assert not any(p.startswith("/var/www/html/ks/") for p in kept)
+    taken = snapshot.read(first)
+    assert set(taken) == {"prov01"}
+    assert {p: taken["prov01"][p] for p in kept} == {
+        p: (reference / "generated" / s).read_bytes() for p, s in kept.items()
+    }
+    assert (first / "snapshots" / "prov01" / "files" / "etc" / "dhcp" / "dhcpd.conf").is_file()
+    assert "snapshots" not in json.loads((first / "report.json").read_text())
+    assert snapshot.read(second)["prov01"][DHCPD].endswith(f"{ROGUE}\n".encode())
+
+
+def test_history_names_the_changed_line_of_the_device(
+    runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = runs
+    assert main(["audit", "history", str(first / "report.json"), str(second / "report.json")]) == 0
+    out = capsys.readouterr().out
+    section = out.split("## Configuration changes between runs", 1)[1]
+    assert "**prov01** `/etc/dhcp/dhcpd.conf`" in section
+    assert f"+{ROGUE}" in section
+    assert section.count("**prov01**") == 1  # one file changed, and nothing else
+
+
+def test_the_plan_refuses_a_device_whose_snapshot_drifted_and_names_the_line(
+    site: Path, runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = runs
+    scratch = site
+    # The time source changes prov01's chrony.conf: as the last run saw it, prov01 is BASE's.
+    ok = main(
+        [
+            "-C",
+            str(scratch),
+            "plan",
+            "base",
+            "HEAD",
+            "--snapshots",
+            str(first),
+            "--out",
+            str(tmp_path / "ok"),
+        ]
+    )
+    assert ok == 0
+    plan = json.loads((tmp_path / "ok" / "plan.json").read_text())
+    checked = {d["device"]: d["precheck"]["status"] for s in plan["stages"] for d in s["devices"]}
+    assert checked["prov01"] == "ok"
+    # Edited by hand since: refused (exit 1), the line named, and not in the playbook.
+    capsys.readouterr()
+    refused = main(
+        [
+            "-C",
+            str(scratch),
+            "plan",
+            "base",
+            "HEAD",
+            "--snapshots",
+            str(second),
+            "--out",
+            str(tmp_path / "no"),
+        ]
+    )
+    assert refused == 1
+    plan = json.loads((tmp_path / "no" / "plan.json").read_text())
+    [device] = plan["refused"]
+    assert device["device"] == "prov01"
+    assert device["precheck"]["drift"] == [f"{DHCPD}: +{ROGUE}"]
+    assert ROGUE in capsys.readouterr().out
+    assert "prov01" not in (tmp_path / "no" / "inventory.yml").read_text()
