@@ -46,6 +46,16 @@ def _time_source(cluster: Path) -> None:
     )
 
 
+def _switch_port(cluster: Path) -> None:
+    """A bad storage switch port: the server's cable moves to a free port of stor01."""
+    yaml = YAML()
+    path = cluster / "fabric.yaml"
+    fabric = yaml.load(path.read_text(encoding="utf-8"))
+    fabric["cables"] = [{"device": "stor01", "port": 3, "use_port": 30, "note": "port 3 bad"}]
+    with path.open("w", encoding="utf-8") as f:
+        yaml.dump(fabric, f)
+
+
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("plan")
@@ -57,14 +67,43 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _time_source(root / "cluster")
     git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "time")
     git(root, "tag", "time")
+    git(root, "checkout", "-q", "--detach", "base")
+    _switch_port(root / "cluster")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "port")
+    git(root, "tag", "port")
     return root
+
+
+def _sides(scratch: Path, head: str) -> tuple[Compiled, Compiled]:
+    base, new = (gitsource.compile_revision(scratch, rev).compiled for rev in ("base", head))
+    assert base is not None and new is not None
+    return base, new
 
 
 @pytest.fixture(scope="module")
 def sides(scratch: Path) -> tuple[Compiled, Compiled]:
-    base, head = (gitsource.compile_revision(scratch, rev).compiled for rev in ("base", "time"))
-    assert base is not None and head is not None
-    return base, head
+    return _sides(scratch, "time")
+
+
+@pytest.fixture(scope="module")
+def port_sides(scratch: Path) -> tuple[Compiled, Compiled]:
+    return _sides(scratch, "port")
+
+
+def test_a_switch_port_moved_is_the_switch_first_then_its_host(
+    port_sides: tuple[Compiled, Compiled],
+) -> None:
+    base, head = port_sides
+    plan = change.plan_change(base, head, "b", "h")
+    [switch] = [d for d in plan.devices if d.kind == "switch"]
+    assert switch.name == "stor01"
+    assert [c.path for c in switch.files] == ["/etc/network/interfaces"]
+    assert switch.reloads == ("networking.service",)
+    assert switch.address is not None
+    # The switch goes in a stage of its own, one at a time, before any host.
+    first = next(s for s in plan.stages if switch in s.devices)
+    assert first.serial == 1 and all(d.kind == "switch" for d in first.devices)
+    assert plan.stages.index(first) == 0
 
 
 def _snapshot_of(compiled: Compiled, device: str) -> dict[str, bytes]:
@@ -221,12 +260,20 @@ def _sums(root: Path) -> dict[str, str]:
 
 
 @pytest.mark.realtool
+@pytest.mark.parametrize("change_of", ["time", "port"])
 def test_the_playbook_applies_then_rolls_back_byte_for_byte(
-    tmp_path: Path, sides: tuple[Compiled, Compiled], device_sshd: dict[str, str]
+    tmp_path: Path, scratch: Path, change_of: str, device_sshd: dict[str, str]
 ) -> None:
-    base, head = sides
+    """A time server's change, and a one-switch change (stor01's interfaces, reloaded by
+    networking.service): applied, rolled back, every file as before; then refused once
+    edited by hand."""
+    base, head = _sides(scratch, change_of)
     plan = change.plan_change(base, head, "b", "h")
     device = plan.devices[0].name
+    if change_of == "port":
+        assert device == "stor01"
+    [changed] = [d for d in plan.devices if d.name == device]
+    touched = changed.files[0].path
     folder = tmp_path / "plan"
     for path, data in ansible.files(plan, base, head, "clusterforge-change").items():
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
@@ -241,24 +288,21 @@ def test_the_playbook_applies_then_rolls_back_byte_for_byte(
 
     applied = _playbook(folder, ansible.APPLY, device, root, device_sshd)
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    assert _sums(root) == {
-        **before,
-        **{p: hashlib.sha256(d).hexdigest() for p, d in _snapshot_of(head, device).items()},
-    }
-    assert (folder / "reloads.log").read_text(
-        encoding="utf-8"
-    ) == "reload-or-restart chronyd.service\n"
+    now = {p: hashlib.sha256(d).hexdigest() for p, d in _snapshot_of(head, device).items()}
+    assert _sums(root) == {**before, **now}
+    reloads = [f"reload-or-restart {u}" for u in changed.reloads]
+    assert (folder / "reloads.log").read_text(encoding="utf-8").splitlines() == reloads
 
     rolled = _playbook(folder, ansible.ROLLBACK, device, root, device_sshd)
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
     assert _sums(root) == before
-    assert (folder / "reloads.log").read_text(encoding="utf-8").count("chronyd.service") == 2
+    assert (folder / "reloads.log").read_text(encoding="utf-8").splitlines() == reloads * 2
 
     # Edited by hand since BASE: the pre-check refuses the device and changes nothing on it.
-    chrony = root / "etc" / "chrony.conf"
-    chrony.write_bytes(chrony.read_bytes() + b"# emergency fix\n")
+    edited_file = root / touched.lstrip("/")
+    edited_file.write_bytes(edited_file.read_bytes() + b"# emergency fix\n")
     edited = _sums(root)
     refused = _playbook(folder, ansible.APPLY, device, root, device_sshd)
     assert refused.returncode != 0
-    assert "/etc/chrony.conf is not what BASE generated" in refused.stdout
+    assert f"{touched} is not what BASE generated" in refused.stdout
     assert _sums(root) == edited
