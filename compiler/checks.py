@@ -723,11 +723,12 @@ def fabric(c: Cluster, rep: Report) -> None:
             )
         up_bw, down_bw = sum(links.values()) * rate, down[sw.name]
         if up_bw == 0 or down_bw / up_bw > c.fabric.max_oversubscription:
+            ratio = f"{down_bw / up_bw:.3g}:1" if up_bw else "no uplinks"
             rep.add(
                 p,
                 Rule.OVERSUBSCRIPTION,
                 f"{sw.role.value} {sw.name!r}: {down_bw:g} Gb/s to {below} vs {up_bw:g} Gb/s "
-                f"to {above} exceeds {c.fabric.max_oversubscription:g}:1",
+                f"to {above} ({ratio}) exceeds {c.fabric.max_oversubscription:g}:1",
             )
 
 
@@ -803,10 +804,10 @@ def tiers(c: Cluster, rep: Report) -> None:
                 )
     limits = ((SwitchRole.SPINE, MAX_SPINES), (SwitchRole.CORE, MAX_CORES))
     if railed is not None and three:
-        # A three-tier rail fabric's blocks (compiler/rails.py): 0x801-0xBFF, 0xC01-0xEFF.
+        # A three-tier rail fabric's blocks (compiler/rails.py): 0x801-0xC00, 0xC01-0xFFF.
         limits = (
-            (SwitchRole.SPINE, rails.RAIL_CORE_LID_BASE - rails.RAIL_SPINE_LID_BASE - 1),
-            (SwitchRole.CORE, rails.LEAF_LID_TOP - rails.RAIL_CORE_LID_BASE - 1),
+            (SwitchRole.SPINE, rails.RAIL_CORE_LID_BASE - rails.RAIL_SPINE_LID_BASE),
+            (SwitchRole.CORE, rails.RAIL_CORE_LID_TOP - rails.RAIL_CORE_LID_BASE),
         )
     for role, most in limits:
         if counts[role] > most:

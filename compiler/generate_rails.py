@@ -327,7 +327,7 @@ def generate_rails(
             f"count: {switch_ports // 2},",
         )
     firmware = (
-        _FIRMWARE.format(canary="gpu001")
+        _FIRMWARE.format(canary=f"gpu{1:0{width}d}")
         .replace("hgx-a100", "hgx-h100")
         .replace('  qm8700: {firmware: "27.2010.6102"}\n', "")
         .replace("  sn2410:", "  sn4600c:")

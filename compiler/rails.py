@@ -14,8 +14,9 @@ server, a rack or a unit added at the end renumbers nothing:
   rack id - 1); three-tier, on its pod's spines: (unit index mod units_per_pod) * rails +
   rail, its pod unit index // units_per_pod + 1;
 - static LIDs: a rail leaf 0x101 + its unit index * rails + rail; three-tier, a spine
-  0x801 + its place in name order, a core 0xC01 + its (so leaves hold 0x101-0x7FF: 1,791,
-  spines 1,023, cores 767; the two-tier spines keep 1 + their place); an HCA
+  0x801 + its place in name order, a core 0xC01 + its (leaves 0x101-0x7FF: 1,791; spines
+  0x801-0xC00: 1,024, as many as the leaves of 4,096 eight-rail servers at 1:1; cores
+  0xC01-0xFFF: 1,023; the two-tier spines keep 1 + their place); an HCA
   0x1000 + rails * (unit index * down ports + leaf port - 1) + rail, where the down ports
   are a leaf's ports below `uplink_port`: every HCA of 4,096 eight-rail servers (32,768
   ports, 0x1000-0x8FFF); an HCA on no rail (a service host's, cabled by `links:`)
@@ -44,6 +45,7 @@ LEAF_LID_TOP = 0xF00  # the cores' LIDs start above it (compiler/plan.py)
 # Three-tier: the rail leaves' block ends where the spines' starts, theirs where the cores'.
 RAIL_SPINE_LID_BASE = 0x800
 RAIL_CORE_LID_BASE = 0xC00
+RAIL_CORE_LID_TOP = RAIL_HOST_LID_BASE - 1
 
 
 class Rails(NamedTuple):
