@@ -524,7 +524,7 @@ class Fabric(Strict_):
     racks_per_pod: int | None = Field(None, ge=1)
     # Three-tier rail-optimised: the units' leaves in pods (spine groups) of units_per_pod
     # units each, in scalable_units order; a pod's spines, cores and ports as above.
-    units_per_pod: int | None = Field(None, ge=1)
+    units_per_pod: int | None = Field(None, ge=1)  # rail-optimised: units a pod (spine group)
     core_port: int | None = Field(None, ge=1)
     links_per_core: int = Field(1, ge=1)
     subnet_managers: tuple[SubnetManager, ...] = Field(min_length=1)
