@@ -579,6 +579,20 @@ def test_three_tier_rules_on_a_rail_fabric() -> None:
     assert "pods are of scalable units, not racks: set units_per_pod" in errors(flat)
 
 
+def test_an_hca_guid_is_one_port_across_every_server() -> None:
+    """Two servers' HCAs (gpu001's mlx5_1, gpu002's mlx5_0) given one GUID: a port GUID is
+    OpenSM's key for its LID, so the second is refused where it is written."""
+    tree = _small_three_tier()
+    tree["racks/r001.yaml"] = tree["racks/r001.yaml"].replace(
+        'mlx5_0: "0xa088c20300000210"', 'mlx5_0: "0xa088c20300000209"'
+    )
+    with pytest.raises(SourceError) as caught:
+        pipeline.check(_parse(tree))
+    found = [d for d in caught.value.diagnostics if d.rule == Rule.DUPLICATE_GUID]
+    assert len(found) == 1 and "0xa088c20300000209" in str(found[0]), found
+    assert "cluster/racks/r001.yaml:" in str(found[0])
+
+
 def _parse(tree: dict[str, str]) -> Source:
     from compiler.load import parse
 
