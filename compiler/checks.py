@@ -700,12 +700,15 @@ def fabric(c: Cluster, rep: Report) -> None:
             down[w.device] += rate
         else:
             down[w.switch] += speed.get((w.device, w.device_port), 0)
+    railed = rails.rails(c)
     for p, r, s in _switches(c):
         rack, sw = c.racks[r], c.racks[r].switches[s]
         if sw.role == SwitchRole.LEAF:
-            pod = tiers.pod_of(rack.id)[0]
+            if railed is not None and sw.name not in railed.leaf:
+                continue  # a leaf of no unit: the scalable-unit rule says so
+            pod = railed.pod_place(sw.name)[0] if railed else tiers.pod_of(rack.id)[0]
             upper, below, above = set(tiers.spines.get(pod, ())), "servers", "spines"
-        elif sw.role == SwitchRole.SPINE and c.fabric.racks_per_pod is not None and sw.pod:
+        elif sw.role == SwitchRole.SPINE and c.fabric.three_tier and sw.pod:
             plane = tiers.spines[sw.pod].index(sw.name) + 1
             upper, below, above = set(tiers.cores.get(plane, ())), "leaves", "cores"
         else:
@@ -720,25 +723,28 @@ def fabric(c: Cluster, rep: Report) -> None:
             )
         up_bw, down_bw = sum(links.values()) * rate, down[sw.name]
         if up_bw == 0 or down_bw / up_bw > c.fabric.max_oversubscription:
+            ratio = f"{down_bw / up_bw:.3g}:1" if up_bw else "no uplinks"
             rep.add(
                 p,
                 Rule.OVERSUBSCRIPTION,
                 f"{sw.role.value} {sw.name!r}: {down_bw:g} Gb/s to {below} vs {up_bw:g} Gb/s "
-                f"to {above} exceeds {c.fabric.max_oversubscription:g}:1",
+                f"to {above} ({ratio}) exceeds {c.fabric.max_oversubscription:g}:1",
             )
 
 
 def tiers(c: Cluster, rep: Report) -> None:
-    """A fabric is two-tier (no pods, no cores) or three-tier (racks_per_pod and core_port,
-    every spine in a pod, every core in a plane); every leaf's pod has spines, every spine's
-    plane has cores, and each tier fits its static LID range."""
-    three = c.fabric.racks_per_pod is not None
+    """A fabric is two-tier (no pods, no cores) or three-tier (racks_per_pod or
+    units_per_pod, and core_port; every spine in a pod, every core in a plane); every leaf's
+    pod has spines, every spine's plane has cores, and each tier fits its static LID range."""
+    three = c.fabric.three_tier
+    pods = "units_per_pod" if c.fabric.units_per_pod is not None else "racks_per_pod"
     if three and c.fabric.core_port is None:
         rep.add(
-            ("fabric", "racks_per_pod"),
+            ("fabric", pods),
             Rule.MISSING_FIELD,
-            "a three-tier fabric (racks_per_pod) needs core_port: the first spine port to the core",
+            f"a three-tier fabric ({pods}) needs core_port: the first spine port to the core",
         )
+    railed = rails.rails(c)
     t = Tiers.of(c)
     counts = {SwitchRole.SPINE: 0, SwitchRole.CORE: 0}
     for p, r, s in _switches(c):
@@ -756,7 +762,7 @@ def tiers(c: Cluster, rep: Report) -> None:
             rep.add(
                 (*p, "role"),
                 Rule.CORE_WITHOUT_PODS,
-                f"core {sw.name!r}: a core tier joins pods; set fabric racks_per_pod",
+                f"core {sw.name!r}: a core tier joins pods; set fabric {pods}",
             )
         elif sw.role == SwitchRole.CORE and sw.plane is None:
             rep.add(p, Rule.MISSING_FIELD, f"core {sw.name!r} needs plane: (the spines it joins)")
@@ -777,6 +783,16 @@ def tiers(c: Cluster, rep: Report) -> None:
                 Rule.UNKNOWN_KEY,
                 f"{sw.name!r}: pod and plane are for three-tier spines and cores",
             )
+        elif sw.role == SwitchRole.LEAF and three and railed is not None:
+            if sw.name in railed.leaf and railed.pod_place(sw.name)[0] not in t.spines:
+                unit = railed.leaf[sw.name][0]
+                rep.add(
+                    p,
+                    Rule.POD_WITHOUT_SPINES,
+                    f"leaf {sw.name!r} of unit {railed.units[unit].name!r} is in pod "
+                    f"{railed.pod_of_unit(unit)} (units_per_pod {c.fabric.units_per_pod}), "
+                    "which has no spines",
+                )
         elif sw.role == SwitchRole.LEAF and three:
             pod = t.pod_of(rack.id)[0]
             if pod not in t.spines:
@@ -786,7 +802,14 @@ def tiers(c: Cluster, rep: Report) -> None:
                     f"rack id {rack.id} is in pod {pod} (racks_per_pod "
                     f"{c.fabric.racks_per_pod}), which has no spines",
                 )
-    for role, most in ((SwitchRole.SPINE, MAX_SPINES), (SwitchRole.CORE, MAX_CORES)):
+    limits = ((SwitchRole.SPINE, MAX_SPINES), (SwitchRole.CORE, MAX_CORES))
+    if railed is not None and three:
+        # A three-tier rail fabric's blocks (compiler/rails.py): 0x801-0xC00, 0xC01-0xFFF.
+        limits = (
+            (SwitchRole.SPINE, rails.RAIL_CORE_LID_BASE - rails.RAIL_SPINE_LID_BASE),
+            (SwitchRole.CORE, rails.RAIL_CORE_LID_TOP - rails.RAIL_CORE_LID_BASE),
+        )
+    for role, most in limits:
         if counts[role] > most:
             rep.add(
                 ("racks",),

@@ -7,7 +7,11 @@ what was taken from it): scalable units of 32 eight-GPU servers, four 8U servers
 eight racks, one NDR HCA per GPU, each rail on the unit's own QM9700 leaf (32 ports down, 32
 up), the leaves of a unit in a network rack of their own, as many spines as the leaves'
 uplinks fill (four a unit of eight rails), every leaf linked evenly to every spine
-(two-tier, 1:1). The service hosts on the fabric take the
+(two-tier, 1:1). Beyond what two tiers hold (a spine's 64 ports, one link from each of eight
+units' eight leaves), three-tier: spine groups of as many units as a spine's 32 down ports
+take one link from each of their leaves (four units of eight rails), each group's spines in
+its units' network racks, and core groups, one a spine position (plane), with as many cores
+as the spines' 32 up ports fill (1:1 at every tier). The service hosts on the fabric take the
 last unit's last server position, one rail leaf each (the reference architecture's 127
 servers of four units, the 128th position given to the fabric's managers).
 """
@@ -35,6 +39,7 @@ MIN_SPINES = 2  # one spine is a fabric with a single point of failure
 MAX_UNITS = LEAF_PORTS // 8  # two-tier: a spine's 64 ports, one link from each leaf
 NETWORK_RACK = 650  # + unit: its rail leaves; the spines' rack is NETWORK_RACK itself
 SERVICE_RACK = 700
+SWITCHES_PER_RACK = 46  # 1U each, U2-U47 of a 48U rack under its management switch
 CX_OUI = "a088c2"
 
 # The one-HCA generator's Ethernet address plan, then an IPoIB network per rail.
@@ -130,13 +135,25 @@ width: 4x
 max_oversubscription: 1.0
 uplink_port: {uplink}
 links_per_spine: {links}
-scalable_units:
+{tiers}scalable_units:
 {units}subnet_managers:
   - {{host: sm01, priority: 14}}
   - {{host: sm02, priority: 13}}
 partitions:
   - {{name: storage, pkey: "0x0002", roles: [gpu, login]}}
 cables: []
+"""
+
+
+_THREE_TIER = """\
+# Three-tier: pods (spine groups) of units_per_pod units, in scalable_units order; a leaf
+# links to its pod's spines (pod: on each spine), landing from port
+# ((unit index mod units_per_pod) * 8 + rail) * links_per_spine + 1; a spine's ports from
+# core_port on go, links_per_core each, to the cores of its plane (its place in its pod's
+# spines by name), landing from port (pod - 1) * links_per_core + 1.
+units_per_pod: {per_pod}
+core_port: {core_port}
+links_per_core: {links}
 """
 
 
@@ -148,22 +165,50 @@ def generate_rails(
     racks_per_unit: int = 8,
     per_rack: int = 4,
     audit_key: str | None = None,
+    switch_ports: int = LEAF_PORTS,
+    tiers: int | None = None,
 ) -> dict[str, str]:
     """A rail-optimised cluster of `units` scalable units of `racks_per_unit` racks of
     `per_rack` servers with `rails` HCAs each (the last unit's last position left to the
-    service hosts on the fabric), plus six service hosts, as `{path below cluster/: text}`."""
-    down = UPLINK_PORT - 1
-    # As many spines as the leaves' uplinks fill (rails / 2 a unit, two at least), each
-    # leaf's 32 uplinks spread evenly over them all: units and rails powers of two.
-    if units not in (1, 2, 4, MAX_UNITS) or rails not in (1, 2, 4, 8):
-        raise ValueError(f"need 1, 2, 4 or {MAX_UNITS} units (two-tier) and 1, 2, 4 or 8 rails")
+    service hosts on the fabric), plus six service hosts, as `{path below cluster/: text}`.
+    Two-tier while the spines' `switch_ports` hold every leaf, three-tier beyond (or as
+    `tiers` says); a smaller `switch_ports` makes a small fabric of every tier for tests."""
+    down = switch_ports // 2
+    up = switch_ports - down
+    two_tier_units = switch_ports // rails  # a spine's ports, a link from every leaf
+    three = tiers == 3 if tiers is not None else units > two_tier_units
+    if not (_power_of_two(units) and rails in (1, 2, 4, 8) and _power_of_two(switch_ports)):
+        raise ValueError("need units a power of two, 1, 2, 4 or 8 rails and ports a power of two")
+    if not three and units > two_tier_units:
+        raise ValueError(f"two tiers of {switch_ports}-port switches hold {two_tier_units} units")
     if racks_per_unit * per_rack > down or not 1 <= per_rack <= 5:
         raise ValueError(
             f"a unit's {racks_per_unit} racks of {per_rack} servers need {down} leaf ports "
             "at most, and a 48U rack holds five 8U servers"
         )
-    spines = max(MIN_SPINES, rails * units // 2)
-    links = (LEAF_PORTS - down) // spines
+    # Two-tier: as many spines as the leaves' uplinks fill (rails / 2 a unit of 64-port
+    # switches, two at least), each leaf's uplinks spread evenly over them all.
+    spines = max(MIN_SPINES, rails * units * up // switch_ports)
+    links = up // spines
+    # Three-tier: a pod (spine group) is as many units as a spine's down ports take one link
+    # from each of their leaves; its `up` spines, one per leaf uplink; a core plane per spine
+    # position, its cores taking an equal share of each pod's spine there.
+    per_pod = max(1, down // rails)
+    pods = units // per_pod if three else 0
+    links_per_core = switch_ports // pods if three else 0
+    if three and (units % per_pod or pods < 2 or links_per_core > up):
+        raise ValueError(f"three tiers need two or more pods of {per_pod} units")
+    cores_per_plane = up // links_per_core if three else 0
+    # Rack ids: a two-tier site's network racks above the servers' (650 + unit); a
+    # three-tier one has too many units for that, so its network and core racks follow the
+    # servers' racks, then the service rack (700): every id within the LID plan's 703.
+    core_racks = -(-up * cores_per_plane // SWITCHES_PER_RACK) if three else 0
+    last = units * racks_per_unit + units + core_racks
+    if three and last >= SERVICE_RACK:
+        raise ValueError(
+            f"{units} units need rack ids up to {last}: the service rack is {SERVICE_RACK} "
+            "and the static LID plan holds rack ids up to 703"
+        )
     hcas = "".join(
         _HCA.format(k=k, gbps=400, numa=k * 2 // rails, switch=k * 4 // rails) for k in range(rails)
     )
@@ -177,7 +222,7 @@ def generate_rails(
         + "".join(_RAIL_NETWORK.format(k=k, octet=96 + 4 * k) for k in range(rails))
     )
     unit_rows = ""
-    width = 3
+    width = 3 if units * racks_per_unit * per_rack < 1000 else 4
     # The service hosts on the fabric take the last unit's last positions, a rail leaf each
     # in turn: as many positions as it takes to give each host a leaf port.
     on_ib = sum(model == "svc-ib" for _, model, _ in _SERVICE_HOSTS)
@@ -208,13 +253,37 @@ def generate_rails(
                 nodes += _node(f"gpu{servers:0{width}d}", slot, 2 + 8 * (slot - 1), r, rails)
             text += f"nodes:\n{nodes}" if nodes else "nodes: []\n"
             out[f"racks/r{r:03d}.yaml"] = text
-        rid = NETWORK_RACK + u
+        rid = units * racks_per_unit + u if three else NETWORK_RACK + u
         text = f"name: n{u:02d}\nid: {rid}\nrow: {_letter(u)}\ncol: {racks_per_unit + 1}\n"
         text += "height_u: 48\nswitches:\n"
         text += _switch(f"mgmt-n{u:02d}", "sn2201", "management", 48, rid, 0, False)
         for k, leaf in enumerate(leaves):
             text += _switch(leaf, "qm9700", "leaf", 2 + k, rid, k + 1, True)
+        if three:
+            # The pod's spines, shared out over its units' network racks: spine group p's
+            # spine k is sg{p}-spine{k}, its place (plane) in name order.
+            pod, within = divmod(u - 1, per_pod)
+            share = up // per_pod
+            for j in range(share):
+                k = within * share + j + 1
+                text += _switch(
+                    f"sg{pod + 1:02d}-spine{k:02d}", "qm9700", "spine", 2 + rails + j, rid,
+                    rails + j + 1, True, f"pod: {pod + 1}, ",
+                )  # fmt: skip
         out[f"racks/n{u:02d}.yaml"] = text
+    if three:
+        cores = [(plane, n) for plane in range(1, up + 1) for n in range(cores_per_plane)]
+        for c in range(0, len(cores), SWITCHES_PER_RACK):
+            index = c // SWITCHES_PER_RACK + 1
+            rid = units * racks_per_unit + units + index
+            text = f"name: c{index:02d}\nid: {rid}\nrow: {_letter(units + 1)}\n"
+            text += f"col: {1 + index}\nheight_u: 48\nswitches:\n"
+            text += _switch(f"mgmt-c{index:02d}", "sn2201", "management", 48, rid, 0, False)
+            for k, (plane, _) in enumerate(cores[c : c + SWITCHES_PER_RACK], start=1):
+                text += _switch(
+                    f"core{c + k:03d}", "qm9700", "core", 1 + k, rid, k, True, f"plane: {plane}, "
+                )
+            out[f"racks/c{index:02d}.yaml"] = text
     rid = NETWORK_RACK
     # The spines and the service hosts in the row after the last unit's.
     text = f"name: n00\nid: {rid}\nrow: {_letter(units + 1)}\ncol: {racks_per_unit // 2}\n"
@@ -222,7 +291,8 @@ def generate_rails(
     text += _switch("mgmt-n00", "sn2201", "management", 48, rid, 0, False)
     for k in range(1, spines + 1):
         text += _switch(f"spine{k:02d}", "qm9700", "spine", 1 + k, rid, k, True)  # 1U each
-    out["racks/n00.yaml"] = text
+    if not three:
+        out["racks/n00.yaml"] = text
     text = f"name: s01\nid: {SERVICE_RACK}\nrow: {_letter(units + 1)}\ncol: 1\n"
     text += "height_u: 48\nswitches:\n"
     text += _switch("mgmt-s01", "sn2201", "management", 48, SERVICE_RACK, 0, False)
@@ -249,8 +319,15 @@ def generate_rails(
             f"  - {{name: {host}, model: {model}, role: {role}, slot: {slot}, u: {slot + 1}, "
             f"serial: SN{SERVICE_RACK:04d}{slot:02d}, mac: {{{macs}}}{extra}}}\n"
         )
+    models = _OTHER_MODELS
+    if switch_ports != LEAF_PORTS:  # a shrunk QM9700 for a small fabric of every tier
+        models = models.replace(
+            "ports: 64, speed_gbps: 400,\n     cages: {connector: OSFP, count: 32,",
+            f"ports: {switch_ports}, speed_gbps: 400,\n     cages: {{connector: OSFP, "
+            f"count: {switch_ports // 2},",
+        )
     firmware = (
-        _FIRMWARE.format(canary="gpu001")
+        _FIRMWARE.format(canary=f"gpu{1:0{width}d}")
         .replace("hgx-a100", "hgx-h100")
         .replace('  qm8700: {firmware: "27.2010.6102"}\n', "")
         .replace("  sn2410:", "  sn4600c:")
@@ -260,8 +337,17 @@ def generate_rails(
     out |= {
         "site.yaml": _SITE.format(name=name) + (_AUDIT.format(key=audit_key) if audit_key else ""),
         "networks.yaml": networks,
-        "hardware.yaml": _GPU_MODEL.format(hcas=hcas, affinity=affinity) + _OTHER_MODELS,
-        "fabric.yaml": _FABRIC.format(uplink=UPLINK_PORT, links=links, units=unit_rows),
+        "hardware.yaml": _GPU_MODEL.format(hcas=hcas, affinity=affinity) + models,
+        "fabric.yaml": _FABRIC.format(
+            uplink=down + 1,
+            links=1 if three else links,
+            units=unit_rows,
+            tiers=(
+                _THREE_TIER.format(per_pod=per_pod, core_port=down + 1, links=links_per_core)
+                if three
+                else ""
+            ),
+        ),
         "firmware.yaml": firmware,
         "provisioning.yaml": _PROVISIONING,
         "services.yaml": _SERVICES if audit_key else _SERVICES_UNAUDITED,
@@ -270,7 +356,14 @@ def generate_rails(
 
 
 def _letter(unit: int) -> str:
-    return chr(ord("A") + unit - 1)
+    """Row A for unit 1 ... Z, then AA, AB, ..."""
+    if unit <= 26:
+        return chr(ord("A") + unit - 1)
+    return chr(ord("A") + (unit - 1) // 26 - 1) + chr(ord("A") + (unit - 1) % 26)
+
+
+def _power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
 
 
 def _gpus(k: int, rails: int) -> list[int]:

@@ -549,11 +549,19 @@ class Fabric(Strict_):
     # its pod; spine ports from core_port on go, links_per_core each, to the cores of the
     # spine's plane (its position among its pod's spines). Unset: one two-tier fabric.
     racks_per_pod: int | None = Field(None, ge=1)
+    # Three-tier rail-optimised: the units' leaves in pods (spine groups) of units_per_pod
+    # units each, in scalable_units order; a pod's spines, cores and ports as above.
+    units_per_pod: int | None = Field(None, ge=1)  # rail-optimised: units a pod (spine group)
     core_port: int | None = Field(None, ge=1)
     links_per_core: int = Field(1, ge=1)
     subnet_managers: tuple[SubnetManager, ...] = Field(min_length=1)
     partitions: tuple[Partition, ...] = ()
     cables: tuple[CableOverride, ...] = ()
+
+    @property
+    def three_tier(self) -> bool:
+        """Leaves in pods, their spines joined by cores (racks_per_pod or units_per_pod)."""
+        return self.racks_per_pod is not None or self.units_per_pod is not None
 
 
 # --- firmware.yaml --------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from compiler.model import (
     SwitchOs,
     SwitchRole,
 )
-from compiler.rails import Rails, hca_order, rails
+from compiler.rails import RAIL_CORE_LID_BASE, RAIL_SPINE_LID_BASE, Rails, hca_order, rails
 from compiler.roce import RocePlan
 from contract import Route, ib
 
@@ -189,8 +189,9 @@ class Room(NamedTuple):
     free_ids: int
     free_leaf_ids: int
     # A rail-optimised fabric's leaves are its units', not racks': (units the spines' ports
-    # take, units planned).
+    # take, or a three-tier one's cores', units planned).
     units: tuple[int, int] | None = None
+    units_limited_by: str = "spine ports"
 
     def __str__(self) -> str:
         if self.units is not None:
@@ -198,7 +199,7 @@ class Room(NamedTuple):
             return (
                 f"room for {self.free_ids} more racks (rack ids up to {self.max_rack_id}: "
                 f"{self.limited_by}), {max(most - planned, 0)} more scalable units (up to "
-                f"{most}: spine ports)"
+                f"{most}: {self.units_limited_by})"
             )
         return (
             f"room for {self.free_ids} more racks (rack ids up to {self.max_rack_id}: "
@@ -227,7 +228,7 @@ def room(cluster: Cluster) -> Room:
         if sw.model in cluster.hardware.switches
     }
     leaf = [(top, why)]
-    if fabric.racks_per_pod is None and SwitchRole.SPINE in ports:
+    if not fabric.three_tier and SwitchRole.SPINE in ports:
         leaf.append((ports[SwitchRole.SPINE] // fabric.links_per_spine, "spine ports"))
     elif fabric.racks_per_pod is not None and SwitchRole.CORE in ports:
         pods = ports[SwitchRole.CORE] // fabric.links_per_core
@@ -236,8 +237,12 @@ def room(cluster: Cluster) -> Room:
     leaf_top, leaf_why = min(leaf)
     ids = {rack.id for rack in cluster.racks}
     railed = rails(cluster)
-    units = None
-    if railed is not None and SwitchRole.SPINE in ports:
+    units, units_why = None, "spine ports"
+    if railed is not None and railed.units_per_pod and SwitchRole.CORE in ports:
+        # Three-tier: a unit joins its pod's spines, a pod each core plane's cores.
+        pods = ports[SwitchRole.CORE] // fabric.links_per_core
+        units, units_why = (pods * railed.units_per_pod, len(railed.units)), "core ports"
+    elif railed is not None and SwitchRole.SPINE in ports:
         per_unit = fabric.links_per_spine * max(railed.per_server, 1)
         units = (ports[SwitchRole.SPINE] // per_unit, len(railed.units))
     return Room(
@@ -248,6 +253,7 @@ def room(cluster: Cluster) -> Room:
         top - sum(1 for i in ids if i <= top),
         leaf_top - sum(1 for i in ids if i <= leaf_top),
         units,
+        units_why,
     )
 
 
@@ -786,10 +792,14 @@ def _switch(
 ) -> SwitchPlan:
     model = cluster.hardware.switches[sw.model]
     lid = None
+    # A three-tier rail fabric has as many spines as leaves (1:1): more than the 255 LIDs
+    # below the leaves', so its spines and cores have blocks of their own (compiler/rails.py).
+    rail3 = railed is not None and railed.units_per_pod is not None
     if sw.role == SwitchRole.SPINE:
-        lid = 1 + top[SwitchRole.SPINE].index(sw.name)
+        lid = (RAIL_SPINE_LID_BASE if rail3 else 0) + 1 + top[SwitchRole.SPINE].index(sw.name)
     elif sw.role == SwitchRole.CORE:
-        lid = CORE_LID_BASE + 1 + top[SwitchRole.CORE].index(sw.name)
+        base = RAIL_CORE_LID_BASE if rail3 else CORE_LID_BASE
+        lid = base + 1 + top[SwitchRole.CORE].index(sw.name)
     elif sw.role == SwitchRole.LEAF:
         in_unit = railed is not None and sw.name in railed.leaf
         lid = railed.leaf_lid(sw.name) if railed and in_unit else LEAF_LID_BASE + rack.id
@@ -898,7 +908,7 @@ def wires(cluster: Cluster) -> list[Wire]:
             if railed and sw.name not in railed.leaf:
                 continue  # a leaf of no unit has no place on the spines (checks say so)
             if railed:
-                pod, place = 0, railed.place(sw.name)
+                pod, place = railed.pod_place(sw.name)
             spines = tiers.spines.get(pod, ())
             out += uplinks(sw, path, fabric.uplink_port, spines, fabric.links_per_spine, place)
     for sw, _, path in switches:
@@ -947,12 +957,13 @@ class Tiers(NamedTuple):
     @classmethod
     def of(cls, cluster: Cluster) -> Tiers:
         per_pod = cluster.fabric.racks_per_pod
+        three = cluster.fabric.three_tier
         spines: dict[int, list[str]] = {}
         cores: dict[int, list[str]] = {}
         for rack in cluster.racks:
             for sw in rack.switches:
                 if sw.role == SwitchRole.SPINE:
-                    spines.setdefault((sw.pod or 0) if per_pod else 0, []).append(sw.name)
+                    spines.setdefault((sw.pod or 0) if three else 0, []).append(sw.name)
                 elif sw.role == SwitchRole.CORE and sw.plane is not None:
                     cores.setdefault(sw.plane, []).append(sw.name)
         return cls(

@@ -3,14 +3,20 @@
 A server of a rail-optimised fabric has one HCA per GPU, each on its own rail; rail k of every
 server of a scalable unit (SU) is cabled to the unit's leaf k (rails count from 0, as GPUs,
 HCAs and their IPoIB interfaces do: GPU 3, mlx5_3 and ib3 are rail 3), and the leaves of every unit
-link to every spine (two-tier), as NVIDIA's DGX SuperPOD reference architecture builds it
-(SUs of 32 servers, eight rails, eight leaves each). Everything here is a rule, so a server,
-a rack or a unit added at the end renumbers nothing:
+link to every spine (two-tier), or, three-tier, to every spine of their pod (a spine group
+of `units_per_pod` units), the spines of the pods joined by cores plane by plane, as NVIDIA's
+DGX SuperPOD reference architecture builds it (SUs of 32 servers, eight rails, eight leaves
+each; spine groups and core groups above four units). Everything here is a rule, so a
+server, a rack or a unit added at the end renumbers nothing:
 
 - a server's port on its rail leaves: the rack's place in the unit * servers_per_rack + slot;
 - a rail leaf's place on the spines: unit index * rails + rail (as a rack leaf's is its
-  rack id - 1);
-- static LIDs: a rail leaf 0x101 + its place; an HCA
+  rack id - 1); three-tier, on its pod's spines: (unit index mod units_per_pod) * rails +
+  rail, its pod unit index // units_per_pod + 1;
+- static LIDs: a rail leaf 0x101 + its unit index * rails + rail; three-tier, a spine
+  0x801 + its place in name order, a core 0xC01 + its (leaves 0x101-0x7FF: 1,791; spines
+  0x801-0xC00: 1,024, as many as the leaves of 4,096 eight-rail servers at 1:1; cores
+  0xC01-0xFFF: 1,023; the two-tier spines keep 1 + their place); an HCA
   0x1000 + rails * (unit index * down ports + leaf port - 1) + rail, where the down ports
   are a leaf's ports below `uplink_port`: every HCA of 4,096 eight-rail servers (32,768
   ports, 0x1000-0x8FFF); an HCA on no rail (a service host's, cabled by `links:`)
@@ -36,6 +42,10 @@ RAIL_LID_TOP = 0x8FFF
 OFF_RAIL_LID_BASE = 0x9000
 OFF_RAIL_SLOTS = 16  # a rack's hosts on no rail: slots 1-15 (service hosts, a rack's few)
 LEAF_LID_TOP = 0xF00  # the cores' LIDs start above it (compiler/plan.py)
+# Three-tier: the rail leaves' block ends where the spines' starts, theirs where the cores'.
+RAIL_SPINE_LID_BASE = 0x800
+RAIL_CORE_LID_BASE = 0xC00
+RAIL_CORE_LID_TOP = RAIL_HOST_LID_BASE - 1
 
 
 class Rails(NamedTuple):
@@ -46,11 +56,26 @@ class Rails(NamedTuple):
     units: tuple[ScalableUnit, ...]
     unit_of_rack: dict[str, tuple[int, int]]  # rack -> (unit index, the rack's place in it)
     leaf: dict[str, tuple[int, int]]  # leaf -> (unit index, rail from 0)
+    units_per_pod: int | None = None  # three-tier: the units of a pod (a spine group)
 
     def place(self, leaf: str) -> int:
-        """A rail leaf's place on every spine (0-based), as a rack leaf's is its rack id - 1."""
+        """A rail leaf's place among every unit's leaves (0-based), as a rack leaf's is its
+        rack id - 1: its place on every spine of a two-tier fabric, and its static LID's."""
         unit, rail = self.leaf[leaf]
         return unit * self.per_server + rail
+
+    def pod_place(self, leaf: str) -> tuple[int, int]:
+        """(pod, place on each of the pod's spines from 0) of a rail leaf; pod 0 of a
+        two-tier fabric is every spine. A pod's units are consecutive in scalable_units, so
+        a unit added at the end joins the last pod or starts one and moves no cable."""
+        unit, rail = self.leaf[leaf]
+        if self.units_per_pod is None:
+            return 0, self.place(leaf)
+        pod, within = divmod(unit, self.units_per_pod)
+        return pod + 1, within * self.per_server + rail
+
+    def pod_of_unit(self, unit: int) -> int:
+        return 0 if self.units_per_pod is None else unit // self.units_per_pod + 1
 
     def leaf_lid(self, leaf: str) -> int:
         return RAIL_LEAF_LID_BASE + 1 + self.place(leaf)
@@ -97,7 +122,10 @@ def rails(cluster: Cluster) -> Rails | None:
             unit_of_rack.setdefault(rack, (u, place))
         for r, name in enumerate(unit.leaves):
             leaf.setdefault(name, (u, r))
-    return Rails(count, fabric.uplink_port - 1, fabric.scalable_units, unit_of_rack, leaf)
+    return Rails(
+        count, fabric.uplink_port - 1, fabric.scalable_units, unit_of_rack, leaf,
+        fabric.units_per_pod,
+    )  # fmt: skip
 
 
 def hca_order(model: ServerModel) -> list[Nic]:
@@ -114,7 +142,7 @@ def hca_order(model: ServerModel) -> list[Nic]:
 def check(c: Cluster, rep: Report) -> None:
     """A model's HCAs on rails 0..N-1, one each; a rail-optimised fabric's units hold together
     (known racks and leaves, each in one unit, one leaf per rail, servers within the unit's
-    ports), it is two-tier, and its LID plan fits the unicast LIDs."""
+    ports), its pods are of units (units_per_pod), and its LID plan fits the unicast LIDs."""
     at = ("fabric",)
     fabric = c.fabric
     railed = fabric.topology == "rail-optimised"
@@ -149,6 +177,13 @@ def check(c: Cluster, rep: Report) -> None:
                 Rule.SCALABLE_UNIT,
                 "scalable units are for topology: rail-optimised",
             )
+        if fabric.units_per_pod is not None:
+            rep.add(
+                (*at, "units_per_pod"),
+                Rule.SCALABLE_UNIT,
+                "units_per_pod is for topology: rail-optimised (a fat tree's pods are "
+                "racks_per_pod)",
+            )
         return
     if not fabric.scalable_units:
         rep.add((*at, "topology"), Rule.MISSING_FIELD, "rail-optimised needs scalable_units")
@@ -157,7 +192,8 @@ def check(c: Cluster, rep: Report) -> None:
         rep.add(
             (*at, "racks_per_pod"),
             Rule.SCALABLE_UNIT,
-            "a rail-optimised fabric is planned two-tier: its leaves link to every spine",
+            "a rail-optimised fabric's pods are of scalable units, not racks: set "
+            "units_per_pod (a leaf's rack says nothing of its rail)",
         )
     plan = rails(c)
     assert plan is not None
@@ -253,11 +289,14 @@ def check(c: Cluster, rep: Report) -> None:
                         f"{node.name!r} {nic.device}: static LID 0x{lid:04x} is beyond the "
                         f"rails' LIDs (0x1000-0x{RAIL_LID_TOP:04X}: 4,096 servers of 8 rails)",
                     )
+    top, above = (
+        (RAIL_SPINE_LID_BASE, "spines'") if fabric.units_per_pod else (LEAF_LID_TOP, "cores'")
+    )
     for leaf in plan.leaf:
-        if plan.leaf_lid(leaf) >= LEAF_LID_TOP:
+        if plan.leaf_lid(leaf) >= top:
             rep.add(
                 (*at, "scalable_units"),
                 Rule.LID_RANGE,
-                f"leaf {leaf!r}: static LID 0x{plan.leaf_lid(leaf):04x} reaches the cores' "
-                f"(from 0x{LEAF_LID_TOP:04x})",
+                f"leaf {leaf!r}: static LID 0x{plan.leaf_lid(leaf):04x} reaches the {above} "
+                f"(from 0x{top:04x})",
             )

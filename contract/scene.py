@@ -9,8 +9,10 @@ to the floor reads as a few changed lines in a pull request:
   racks: [{name, row, col, height_u, grid}]  in floor order: by row, then position
   devices: [{name, switch, rack, u, height_u, model, role, ports, infiniband}]  by name;
            ports: a switch's port count, null on a host; infiniband: on the compute fabric
-  links: [{id, network, infiniband, a: {device, port}, b: {device, port}, text, installed}]
-         by ID; a: the switch end; text: medium, length and rate, for hover text
+  links: [{id, network, infiniband, a: {device, port}, b: {device, port}, text, installed,
+          rail}] by ID; a: the switch end; text: medium, length and rate, for hover text;
+         rail (on a rail-optimised fabric only, absent elsewhere): the rail of a server's
+         cable to its rail leaf and of that leaf's uplinks
 Marks and notes are a page's, never compiled: the file holds none.
 
 A `Scene` is the one input of every layout. Pages that compare two states (a diff) draw one
@@ -102,6 +104,7 @@ class Link:
     b: End
     text: str  # medium, length and rate, for hover text
     installed: bool
+    rail: int | None = None  # a rail leaf's cables (rail-optimised fabrics only)
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ class Scene:
         """The scene file's text: the records, one a line, in the order the scene holds them."""
         head = json.dumps({"schema": SCHEMA, "site": self.site, "room": self.room})
         lists = [
-            f'"{key}": [\n' + ",\n".join(json.dumps(asdict(r), sort_keys=True) for r in records)
+            f'"{key}": [\n' + ",\n".join(json.dumps(_record(r), sort_keys=True) for r in records)
             for key, records in (
                 ("racks", self.racks),
                 ("devices", self.devices),
@@ -172,6 +175,15 @@ class Scene:
             return _reader().validate_json(json.dumps(data), strict=True)
         except ValidationError as exc:
             raise SceneError(f"{name}: not a scene: {exc}") from None
+
+
+def _record(record: RackSpot | Device | Link) -> dict[str, object]:
+    """A record as its line's JSON object; a link on no rail has no `rail` key, so a site
+    without rails writes the lines it did before rails were drawn."""
+    out = asdict(record)
+    if isinstance(record, Link) and record.rail is None:
+        del out["rail"]
+    return out
 
 
 def floor_order(rack: RackSpot) -> tuple[int, str, int]:

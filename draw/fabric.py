@@ -18,7 +18,7 @@ from contract.scene import Device, Link, Mark, Scene
 from draw import racks
 from draw.figure import Dot, Figure, Group, Line, Rect, Shape, Text, clip, fit, width
 from draw.racks import ROLE_COLOURS
-from draw.scene import COLOURS
+from draw.scene import COLOURS, rail_colour
 
 LEFT = 86.0  # bus names
 TOP = 44.0
@@ -99,7 +99,7 @@ def _dot(scene: Scene, c: Link, x: float, y: float) -> Group:
     elif not c.installed:
         dot = Dot(x, y, 3, "#ffffff", "#555555", 1)
     else:
-        dot = Dot(x, y, 3, "#444444")
+        dot = Dot(x, y, 3, "#444444" if c.rail is None else rail_colour(c.rail))
     return Group((dot,), _cable_hover(scene, c), _cable_attrs(scene, c))
 
 
@@ -167,7 +167,9 @@ def fabric_figure(scene: Scene, fit_width: float | None = None) -> Figure:
     legend = racks.legend(scene, LEFT, y + 4)
     y += 24 if legend else 6
     w = LEFT + span + 20
-    return Figure(w, y, (*items, *lines, *boxes, *dots, *legend), title)
+    key, tall = racks.rail_legend(scene, LEFT, y, w - LEFT)
+    y += tall
+    return Figure(w, y, (*items, *lines, *boxes, *dots, *legend, *key), title)
 
 
 def _panel(
@@ -239,7 +241,8 @@ def _panel(
             row_y = first + r * ROW
             host = c.b.device if c.a.device == leaf else c.a.device
             mark = scene.marks.get(c.id)
-            colour, thick = (COLOURS[mark], 3.0) if mark else ("#444444", 1.0)
+            plain = "#444444" if c.rail is None else rail_colour(c.rail)
+            colour, thick = (COLOURS[mark], 3.0) if mark else (plain, 1.0)
             tick: tuple[Shape, ...] = (
                 Line(x, row_y - 3, x + 10, row_y - 3, colour, thick, dash=not c.installed),
             )

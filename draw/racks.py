@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contract.scene import Device, Mark, RackSpot, Scene
 from draw.figure import Dot, Figure, Group, Rect, Shape, Text, clip, fit
-from draw.scene import COLOURS
+from draw.scene import COLOURS, rail_colour, rails
 
 U = 14.0  # points per rack unit: one line of 9 pt text fits a 1U device
 RACK_W = 210.0
@@ -113,6 +113,8 @@ def _ends(scene: Scene, d: Device, top: float) -> list[Shape]:
         y = top + 2 + (k // ENDS_PER_LINE) * END
         mark = scene.marks.get(c.id)
         colour = NETWORK_COLOURS.get(c.network, "#999999")
+        if c.rail is not None:  # a rail-optimised server's HCA ends, each its rail's
+            colour = rail_colour(c.rail)
         if mark:
             square = Rect(x - 1, y - 1, END - 1, END - 1, COLOURS[mark], "#000000", 1.0)
         elif c.installed:
@@ -163,10 +165,11 @@ def elevation(scene: Scene, rack: RackSpot) -> Group:
 
 
 def rack_figure(scene: Scene, rack: RackSpot) -> Figure:
+    key, tall = rail_legend(scene, GUTTER, height(rack), WIDTH - GUTTER)
     return Figure(
         WIDTH,
-        height(rack),
-        elevation(scene, rack).items,
+        height(rack) + tall,
+        (*elevation(scene, rack).items, *key),
         f"{scene.site} rack {rack.name}: front elevation",
     )
 
@@ -200,6 +203,11 @@ def row_figure(
             w = max(w, x - GAP)
             y += ROW_HEAD + tallest + GAP
     items += legend(scene, GUTTER, y)
+    # The rails' key under the marks' (which takes a line when anything is marked).
+    below = y + (20 if scene.marks else 0)
+    key, tall = rail_legend(scene, GUTTER, below, w - GUTTER)
+    items += key
+    y = below + tall if key else y
     return Figure(w, y + 20, tuple(items), f"{scene.site}: racks in floor order")
 
 
@@ -211,3 +219,30 @@ def legend(scene: Scene, x: float, y: float) -> list[Shape]:
         out.append(Text(x + 14, y + 11, mark.value, 9))
         x += 90
     return out
+
+
+RAIL_KEY_W = 56.0  # one rail's swatch and name in the legend
+RAIL_KEY_H = 16.0
+
+
+def rail_legend(scene: Scene, x: float, y: float, room: float) -> tuple[list[Shape], float]:
+    """The rails' colours, a swatch each, on as many lines as `room` takes, and the height
+    they take; nothing (and 0) on a fabric without rails."""
+    found = rails(scene)
+    if not found:
+        return [], 0.0
+    per_line = max(1, int((room - 40) // RAIL_KEY_W))
+    out: list[Shape] = [Text(x, y + 11, "Rails", 9, bold=True)]
+    for i, rail in enumerate(found):
+        left = x + 40 + (i % per_line) * RAIL_KEY_W
+        top = y + (i // per_line) * RAIL_KEY_H
+        out.append(
+            Group(
+                (Rect(left, top + 3, 9, 9, rail_colour(rail)),
+                 Text(left + 13, top + 11, f"rail {rail}", 9)),
+                f"rail {rail}: its HCAs' cables to their unit's leaf {rail}, and that "
+                "leaf's uplinks",
+                (("data-rail", str(rail)),),
+            )
+        )  # fmt: skip
+    return out, -(-len(found) // per_line) * RAIL_KEY_H + 4

@@ -25,6 +25,22 @@ COLOURS = {
 }
 
 
+# A rail-optimised fabric's rails, k for rail k (ColorBrewer's Dark2: eight hues apart from
+# one another and from the marks' bright red, orange and green); more rails repeat them.
+RAIL_COLOURS = (
+    "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"
+)  # fmt: skip
+
+
+def rail_colour(rail: int) -> str:
+    return RAIL_COLOURS[rail % len(RAIL_COLOURS)]
+
+
+def rails(scene: Scene) -> list[int]:
+    """The rails the scene's cables are on, in order; none on a fabric without rails."""
+    return sorted({c.rail for c in scene.links if c.rail is not None})
+
+
 def marked(base: Scene, marks: Mapping[str, Mark], notes: Mapping[str, str] | None = None) -> Scene:
     """`base` with marks (and hover notes) on the devices and cables they name."""
     return replace(base, marks=dict(marks), notes=dict(notes or {}))

@@ -8,7 +8,8 @@ as JSON (`--json`, default build/bench.json):
   three-tier above): a first compile, a recompile after a one-node change (only changed files
   written), validate and diff of that change, each with the ratio to the size before,
   normalised per doubling, and its peak memory; the same for eight-rail clusters
-  (`compiler/generate_rails.py`, `--rails-sizes`: 32 to 256 servers, one to eight units);
+  (`compiler/generate_rails.py`, `--rails-sizes`: 32 to 256 servers, one to eight units,
+  two-tier; 512 to 2,048 three-tier, by request);
 - the drift audit of the reference fleet replayed from a recording;
 - the live drift audit of a generated cluster (`--lab-servers`, default 1,024; 0 skips it)
   played by the loopback lab, and the replay of its recording (`audit_live` in the JSON);
@@ -60,8 +61,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SIZES = (124, 256, 512, 1024, 2048, 4096)
 # Eight-rail servers: one to eight units of 32, all a two-tier fabric of 64-port spines holds
-# (one link from each of 64 leaves); beyond it a core tier the rails are not planned with.
+# (one link from each of 64 leaves); 512 to 2,048 (16 to 64 units) are three-tier, asked for
+# with --rails-sizes: a 1,024 compile takes some ten CPU seconds a run, a shared machine's
+# default run should not. 4,096 (128 units) needs more rack ids than the model has.
 RAIL_SIZES = (32, 64, 128, 256)
+RAIL_SIZES_THREE_TIER = (512, 1024, 2048)
 FLOOR = "import pydantic, ruamel.yaml, jinja2, netaddr"
 LAB_SERVERS = 1024
 LAB_CONCURRENCY = 32  # the audit's default
@@ -328,7 +332,8 @@ def main() -> None:
     ap.add_argument(
         "--rails-sizes",
         default=",".join(map(str, RAIL_SIZES)),
-        help="eight-rail servers (32 a unit, up to 256: two-tier); empty: skip",
+        help="eight-rail servers (32 a unit, up to 256: two-tier; "
+        f"{', '.join(map(str, RAIL_SIZES_THREE_TIER))}: three-tier); empty: skip",
     )
     ap.add_argument("--cold-runs", type=int, default=40, help="0: skip the cold starts")
     # Five rounds: with three, one busy spell on the shared machine moved a ratio by a fifth.

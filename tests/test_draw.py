@@ -315,3 +315,53 @@ def test_a_scene_file_that_is_not_one_is_refused_naming_it(old: str, new: str, s
     with pytest.raises(scene_file.SceneError) as caught:
         Scene.from_json(text.replace(old, new, 1), "generated/draw/scene.json")
     assert str(caught.value).startswith("generated/draw/scene.json: ") and said in str(caught.value)
+
+
+def test_a_rail_fabric_is_drawn_a_colour_per_rail(tmp_path: Path) -> None:
+    """The rails example: every rail leaf's cable (a server's, an uplink) is drawn in its
+    rail's colour, in the fabric map and at the servers' backs in the elevations, eight
+    rails eight colours, each in the legend; the SVGs stay well-formed."""
+    rails_repo = REPO / "examples" / "rails"
+    out = tmp_path / "draw"
+    assert main(["-C", str(rails_repo), "draw", "--out", str(out)]) == 0
+    xmllint = require_tool("xmllint")
+    files = sorted(str(p) for p in out.rglob("*.svg"))
+    done = subprocess.run([xmllint, "--noout", "--nonet", *files], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    railed = build(check(load(rails_repo / "cluster")))
+    assert railed.rails is not None
+    rail_of = {
+        c.id: railed.rails.leaf[c.a.device][1]
+        for c in railed.cables
+        if c.a.device in railed.rails.leaf and c.network in railed.ib_networks
+    }
+
+    def colours(path: Path) -> dict[int, set[str]]:
+        """Rail -> the colours its cables' shapes are painted in."""
+        found: dict[int, set[str]] = {}
+        for group in ET.parse(path).getroot().iter(f"{SVG}g"):
+            cable = group.get("data-cable")
+            if cable not in rail_of:
+                continue
+            for shape in group:
+                paint = shape.get("stroke") if shape.tag == f"{SVG}line" else shape.get("fill")
+                if paint and paint != "none":
+                    found.setdefault(rail_of[cable], set()).add(paint)
+        return found
+
+    fabric = colours(out / "fabric.svg")
+    assert sorted(fabric) == list(range(8))
+    assert all(len(c) == 1 for c in fabric.values()), fabric  # one colour a rail
+    per_rail = {rail: next(iter(c)) for rail, c in fabric.items()}
+    assert len(set(per_rail.values())) == 8, "eight rails, eight colours"
+    # A server's eight HCA ends at its back, each in its rail's colour.
+    assert colours(out / "racks" / "r001.svg") == {r: {c} for r, c in per_rail.items()}
+    for name in ("fabric.svg", "racks.svg", "racks/r001.svg"):
+        key = {
+            int(g.get("data-rail", "")): g.find(f"{SVG}rect").get("fill")  # type: ignore[union-attr]
+            for g in ET.parse(out / name).getroot().iter(f"{SVG}g")
+            if g.get("data-rail") is not None
+        }
+        assert key == per_rail, name
+    # A site without rails has no rails' key.
+    assert "data-rail" not in svg(fabric_figure(scene(build(check(load(REPO / "cluster"))))))

@@ -88,13 +88,21 @@ def rails() -> Source:
     return generate_rails.source(1)
 
 
+def rails_three_tier() -> Source:
+    """The smallest rail fabric of three tiers: four units of two-rail servers on 8-port
+    switches (a shrunk QM9700: 4 ports down, 4 up), spine groups of two units (four spines
+    each), one core a plane: rail k of a server in pod 2 reaches pod 1 through a core."""
+    return generate_rails.source(4, rails=2, racks_per_unit=2, per_rack=2, switch_ports=8, tiers=3)
+
+
 @pytest.mark.realtool
-@pytest.mark.parametrize("which", ["reference", "small", "three-tier", "rails"])
+@pytest.mark.parametrize("which", ["reference", "small", "three-tier", "rails", "rails-three-tier"])
 def test_opensm_routes_the_planned_fabric(which: str, tmp_path: Path) -> None:
     for tool in ("ibsim", "opensm", "ibnetdiscover"):
         require_tool(tool)
     source = {
-        "reference": REFERENCE, "small": small_cluster, "three-tier": three_tier, "rails": rails
+        "reference": REFERENCE, "small": small_cluster, "three-tier": three_tier, "rails": rails,
+        "rails-three-tier": rails_three_tier,
     }[which]  # fmt: skip
     compiled = pipeline.compile_source(source if isinstance(source, Source) else source())
     out = write_files(compiled, tmp_path / "generated")

@@ -25,6 +25,7 @@ from clusterforge.lab.ibsim import SimFabric
 from common.errors import SourceError
 from common.rules import Rule
 from compiler import generate_rails, pipeline
+from compiler.load import Source
 from compiler.model import ScalableUnit, validate
 from compiler.output import read_tree, write
 from compiler.pipeline import Compiled
@@ -477,3 +478,122 @@ def test_ib_alerts_name_each_hcas_rail_and_its_planned_rate(
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- three tiers ----------------------------------------------------------------------------
+
+
+def _small_three_tier() -> dict[str, str]:
+    """Four units of two rails on 8-port switches: two spine groups, one core a plane."""
+    return generate_rails.generate_rails(
+        4, rails=2, racks_per_unit=2, per_rack=2, switch_ports=8, tiers=3
+    )
+
+
+def test_init_picks_three_tiers_beyond_what_two_hold() -> None:
+    """Eight units of eight rails fill a 64-port spine (64 leaves, a link each): two-tier.
+    Sixteen: spine groups of four units (32 leaves on 32 spines, a link each), the spines'
+    32 up ports on the cores of their plane, 1:1 at every tier."""
+    assert "units_per_pod" not in generate_rails.generate_rails(8)["fabric.yaml"]
+    cluster = pipeline.check(generate_rails.source(16))
+    plan = build(cluster)
+    roles = Counter(s.role.value for s in plan.switches)
+    assert (roles["leaf"], roles["spine"], roles["core"]) == (128, 128, 64)
+    assert str(room(cluster)).endswith("0 more scalable units (up to 16: core ports)")
+    rails = plan.rails
+    assert rails is not None and rails.units_per_pod == 4
+    role = {s.name: s.role.value for s in plan.switches}
+    pod = {s.name: sw.pod for r in cluster.racks for sw in r.switches for s in [sw]}
+    ups: dict[str, Counter[str]] = {}
+    ends: list[tuple[str, str]] = []
+    for c in plan.cables:
+        if role.get(c.b.device) in ("spine", "core"):
+            ups.setdefault(c.a.device, Counter())[c.b.device] += 1
+            ends.append((c.b.device, c.b.port))
+    assert len(ends) == len(set(ends)), "every upper port carries one cable"
+    for name, links in ups.items():
+        if role[name] == "leaf":  # all 32 spines of its own spine group, a link each
+            assert set(links.values()) == {1} and len(links) == 32, name
+            assert {pod[s] for s in links} == {rails.pod_place(name)[0]}
+        else:  # the two cores of its plane, 16 links each (four pods on 64 ports)
+            assert set(links.values()) == {16} and len(links) == 2, name
+    # su5's rail-3 leaf is the first unit of spine group 2: place 3 on its spines, which
+    # land it on their port 4; spine 7 of group 2 takes plane 7's cores on its ports 33-64.
+    cable = {c.id: c for c in plan.cables}
+    up = cable["SU5-LEAF3-39"]
+    assert (up.b.device, up.b.port) == ("sg02-spine07", "4")
+    assert cable["SG02-SPINE07-33"].b.device == "core013"  # plane 7: cores 13 and 14
+    # Static LIDs: leaves from 0x101, spines from 0x801, cores from 0xc01; all distinct.
+    lids = {s.name: s.lid for s in plan.switches if s.lid}
+    assert lids["su1-leaf0"] == 0x101 and lids["su16-leaf7"] == 0x180
+    assert lids["sg01-spine01"] == 0x801 and lids["core001"] == 0xC01
+    hcas = [p.lid for h in plan.hosts for p in h.ib_ports]
+    assert len(set(hcas) | set(lids.values())) == len(hcas) + len(lids)
+
+
+def test_the_lid_plan_of_three_tiers_holds_4096_eight_rail_servers() -> None:
+    """4,096 servers of eight rails, 1:1 with 64-port switches: 1,024 leaves, as many
+    spines, 512 cores: each tier inside its own block."""
+    from compiler.rails import RAIL_CORE_LID_BASE, RAIL_CORE_LID_TOP, RAIL_SPINE_LID_BASE
+
+    leaves = range(0x101, 0x101 + 1024)
+    spines = range(RAIL_SPINE_LID_BASE + 1, RAIL_SPINE_LID_BASE + 1 + 1024)
+    cores = range(RAIL_CORE_LID_BASE + 1, RAIL_CORE_LID_BASE + 1 + 512)
+    assert leaves[-1] < spines[0] and spines[-1] < cores[0] and cores[-1] <= RAIL_CORE_LID_TOP
+    assert RAIL_CORE_LID_TOP < RAIL_LID_TOP - 4096 * 8 + 1, "below the first HCA's LID"
+
+
+def test_three_tier_rules_on_a_rail_fabric() -> None:
+    """Each tier is checked: the ratio reported over the stated limit, a pod with no
+    spines, units_per_pod without a core port, or on a fat tree."""
+    base = _small_three_tier()
+    pipeline.check(_parse(base))  # the small fabric itself is clean
+
+    def errors(tree: dict[str, str]) -> str:
+        with pytest.raises(SourceError) as caught:
+            pipeline.check(_parse(tree))
+        return "\n".join(map(str, caught.value.diagnostics))
+
+    tight = dict(base)
+    tight["fabric.yaml"] = base["fabric.yaml"].replace(
+        "max_oversubscription: 1.0", "max_oversubscription: 0.5"
+    )
+    text = errors(tight)
+    assert "oversubscription: leaf 'su1-leaf0': 1600 Gb/s to servers vs 1600 Gb/s to " in text
+    assert "(1:1) exceeds 0.5:1" in text
+    assert "oversubscription: spine 'sg02-spine04'" in text
+    # Spine group 2's spines gone: its units' leaves have nowhere to go.
+    bare = dict(base)
+    bare["racks/n03.yaml"] = "\n".join(
+        line for line in base["racks/n03.yaml"].splitlines() if "pod: 2" not in line
+    )
+    bare["racks/n04.yaml"] = "\n".join(
+        line for line in base["racks/n04.yaml"].splitlines() if "pod: 2" not in line
+    )
+    assert "pod-without-spines: leaf 'su3-leaf0' of unit 'su3' is in pod 2" in errors(bare)
+    no_core = dict(base)
+    no_core["fabric.yaml"] = base["fabric.yaml"].replace("core_port: 5\n", "")
+    assert "missing-field: a three-tier fabric (units_per_pod) needs core_port" in errors(no_core)
+    flat = dict(base)
+    flat["fabric.yaml"] = base["fabric.yaml"].replace("units_per_pod: 2\n", "racks_per_pod: 2\n")
+    assert "pods are of scalable units, not racks: set units_per_pod" in errors(flat)
+
+
+def test_an_hca_guid_is_one_port_across_every_server() -> None:
+    """Two servers' HCAs (gpu001's mlx5_1, gpu002's mlx5_0) given one GUID: a port GUID is
+    OpenSM's key for its LID, so the second is refused where it is written."""
+    tree = _small_three_tier()
+    tree["racks/r001.yaml"] = tree["racks/r001.yaml"].replace(
+        'mlx5_0: "0xa088c20300000210"', 'mlx5_0: "0xa088c20300000209"'
+    )
+    with pytest.raises(SourceError) as caught:
+        pipeline.check(_parse(tree))
+    found = [d for d in caught.value.diagnostics if d.rule == Rule.DUPLICATE_GUID]
+    assert len(found) == 1 and "0xa088c20300000209" in str(found[0]), found
+    assert "cluster/racks/r001.yaml:" in str(found[0])
+
+
+def _parse(tree: dict[str, str]) -> Source:
+    from compiler.load import parse
+
+    return parse({f"cluster/{path}": text.encode() for path, text in tree.items()})

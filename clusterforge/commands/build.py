@@ -41,7 +41,8 @@ def add(command: Command) -> None:
         type=int,
         default=1,
         metavar="U",
-        help="with --rails: scalable units (default: 1)",
+        help="with --rails: scalable units, a power of two (default: 1); two-tier while a "
+        "spine holds every leaf (8 units of 8 rails), three-tier beyond",
     )
     i.add_argument(
         "--audit-key",
@@ -218,9 +219,15 @@ def _init(args: argparse.Namespace) -> int:
     if not (target / ".gitignore").exists():
         files[".gitignore"] = _GITIGNORE
     write_files(target, files, "the new repository")
+    three = "units_per_pod" in tree.get("fabric.yaml", "")
     shape = (
         f"{args.units} scalable unit(s) of {args.rails}-rail servers, their rail leaves in a "
-        "network rack each, plus a spine and a service rack"
+        + (
+            "network rack each with their spine group's share of spines, plus core racks "
+            "and a service rack (three-tier)"
+            if three
+            else "network rack each, plus a spine and a service rack"
+        )
         if args.rails is not None
         else f"{args.racks} GPU rack(s) of {args.per_rack} servers, plus a network and a "
         "service rack"

@@ -69,7 +69,7 @@ def render(plan: Plan) -> dict[str, str]:
         f"opensm/{sm.host}/opensm.conf": conf(plan, sm.host, sm.priority, i == 0)
         for i, sm in enumerate(sms)
     }
-    top = SwitchRole.CORE if plan.fabric.racks_per_pod else SwitchRole.SPINE
+    top = SwitchRole.CORE if plan.fabric.three_tier else SwitchRole.SPINE
     roots = [s.guid for s in plan.switches if s.role == top and s.guid]
     compute = [p.guid for h in plan.hosts if h.role == Role.GPU for p in h.ib_ports]
     names = [f'{s.guid} "{s.name}"' for s in plan.switches if s.guid]

@@ -37,6 +37,9 @@ def scene(plan: Plan) -> Scene:
         )
         for s in plan.switches
     ]
+    # A rail leaf's cables, to its servers and up to the spines, carry its rail: the
+    # pictures colour a rail-optimised fabric by rail.
+    rail_of = {leaf: rail for leaf, (_, rail) in plan.rails.leaf.items()} if plan.rails else {}
     links = tuple(
         Link(
             c.id,
@@ -48,6 +51,7 @@ def scene(plan: Plan) -> Scene:
             + ("" if c.installed else ", not installed")
             + (", spare: its port down by design" if c.spare else ""),
             c.installed,
+            rail_of.get(c.a.device) if c.network in plan.ib_networks else None,
         )
         for c in plan.cables
     )
