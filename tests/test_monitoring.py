@@ -148,7 +148,8 @@ def rule_tests(compiled: Compiled, wrong: bool = False) -> dict[str, Any]:
     late, span = hold + 2, hold + 10
     names = sorted(rule_names(compiled))
     held = {"HostDown", "ExporterDown", "BmcUnreachable", "PingFailed", "GpuTemperatureHigh"}
-    held |= {"RackSwitchUnreachable"}
+    held |= {"RackSwitchUnreachable", "SwitchUplinkDown", "SwitchPortSpeedDegraded"}
+    held |= {"SwitchSnmpUnreachable"}
     held |= {"GpuNvlinkDown", "GpusMissing", "IbPortDown", "IbPortRateDegraded", "MdRaidDegraded"}
     want: dict[str, list[dict[str, str]]] = {n: [] for n in names}
     for alert in fleet.expected(compiled.plan):

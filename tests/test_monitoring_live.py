@@ -5,8 +5,8 @@ groups a rack's alerts into one notification and holds back a down host's GPU al
 
 The exporters are one small HTTP server on loopback serving tests/monitoring_fleet.py's
 samples under the real metric names of node_exporter, dcgm-exporter, ipmi_exporter (its
-/ipmi?target=) and blackbox_exporter (its /probe?target=); gpu001's node_exporter is a closed
-port. What the test changes, and only in its own copies:
+/ipmi?target=), blackbox_exporter (its /probe?target=) and snmp_exporter (its /snmp?target=);
+gpu001's node_exporter is a closed port. What the test changes, and only in its own copies:
 - cluster/ is copied and its site.yaml `monitoring:` gets `pending: 2s`, `bmc_down_for: 2s`
   and `ecc_window: 30s`, then compiled; the rules are the mon01 overlay's files, unchanged;
 - the overlay's prometheus.yml gets a 3 s scrape and 1 s evaluation interval, no Alertmanager, and
@@ -85,7 +85,7 @@ class Fleet:
         self.lock = threading.Lock()
 
     def answer(self, path: str, query: dict[str, list[str]]) -> str | None:
-        job = {"/ipmi": "ipmi", "/probe": "icmp"}.get(path)
+        job = {"/ipmi": "ipmi", "/probe": "icmp", "/snmp": "snmp"}.get(path)
         scrape = (
             self.by_probe.get((job, query.get("target", [""])[0]))
             if job

@@ -104,6 +104,8 @@ class Probe(NamedTuple):
 PROBES = {
     "ipmi": Probe("ipmi-exporter", "127.0.0.1:9290", "/ipmi", "default", None),
     "icmp": Probe("blackbox-exporter", "127.0.0.1:9115", "/probe", "icmp", "60s"),
+    # A switch's snmpd walks its interface tables slowly: once a minute is enough for rates.
+    "snmp": Probe("snmp-exporter", "127.0.0.1:9116", "/snmp", "if_mib", "60s"),
 }
 
 
