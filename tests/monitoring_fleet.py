@@ -179,7 +179,9 @@ def snmp_ports(plan: Plan, name: str) -> list[tuple[SwitchPort | None, dict[str,
     for index, (p, n) in enumerate([*((p, p.port) for p in picked), (None, free)], start=1):
         label = model.port_label(n)
         alias = p.description if p else ""
-        out.append((p, {"ifIndex": str(index), "ifName": label, "ifAlias": alias, "ifDescr": label}))
+        out.append(
+            (p, {"ifIndex": str(index), "ifName": label, "ifAlias": alias, "ifDescr": label})
+        )
     return out
 
 

@@ -198,7 +198,9 @@ def switch_ports(plan: Plan) -> list[dict[str, Any]]:
                 "peer": p.description.removesuffix(f" {p.cable}"),
                 "link": _link(p),
             }
-            rules.append({"record": SWITCH_PORT, "expr": f"vector({p.gbps * 1000})", "labels": labels})
+            rules.append(
+                {"record": SWITCH_PORT, "expr": f"vector({p.gbps * 1000})", "labels": labels}
+            )
     return rules
 
 
@@ -209,7 +211,10 @@ def _switch_port_alerts(plan: Plan) -> list[dict[str, Any]]:
     m = plan.site.monitoring
     mon = plan.site.services.monitoring
     join = f"on (instance, ifName) group_left ({PORT_FACTS})"
-    port = "{{ $labels.ifName }} of {{ $labels.instance }} (cable {{ $labels.cable }} to {{ $labels.peer }})"
+    port = (
+        "{{ $labels.ifName }} of {{ $labels.instance }} "
+        "(cable {{ $labels.cable }} to {{ $labels.peer }})"
+    )
     show = "ssh {{ $labels.instance }} "
     # The right-hand side of the comparison is 1 (up) beside every planned uplink: the port's
     # own state against it keeps the ports that are not up, labelled with the plan's facts.
@@ -226,7 +231,8 @@ def _switch_port_alerts(plan: Plan) -> list[dict[str, Any]]:
             f'ifOperStatus{{job="snmp"}} != {join} {planned_up}',
             m.pending,
             Severity.CRITICAL,
-            f"uplink {port} is not up (ifOperStatus {{{{ $value }}}}): one path fewer between its rack and the spines",
+            f"uplink {port} is not up (ifOperStatus {{{{ $value }}}}): one path fewer "
+            "between its rack and the spines",
             show + "'ip link show {{ $labels.ifName }}; sudo vtysh -c \"show bgp summary\"'",
         ),
         _alert(
@@ -255,7 +261,7 @@ def _switch_port_alerts(plan: Plan) -> list[dict[str, Any]]:
             "snmp_exporter cannot walk the IF-MIB of {{ $labels.instance }}: its port alerts "
             "are blind (its snmpd, the community, or the exporter)",
             f"ssh {mon} systemctl status {' '.join(_units(plan, PROBES['snmp'].service))}; "
-            "snmpget -v2c -c \"$SNMP_COMMUNITY\" {{ $labels.address }} SNMPv2-MIB::sysUpTime.0",
+            'snmpget -v2c -c "$SNMP_COMMUNITY" {{ $labels.address }} SNMPv2-MIB::sysUpTime.0',
         ),
     ]
     for rule in rules:

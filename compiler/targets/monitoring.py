@@ -245,8 +245,12 @@ def snmp_exporter(plan: Plan) -> str:
         for name, oid in IF_LABELS
     ]
     metrics: list[dict[str, Any]] = [
-        {"name": "sysUpTime", "oid": SYS_UPTIME, "type": "gauge", "help": "Hundredths of a "
-         "second since the agent started."}
+        {
+            "name": "sysUpTime",
+            "oid": SYS_UPTIME,
+            "type": "gauge",
+            "help": "Hundredths of a second since the agent started.",
+        }
     ]
     metrics += [
         {
