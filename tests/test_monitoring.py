@@ -772,6 +772,8 @@ def test_alertmanager_config_passes_amtool_and_routes_by_severity_and_role(
     assert config["route"]["group_by"] == ["rack"]  # a rack losing power: one notification
     inhibit = config["inhibit_rules"][0]
     assert inhibit["source_matchers"] == ['alertname="HostDown"'] and inhibit["equal"] == ["host"]
+    switch = config["inhibit_rules"][1]  # a silent switch holds back its own port alerts
+    assert 'role="switch"' in switch["source_matchers"] and switch["equal"] == ["host"]
     assert "webhook.invalid" in (conf / "alertmanager.yml").read_text()
     (conf / "alertmanager.yml").write_text(
         (conf / "alertmanager.yml").read_text().replace("receiver: ops", "receiver: nobody", 1)
