@@ -5,9 +5,10 @@ alert matching all of its filters (severity, role, rack; an empty filter matches
 so one alert may reach several receivers; an alert no receiver takes goes nowhere. Alerts are
 grouped per rack, so a rack losing power is one notification, not one per host and alert. A
 host that is down (HostDown) holds back its own GPU, InfiniBand and exporter alerts: they
-follow from it; a switch that does not answer ping holds back its own SNMP and port alerts. The webhook URLs are secrets: the compile reads them like the root password
-hash (from the variable or file each receiver names, only for `compile --out`); generated/
-carries placeholders under the reserved `.invalid` domain.
+follow from it; a switch that does not answer ping holds back its own SNMP and port alerts.
+The webhook URLs are secrets: the compile reads them like the root password hash (from the
+variable or file each receiver names, only for `compile --out`); generated/ carries
+placeholders under the reserved `.invalid` domain.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from compiler.kinds import SwitchRole
 from compiler.model import Monitoring
 from compiler.plan import Host, Plan
 from compiler.targets.render import template, to_yaml
-from compiler.targets.shared import PROBES, probe_jobs
+from compiler.targets.shared import PROBES, probe_jobs, snmp_switches
 from contract import Severity, metrics
 
 HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still names the box
@@ -181,11 +181,8 @@ def switch_ports(plan: Plan) -> list[dict[str, Any]]:
     gives the port (ifName: swp49, Ethernet49), the cable and the far end."""
     if "snmp" not in probe_jobs(plan):
         return []
-    walked = {sw.name for sw in plan.switches if sw.address and sw.network}
     rules = []
-    for sw in plan.ethernet.switches:
-        if sw.name not in walked:
-            continue
+    for sw, _ in snmp_switches(plan):
         model = plan.hardware.switches[sw.model]
         for p in sw.ports:
             if not (p.enabled and p.installed):

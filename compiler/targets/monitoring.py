@@ -42,10 +42,9 @@ from collections import defaultdict
 from typing import Any
 
 from common.errors import TargetError
-from compiler.ethernet import EthernetSwitch
 from compiler.plan import Host, Plan, SwitchPlan
 from compiler.targets.render import template, to_json, to_yaml
-from compiler.targets.shared import PROBES, probe_jobs
+from compiler.targets.shared import PROBES, probe_jobs, snmp_switches
 
 ALERTMANAGER = "127.0.0.1:9093"
 IPMI_PASSWORD = "ipmi_password"  # key of the BMC password in plan.secrets
@@ -218,17 +217,6 @@ IF_LABELS = (
     ("ifDescr", "1.3.6.1.2.1.2.2.1.2"),
 )
 SYS_UPTIME = "1.3.6.1.2.1.1.3"  # SNMPv2-MIB (RFC 3418): a switch's reboot resets its counters
-
-
-def snmp_switches(plan: Plan) -> list[tuple[EthernetSwitch, SwitchPlan]]:
-    """The Ethernet switches the plan configures that have a management address: the ones
-    snmp_exporter walks (an InfiniBand switch's ports are the fabric's, read by the hosts)."""
-    by_name = {sw.name: sw for sw in plan.switches}
-    return [
-        (sw, by_name[sw.name])
-        for sw in plan.ethernet.switches
-        if by_name[sw.name].address and by_name[sw.name].network
-    ]
 
 
 def snmp_exporter(plan: Plan) -> str:
