@@ -229,7 +229,7 @@ def _switch_port_alerts(plan: Plan) -> list[dict[str, Any]]:
             m.pending,
             Severity.CRITICAL,
             f"uplink {port} is not up (ifOperStatus {{{{ $value }}}}): one path fewer "
-            "between its rack and the spines",
+            "between a rack and the spines",
             show + "'ip link show {{ $labels.ifName }}; sudo vtysh -c \"show bgp summary\"'",
         ),
         _alert(
