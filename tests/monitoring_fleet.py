@@ -43,7 +43,7 @@ FLEET = (*FAULTS, *CLEAN)
 # Switches pinged beside the hosts: a rack's storage switch down, its management switch and a
 # storage spine up (a spine's silence would be PingFailed's).
 SWITCH_DOWN = "stor03"
-SWITCHES = (SWITCH_DOWN, "mgmt03", "stor-spine01", "stor04", "stor05")
+SWITCHES = (SWITCH_DOWN, "mgmt03", "stor-spine01", "stor04", "stor05", "stor06")
 # Their IF-MIB through snmp_exporter: the dead switch cannot be walked, and one failure a
 # switch; stor-spine01 is healthy.
 SNMP_FAULTS = {
@@ -51,6 +51,7 @@ SNMP_FAULTS = {
     "stor04": "uplink_down",  # its first uplink (a routed port) is down
     "stor05": "port_slow",  # its first host port trained down to half its cable's speed
     "mgmt03": "port_errors",  # its first host port counts input errors
+    "stor06": "port_absent",  # its first host port is not in its IF-MIB at all
 }
 ERRORS_STEP = 3.0  # a faulty port's ifInErrors per scrape (or per promtool interval)
 DRIFTING = "gpu017"  # the host the audit textfile of `audit_bad` reports drift on
@@ -169,11 +170,11 @@ def _dcgm(host: Host, fault: str, limit: int) -> list[Sample] | None:
 
 def snmp_ports(plan: Plan, name: str) -> list[tuple[SwitchPort | None, dict[str, str]]]:
     """The ports of switch `name` the fleet's snmp_exporter reports, with their IF-MIB labels:
-    its first two host ports and its first four uplinks (the plan's), and one port nothing
-    is cabled to (None), down, which no alert may name."""
+    every port the plan cabled, and one port nothing is cabled to (None), down, which no
+    alert may name."""
     sw = plan.ethernet.switch(name)
     model = plan.hardware.switches[sw.model]
-    picked = [*sw.access[:2], *sw.routed[:4]]
+    picked = [p for p in sw.ports if p.enabled and p.installed]
     free = next(n for n in range(1, model.ports + 1) if n not in {p.port for p in sw.ports})
     out: list[tuple[SwitchPort | None, dict[str, str]]] = []
     for index, (p, n) in enumerate([*((p, p.port) for p in picked), (None, free)], start=1):
@@ -192,6 +193,8 @@ def _snmp(plan: Plan, sw: EthernetSwitch, fault: str) -> list[Sample] | None:
     first = (sw.routed if fault == "uplink_down" else sw.access)[0].port if fault else None
     out = [Sample("sysUpTime", {}, 360000.0, 300.0)]
     for p, labels in ports:
+        if fault == "port_absent" and p is not None and p.port == first:
+            continue
         mine = p is not None and p.port == first
         up = p is not None and not (mine and fault == "uplink_down")
         speed = 0 if p is None else p.gbps * 1000 // (2 if mine and fault == "port_slow" else 1)
@@ -340,7 +343,10 @@ def _switch_alerts(plan: Plan, base: Any) -> list[dict[str, str]]:
             "uplink_down": ("SwitchUplinkDown", "critical"),
             "port_slow": ("SwitchPortSpeedDegraded", "warning"),
             "port_errors": ("SwitchPortErrors", "warning"),
+            "port_absent": ("SwitchPortMissing", "warning"),
         }[fault]
+        if fault == "port_absent":  # the plan's series: no IF-MIB labels but its name
+            labels = {"ifName": labels["ifName"]}
         extra = labels | facts | {"switch": name}
         alerts.append({"alertname": alertname} | base(name, "snmp", severity, **extra))
     return alerts

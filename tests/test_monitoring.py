@@ -149,7 +149,7 @@ def rule_tests(compiled: Compiled, wrong: bool = False) -> dict[str, Any]:
     names = sorted(rule_names(compiled))
     held = {"HostDown", "ExporterDown", "BmcUnreachable", "PingFailed", "GpuTemperatureHigh"}
     held |= {"RackSwitchUnreachable", "SwitchUplinkDown", "SwitchPortSpeedDegraded"}
-    held |= {"SwitchSnmpUnreachable"}
+    held |= {"SwitchSnmpUnreachable", "SwitchPortMissing"}
     held |= {"GpuNvlinkDown", "GpusMissing", "IbPortDown", "IbPortRateDegraded", "MdRaidDegraded"}
     want: dict[str, list[dict[str, str]]] = {n: [] for n in names}
     for alert in fleet.expected(compiled.plan):

@@ -180,7 +180,7 @@ def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
     for tool in ("unshare", "setpriv", "mount", "prometheus"):
         require_tool(tool)
     plan = compiled.plan
-    picked = fleet.snmp_ports(plan, SWITCH)  # two host ports, the uplinks, one uncabled
+    picked = fleet.snmp_ports(plan, SWITCH)  # every cabled port, and one nothing is cabled to
     uplink = next(p for p, _ in picked if p is not None and p.peer is not None)
     planned = {lab["ifName"] for p, lab in picked if p is not None}
     ports = [(lab["ifName"], lab["ifAlias"], p is not None) for p, lab in picked]
@@ -262,7 +262,7 @@ def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
 
         slow = _wait("speed alerts", lambda: (s := firing("SwitchPortSpeedDegraded")) and
                      set(s) == planned and s, started)  # fmt: skip
-        assert firing("SwitchUplinkDown") == {}
+        assert firing("SwitchUplinkDown") == {} and firing("SwitchPortMissing") == {}
         for p, labels in picked:
             if p is not None:
                 alert = slow[labels["ifName"]]

@@ -21,7 +21,8 @@ installed, enabled port of every Ethernet switch the plan configures,
 cable's planned speed in Mb/s, ifHighSpeed's unit), and the port alerts join snmp_exporter's
 IF-MIB series to it on (instance, ifName). So an alert names the cable and far end the plan
 gives that port even when the switch's own description (ifAlias) is stale or missing, a port
-nothing is cabled to never alerts, and a spare's port (down by design) neither.
+nothing is cabled to never alerts, and a spare's port (down by design) neither; a planned
+port the switch does not list at all (named otherwise) alerts as missing.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ RACK_SWITCHES = "|".join(
 )
 SWITCH_PORT = "clusterforge:switch_port:planned_mbps"  # the plan's ports, one series each
 PORT_FACTS = "port, cable, peer, link"  # what a port alert takes from the plan's series
+# A switch's target labels (monitoring's switch_labels) and job: what a planned port's series,
+# which has none of them, takes from its switch's scrape.
+SWITCH_TARGET = "job, rack, u, role, switch_role, model, network, address"
 IF_UP = 1  # IF-MIB ifOperStatus: 1 up (2 down, 7 lowerLayerDown, ...)
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
@@ -249,6 +253,17 @@ def _switch_port_alerts(plan: Plan) -> list[dict[str, Any]]:
             Severity.WARNING,
             f"{port} counted {{{{ $value }}}} errors in {m.port_errors_window}",
             show + "sudo ethtool -S {{ $labels.ifName }}",
+        ),
+        _alert(
+            "SwitchPortMissing",
+            f'({SWITCH_PORT} unless on (instance, ifName) ifOperStatus{{job="snmp"}}) '
+            f"* on (instance) group_left ({SWITCH_TARGET}) "
+            f'(up{{job="snmp"}} == 1)',
+            m.pending,
+            Severity.WARNING,
+            f"{port} is planned but the switch's IF-MIB lists no such port: its ports are "
+            "named otherwise (the model's port_name, a breakout) and its alerts are blind",
+            show + "ip -br link",
         ),
         _alert(
             "SwitchSnmpUnreachable",
