@@ -110,8 +110,8 @@ def test_installable_output_refuses_every_placeholder_secret(
     command: str,
 ) -> None:
     """A bundle or a `compile --out` tree is what hosts are installed from: with a placeholder
-    root hash, webhook, BMC password or SNMP community in it, exit 2 naming each and how to provide it, and
-    nothing written; `--allow-placeholders` writes it anyway (for review)."""
+    root hash, webhook, BMC password or SNMP community in it, exit 2 naming each and how to
+    provide it, and nothing written; `--allow-placeholders` writes it anyway (for review)."""
     repo = _copy(tmp_path)
     out = tmp_path / "out"
     for name in SECRETS:
