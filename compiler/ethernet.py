@@ -41,6 +41,9 @@ class SwitchPort(NamedTuple):
     vlan: int | None  # the access VLAN; None: a routed uplink
     peer: str | None  # a routed port's switch at the far end, its BGP neighbour
     enabled: bool  # a spare cable's port stays down until a link moves onto it
+    cable: str  # its cable's ID: R01-ST01
+    gbps: int  # the speed its cable is planned at (the slower end's), what the port must run
+    installed: bool  # its cable is in: a planned one's port waits, and nothing alerts on it
 
 
 class Svi(NamedTuple):
@@ -234,6 +237,9 @@ def build(
                     None if routed else cluster.networks[cable.network].vlan,
                     far.device if routed else None,
                     cable.lifecycle != "spare",
+                    cable.id,
+                    int(cable.rate.removesuffix("G")),
+                    cable.installed,
                 )
             )
         svis = []

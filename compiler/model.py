@@ -194,6 +194,13 @@ class IpmiLogin(Strict_):
     password: SecretSource
 
 
+class SnmpLogin(Strict_):
+    """How snmp_exporter reads every Ethernet switch's IF-MIB: SNMPv2c with a read-only
+    community, a secret read like the root hash (the switches' snmpd holds the same one)."""
+
+    community: SecretSource
+
+
 class Monitoring(Strict_):
     """Alert thresholds (generated/monitoring/alerts.yml) and Alertmanager's receivers."""
 
@@ -205,6 +212,8 @@ class Monitoring(Strict_):
     audit_stale_after: Duration = "13h"  # no drift audit report for this long: it stopped
     receivers: dict[Name, Receiver] = {}
     ipmi: IpmiLogin | None = None  # without it, ipmi_exporter tries the BMCs without a login
+    snmp: SnmpLogin | None = None  # without it, snmp.yml's community stays a placeholder
+    port_errors_window: Duration = "10m"  # a switch port's errors counted over this long
 
 
 class Labels(Strict_):

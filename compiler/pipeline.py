@@ -25,7 +25,7 @@ from compiler.output import read_tree
 from compiler.plan import Plan, build, oversized
 from compiler.targets import access
 from compiler.targets.alertmanager import WEBHOOK
-from compiler.targets.monitoring import IPMI_PASSWORD
+from compiler.targets.monitoring import IPMI_PASSWORD, SNMP_COMMUNITY
 from compiler.targets.render import CONTROL, UnsafeValue
 from contract import Deploy
 from contract import manifest as contract_manifest
@@ -253,8 +253,9 @@ def read_secrets(
     source: Source, cluster: Cluster, environ: Mapping[str, str] | None
 ) -> tuple[dict[str, str], list[str], list[str]]:
     """The secrets cluster/ names, each from its environment variable, else its file: the root
-    password hash, every Alertmanager receiver's webhook URL, the BMC password. Returns them,
-    the notices, and one line per secret left as its placeholder saying how to provide it.
+    password hash, every Alertmanager receiver's webhook URL, the BMC password, the switches'
+    SNMP community. Returns them, the notices, and one line per secret left as its placeholder
+    saying how to provide it.
     Raises SourceError when what is there has the wrong shape; a secret not found leaves the
     target's placeholder."""
     # (key in plan.secrets, where to read it, its place in cluster/, shape, shape named, advice)
@@ -288,6 +289,17 @@ def read_secrets(
                 _LINE,
                 "one line of text",
                 "keep generated/monitoring/ipmi_exporter.yml out of git",
+            )
+        )
+    if cluster.site.monitoring.snmp:
+        wanted.append(
+            (
+                SNMP_COMMUNITY,
+                cluster.site.monitoring.snmp.community,
+                ("site", "monitoring", "snmp", "community"),
+                _LINE,
+                "one line of text",
+                "keep generated/monitoring/snmp.yml out of git",
             )
         )
     secrets: dict[str, str] = {}

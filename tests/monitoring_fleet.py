@@ -1,6 +1,7 @@
 """A small fleet for the monitoring tests: what each exporter of each host serves, under the
-real metric names of node_exporter, dcgm-exporter, ipmi_exporter and blackbox_exporter
-(FORMATS.md §9), healthy or in one failure state, and the alerts each failure must raise.
+real metric names of node_exporter, dcgm-exporter, ipmi_exporter, blackbox_exporter
+(FORMATS.md §9) and snmp_exporter (the generated IF-MIB module's), healthy or in one failure
+state, and the alerts each failure must raise.
 
 The same samples feed `promtool test rules` (as input series) and the test exporter a real
 Prometheus scrapes (as the text exposition format), so both proofs speak of one fleet.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.ethernet import EthernetSwitch, SwitchPort
 from compiler.plan import Host, Plan
 from compiler.targets.monitoring import fabric_labels, switch_labels, target_labels
 
@@ -41,7 +43,17 @@ FLEET = (*FAULTS, *CLEAN)
 # Switches pinged beside the hosts: a rack's storage switch down, its management switch and a
 # storage spine up (a spine's silence would be PingFailed's).
 SWITCH_DOWN = "stor03"
-SWITCHES = (SWITCH_DOWN, "mgmt03", "stor-spine01")
+SWITCHES = (SWITCH_DOWN, "mgmt03", "stor-spine01", "stor04", "stor05", "stor06")
+# Their IF-MIB through snmp_exporter: the dead switch cannot be walked, and one failure a
+# switch; stor-spine01 is healthy.
+SNMP_FAULTS = {
+    SWITCH_DOWN: "snmp_down",
+    "stor04": "uplink_down",  # its first uplink (a routed port) is down
+    "stor05": "port_slow",  # its first host port trained down to half its cable's speed
+    "mgmt03": "port_errors",  # its first host port counts input errors
+    "stor06": "port_absent",  # its first host port is not in its IF-MIB at all
+}
+ERRORS_STEP = 3.0  # a faulty port's ifInErrors per scrape (or per promtool interval)
 DRIFTING = "gpu017"  # the host the audit textfile of `audit_bad` reports drift on
 HOT_GPU = "3"
 SBE_STEP = 50.0  # corrected ECC errors per scrape (or per promtool interval) when rising
@@ -156,6 +168,50 @@ def _dcgm(host: Host, fault: str, limit: int) -> list[Sample] | None:
     return out
 
 
+def snmp_ports(plan: Plan, name: str) -> list[tuple[SwitchPort | None, dict[str, str]]]:
+    """The ports of switch `name` the fleet's snmp_exporter reports, with their IF-MIB labels:
+    every port the plan cabled, and one port nothing is cabled to (None), down, which no
+    alert may name."""
+    sw = plan.ethernet.switch(name)
+    model = plan.hardware.switches[sw.model]
+    picked = [p for p in sw.ports if p.enabled and p.installed]
+    free = next(n for n in range(1, model.ports + 1) if n not in {p.port for p in sw.ports})
+    out: list[tuple[SwitchPort | None, dict[str, str]]] = []
+    for index, (p, n) in enumerate([*((p, p.port) for p in picked), (None, free)], start=1):
+        label = model.port_label(n)
+        alias = p.description if p else ""
+        out.append(
+            (p, {"ifIndex": str(index), "ifName": label, "ifAlias": alias, "ifDescr": label})
+        )
+    return out
+
+
+def _snmp(plan: Plan, sw: EthernetSwitch, fault: str) -> list[Sample] | None:
+    if fault == "snmp_down":
+        return None
+    ports = snmp_ports(plan, sw.name)
+    first = (sw.routed if fault == "uplink_down" else sw.access)[0].port if fault else None
+    out = [Sample("sysUpTime", {}, 360000.0, 300.0)]
+    for p, labels in ports:
+        if fault == "port_absent" and p is not None and p.port == first:
+            continue
+        mine = p is not None and p.port == first
+        up = p is not None and not (mine and fault == "uplink_down")
+        speed = 0 if p is None else p.gbps * 1000 // (2 if mine and fault == "port_slow" else 1)
+        errors = ERRORS_STEP if mine and fault == "port_errors" else 0.0
+        out += [
+            Sample("ifAdminStatus", labels, 1 if p is not None else 2),
+            Sample("ifOperStatus", labels, 1 if up else 2),
+            Sample("ifHighSpeed", labels, speed),
+            Sample("ifInErrors", labels, 0, errors),
+            Sample("ifOutErrors", labels, 0),
+            Sample("ifInDiscards", labels, 0),
+            Sample("ifHCInOctets", labels, 0, 1e6 if up else 0.0),
+            Sample("ifHCOutOctets", labels, 0, 1e6 if up else 0.0),
+        ]
+    return out
+
+
 def scrapes(plan: Plan, now: float = 0.0, faulty: bool = True) -> list[Scrape]:
     """Every target of FLEET with what it answers (all healthy unless `faulty`); `now` is
     the Unix time the fleet starts at."""
@@ -188,6 +244,10 @@ def scrapes(plan: Plan, now: float = 0.0, faulty: bool = True) -> list[Scrape]:
             Sample("probe_icmp_duration_seconds", {"phase": "rtt"}, 0.0005 * ok),
         ]
         out.append(Scrape("icmp", name, probe, {"address": labels_of(plan, name)["address"]}))
+    for name in SWITCHES:
+        fault = SNMP_FAULTS.get(name, "") if faulty else ""
+        samples = _snmp(plan, plan.ethernet.switch(name), fault)
+        out.append(Scrape("snmp", name, samples, {"address": labels_of(plan, name)["address"]}))
     return out
 
 
@@ -254,9 +314,41 @@ def expected(plan: Plan) -> list[dict[str, str]]:
             "role": drift_host["role"],
             "severity": "warning",
         },
+        *_switch_alerts(plan, base),
         {"alertname": "AuditHostsUnreachable", "severity": "warning"},
         {"alertname": "AuditStale", "severity": "warning"},
     ]
+    return alerts
+
+
+def _switch_alerts(plan: Plan, base: Any) -> list[dict[str, str]]:
+    """What SNMP_FAULTS raise: each names the switch, the port and the plan's facts of it."""
+    alerts = []
+    for name, fault in SNMP_FAULTS.items():
+        sw = plan.ethernet.switch(name)
+        if fault == "snmp_down":
+            alerts.append(
+                {"alertname": "SwitchSnmpUnreachable"} | base(name, "snmp", "warning", switch=name)
+            )
+            continue
+        p = sw.routed[0] if fault == "uplink_down" else sw.access[0]
+        labels = next(lab for q, lab in snmp_ports(plan, name) if q == p)
+        facts = {
+            "port": str(p.port),
+            "cable": p.cable,
+            "peer": p.description.removesuffix(f" {p.cable}"),
+            "link": "uplink" if p.peer else "host",
+        }
+        alertname, severity = {
+            "uplink_down": ("SwitchUplinkDown", "critical"),
+            "port_slow": ("SwitchPortSpeedDegraded", "warning"),
+            "port_errors": ("SwitchPortErrors", "warning"),
+            "port_absent": ("SwitchPortMissing", "warning"),
+        }[fault]
+        if fault == "port_absent":  # the plan's series: no IF-MIB labels but its name
+            labels = {"ifName": labels["ifName"]}
+        extra = labels | facts | {"switch": name}
+        alerts.append({"alertname": alertname} | base(name, "snmp", severity, **extra))
     return alerts
 
 

@@ -98,6 +98,7 @@ SECRETS = {
     "CLUSTERFORGE_WEBHOOK_ONCALL": "https://chat.example.org/hooks/oncall",
     "CLUSTERFORGE_WEBHOOK_GPU": "https://chat.example.org/hooks/gpu",
     "CLUSTERFORGE_IPMI_PASSWORD": "bmc secret",
+    "CLUSTERFORGE_SNMP_COMMUNITY": "switch community",
 }
 
 
@@ -109,8 +110,8 @@ def test_installable_output_refuses_every_placeholder_secret(
     command: str,
 ) -> None:
     """A bundle or a `compile --out` tree is what hosts are installed from: with a placeholder
-    root hash, webhook or BMC password in it, exit 2 naming each and how to provide it, and
-    nothing written; `--allow-placeholders` writes it anyway (for review)."""
+    root hash, webhook, BMC password or SNMP community in it, exit 2 naming each and how to
+    provide it, and nothing written; `--allow-placeholders` writes it anyway (for review)."""
     repo = _copy(tmp_path)
     out = tmp_path / "out"
     for name in SECRETS:

@@ -148,7 +148,8 @@ def rule_tests(compiled: Compiled, wrong: bool = False) -> dict[str, Any]:
     late, span = hold + 2, hold + 10
     names = sorted(rule_names(compiled))
     held = {"HostDown", "ExporterDown", "BmcUnreachable", "PingFailed", "GpuTemperatureHigh"}
-    held |= {"RackSwitchUnreachable"}
+    held |= {"RackSwitchUnreachable", "SwitchUplinkDown", "SwitchPortSpeedDegraded"}
+    held |= {"SwitchSnmpUnreachable", "SwitchPortMissing"}
     held |= {"GpuNvlinkDown", "GpusMissing", "IbPortDown", "IbPortRateDegraded", "MdRaidDegraded"}
     want: dict[str, list[dict[str, str]]] = {n: [] for n in names}
     for alert in fleet.expected(compiled.plan):
@@ -310,6 +311,58 @@ def test_planned_rates_and_gpu_counts_come_from_the_plan(compiled: Compiled) -> 
     assert model in slow and slow.count("< 200") == 2  # hgx-a100 but gpu005; svc-ib
 
 
+def test_every_configured_switch_is_walked_over_snmp_and_its_ports_are_the_plan_s(
+    compiled: Compiled,
+) -> None:
+    plan = compiled.plan
+    walked = {g["labels"]["instance"]: g for g in groups(compiled, "snmp")}
+    assert set(walked) == {sw.name for sw in plan.ethernet.switches}
+    for sw in plan.switches:
+        if sw.name in walked:  # on its management address, labelled as its ping is
+            assert walked[sw.name]["targets"] == [sw.address]
+            assert walked[sw.name]["labels"] == monitoring.switch_labels(sw)
+    config = YAML(typ="safe").load(compiled.files["monitoring/prometheus.yml"].decode())
+    snmp = next(j for j in config["scrape_configs"] if j["job_name"] == "snmp")
+    assert snmp["metrics_path"] == "/snmp" and snmp["params"] == {"module": ["if_mib"]}
+    assert snmp["relabel_configs"][-1]["replacement"] == "127.0.0.1:9116"
+    # One planned series per cabled port, its speed the cable's in Mb/s, named as the OS does.
+    ports = {(r["labels"]["instance"], r["labels"]["ifName"]): r for r in alerts.switch_ports(plan)}
+    assert len(ports) == sum(len(sw.ports) for sw in plan.ethernet.switches)
+    up = ports[("stor04", "swp49")]
+    assert up["expr"] == "vector(100000)" and up["labels"]["cable"] == "R04-ST49"
+    assert up["labels"]["link"] == "uplink" and up["labels"]["peer"] == "stor-spine01 P04"
+    host = ports[("stor04", "swp1")]
+    assert host["expr"] == "vector(25000)" and host["labels"]["link"] == "host"
+    # A spare's port (down by design) and a cable not yet installed have no series: nothing
+    # alerts on them.
+    stor04 = plan.ethernet.switch("stor04")
+    first, second, *rest = stor04.ports
+    moved = stor04._replace(
+        ports=(first._replace(enabled=False), second._replace(installed=False), *rest)
+    )
+    other = replace(
+        plan,
+        ethernet=plan.ethernet._replace(
+            switches=tuple(moved if s.name == "stor04" else s for s in plan.ethernet.switches)
+        ),
+    )
+    kept = {(r["labels"]["instance"], r["labels"]["port"]) for r in alerts.switch_ports(other)}
+    assert ("stor04", str(first.port)) not in kept and ("stor04", str(second.port)) not in kept
+    assert ("stor04", "49") in kept
+    # snmp.yml: the module every switch is walked with; its OIDs IF-MIB's.
+    module = YAML(typ="safe").load(compiled.files["monitoring/snmp.yml"].decode())["if_mib"]
+    oids = {m["name"]: m["oid"] for m in module["metrics"]}
+    assert oids["ifOperStatus"] == "1.3.6.1.2.1.2.2.1.8"
+    assert oids["ifHighSpeed"] == "1.3.6.1.2.1.31.1.1.1.15"
+    assert oids["ifHCInOctets"] == "1.3.6.1.2.1.31.1.1.1.6"
+    lookups = {m["name"]: {x["labelname"] for x in m.get("lookups", [])} for m in module["metrics"]}
+    assert lookups["ifInErrors"] == {"ifName", "ifAlias", "ifDescr"}
+    walk = set(module["walk"])
+    assert all(oid in walk for m in module["metrics"][1:] for oid in [m["oid"]])
+    assert {x["oid"] for x in module["metrics"][1]["lookups"]} <= walk
+    assert module["version"] == 2
+
+
 def test_every_alert_names_host_rack_u_severity_and_a_first_command(compiled: Compiled) -> None:
     rules = YAML(typ="safe").load(compiled.files["monitoring/alerts.yml"].decode())
     for rule in rules["groups"][0]["rules"]:
@@ -405,13 +458,17 @@ def test_the_bundles_carry_the_monitoring(compiled: Compiled) -> None:
         "/etc/prometheus/alertmanager.yml",
         "/etc/prometheus/blackbox.yml",
         "/etc/prometheus/ipmi_remote.yml",
+        "/etc/prometheus/snmp.yml",
+        "/etc/prometheus/targets/snmp.json",
+        "/etc/default/snmp_exporter",
         "/etc/grafana/provisioning/datasources/clusterforge.yaml",
         "/etc/grafana/provisioning/dashboards/clusterforge.yaml",
         "/var/lib/grafana/dashboards/clusterforge/cluster-overview.json",
         "/etc/default/node_exporter",
     ):
         assert path in mon, path
-    for secret in ("/etc/prometheus/alertmanager.yml", "/etc/prometheus/ipmi_remote.yml"):
+    secrets = ("alertmanager.yml", "ipmi_remote.yml", "snmp.yml")
+    for secret in (f"/etc/prometheus/{name}" for name in secrets):
         assert mon[secret].sha256 is None and mon[secret].mode == "0640"  # hold secrets
     gpu = {f.path: f.source for f in compiled.deploys["gpu001"].files}
     assert gpu["/etc/dcgm-exporter/default-counters.csv"] == "monitoring/dcgm-counters.csv"
@@ -715,6 +772,8 @@ def test_alertmanager_config_passes_amtool_and_routes_by_severity_and_role(
     assert config["route"]["group_by"] == ["rack"]  # a rack losing power: one notification
     inhibit = config["inhibit_rules"][0]
     assert inhibit["source_matchers"] == ['alertname="HostDown"'] and inhibit["equal"] == ["host"]
+    switch = config["inhibit_rules"][1]  # a silent switch holds back its own port alerts
+    assert 'role="switch"' in switch["source_matchers"] and switch["equal"] == ["host"]
     assert "webhook.invalid" in (conf / "alertmanager.yml").read_text()
     (conf / "alertmanager.yml").write_text(
         (conf / "alertmanager.yml").read_text().replace("receiver: ops", "receiver: nobody", 1)
@@ -737,6 +796,10 @@ def test_webhook_urls_and_the_bmc_password_are_read_at_the_edge_and_checked() ->
     plain = compile_repo(REPO).files["monitoring/alertmanager.yml"].decode()
     assert secret not in plain and "https://webhook.invalid/clusterforge/oncall" in plain
     assert "s3 cret" not in compile_repo(REPO).files["monitoring/ipmi_exporter.yml"].decode()
+    community = compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_SNMP_COMMUNITY": "r0 c"})
+    assert "community: r0 c\n" in community.files["monitoring/snmp.yml"].decode()
+    plain_snmp = compile_repo(REPO).files["monitoring/snmp.yml"].decode()
+    assert f"community: {monitoring.SNMP_PLACEHOLDER}\n" in plain_snmp
     with pytest.raises(SourceError) as caught:
         compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_WEBHOOK_OPS": "not a url"})
     (problem,) = caught.value.diagnostics

@@ -5,8 +5,8 @@ groups a rack's alerts into one notification and holds back a down host's GPU al
 
 The exporters are one small HTTP server on loopback serving tests/monitoring_fleet.py's
 samples under the real metric names of node_exporter, dcgm-exporter, ipmi_exporter (its
-/ipmi?target=) and blackbox_exporter (its /probe?target=); gpu001's node_exporter is a closed
-port. What the test changes, and only in its own copies:
+/ipmi?target=), blackbox_exporter (its /probe?target=) and snmp_exporter (its /snmp?target=);
+gpu001's node_exporter is a closed port. What the test changes, and only in its own copies:
 - cluster/ is copied and its site.yaml `monitoring:` gets `pending: 2s`, `bmc_down_for: 2s`
   and `ecc_window: 30s`, then compiled; the rules are the mon01 overlay's files, unchanged;
 - the overlay's prometheus.yml gets a 3 s scrape and 1 s evaluation interval, no Alertmanager, and
@@ -85,7 +85,7 @@ class Fleet:
         self.lock = threading.Lock()
 
     def answer(self, path: str, query: dict[str, list[str]]) -> str | None:
-        job = {"/ipmi": "ipmi", "/probe": "icmp"}.get(path)
+        job = {"/ipmi": "ipmi", "/probe": "icmp", "/snmp": "snmp"}.get(path)
         scrape = (
             self.by_probe.get((job, query.get("target", [""])[0]))
             if job
@@ -402,3 +402,59 @@ def test_alertmanager_groups_a_rack_and_holds_back_a_down_hosts_gpu_alerts(
     assert received("/gpu-team") == everything  # every host of both racks is a GPU server
     assert received("/oncall") == {rack[0].rack: down, elsewhere.rack: hot}
     assert len(got) == 6, [(at, b["groupLabels"]) for at, b in got]
+
+
+@pytest.mark.realtool
+def test_alertmanager_holds_back_a_silent_switch_s_port_alerts(tmp_path: Path) -> None:
+    """A switch that does not answer ping (RackSwitchUnreachable) holds back its own SNMP and
+    port alerts, which follow from it; another switch's port alert goes out. The overlay's
+    config, webhook URLs on loopback, group_wait/group_interval 1 s as above."""
+    with webhooks() as (hook, got):
+        built = compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_WEBHOOK_OPS": f"{hook}/ops"})
+        host = built.plan.site.services.monitoring
+        bundle.write(tmp_path / "bundle", bundle.bundles(built, hosts=[host]))
+        installed = tmp_path / "bundle" / host / "etc" / "prometheus" / "alertmanager.yml"
+        config = YAML(typ="safe").load(installed.read_text())
+        config["route"] |= {"group_wait": "1s", "group_interval": "1s"}
+        (tmp_path / "alertmanager.yml").write_text(to_yaml(config))
+
+        def alert(name: str, switch: str, severity: str, **extra: str) -> dict[str, Any]:
+            labels = fleet.labels_of(built.plan, switch) | {"alertname": name, "host": switch}
+            labels |= {"severity": severity, "switch": switch} | extra
+            return {"labels": labels, "annotations": {"summary": name}}
+
+        dead, other = fleet.SWITCH_DOWN, "stor04"
+        sent = [
+            alert("RackSwitchUnreachable", dead, "critical", job="icmp"),
+            alert("SwitchSnmpUnreachable", dead, "warning", job="snmp"),
+            alert("SwitchUplinkDown", dead, "critical", job="snmp", ifName="swp49"),
+            alert("SwitchUplinkDown", other, "critical", job="snmp", ifName="swp49"),
+        ]
+        with alertmanager(tmp_path / "alertmanager.yml", tmp_path / "am-data") as base:
+            request = urllib.request.Request(
+                f"{base}/api/v2/alerts",
+                data=json.dumps(sent).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            with urllib.request.urlopen(request, timeout=5) as response:
+                assert response.status == 200
+            until = time.monotonic() + DEADLINE_S
+            while len(got) < 2:  # two racks' groups to ops
+                assert time.monotonic() < until, got
+                time.sleep(0.2)
+            time.sleep(3)
+            state = {
+                (a["labels"]["alertname"], a["labels"]["host"]): a["status"]["state"]
+                for a in _get(f"{base}/api/v2/alerts")
+            }
+    assert state == {
+        ("RackSwitchUnreachable", dead): "active",
+        ("SwitchSnmpUnreachable", dead): "suppressed",
+        ("SwitchUplinkDown", dead): "suppressed",
+        ("SwitchUplinkDown", other): "active",
+    }
+    notified = {
+        (a["labels"]["alertname"], a["labels"]["host"]) for _, b in got for a in b["alerts"]
+    }
+    assert notified == {("RackSwitchUnreachable", dead), ("SwitchUplinkDown", other)}

@@ -5,9 +5,10 @@ alert matching all of its filters (severity, role, rack; an empty filter matches
 so one alert may reach several receivers; an alert no receiver takes goes nowhere. Alerts are
 grouped per rack, so a rack losing power is one notification, not one per host and alert. A
 host that is down (HostDown) holds back its own GPU, InfiniBand and exporter alerts: they
-follow from it. The webhook URLs are secrets: the compile reads them like the root password
-hash (from the variable or file each receiver names, only for `compile --out`); generated/
-carries placeholders under the reserved `.invalid` domain.
+follow from it; a switch that does not answer ping holds back its own SNMP and port alerts.
+The webhook URLs are secrets: the compile reads them like the root password hash (from the
+variable or file each receiver names, only for `compile --out`); generated/ carries
+placeholders under the reserved `.invalid` domain.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ WEBHOOK = "webhook/"  # key of a receiver's URL in plan.secrets
 PLACEHOLDER = "https://webhook.invalid/clusterforge/{name}"
 UNROUTED = "unrouted"  # a receiver without notifiers: the root route's, for alerts no one takes
 HELD_BY_HOST_DOWN = "Gpu.*|Ib.*|ExporterDown"
+SWITCH_DOWN = "RackSwitchUnreachable|PingFailed"  # a switch's: its role is `switch`
+HELD_BY_SWITCH_DOWN = "Switch.*"  # its IF-MIB cannot be walked, its ports' state unknown
 
 
 def _regex(values: tuple[str, ...]) -> str:
@@ -57,7 +60,12 @@ def config(plan: Plan) -> dict[str, Any]:
                 "source_matchers": ['alertname="HostDown"'],
                 "target_matchers": [f'alertname=~"{HELD_BY_HOST_DOWN}"'],
                 "equal": ["host"],
-            }
+            },
+            {
+                "source_matchers": [f'alertname=~"{SWITCH_DOWN}"', 'role="switch"'],
+                "target_matchers": [f'alertname=~"{HELD_BY_SWITCH_DOWN}"'],
+                "equal": ["host"],
+            },
         ],
         "receivers": receivers,
     }

@@ -6,12 +6,23 @@ is HostDown, whose GPU and fabric alerts Alertmanager then holds back), a BMC th
 answer IPMI or ping, a management address that does not answer ping, a GPU too hot, with
 corrected ECC errors rising, an uncorrectable (double-bit) ECC error, a failed row remap, an
 Xid, an NVLink down (DCGM's NVLINK health watch), fewer GPUs than the model has, an InfiniBand
-port of the plan not Active or below its planned rate, a degraded md RAID, and the drift
-audit's own result (drift, hosts it could not collect, its report gone stale or absent).
+port of the plan not Active or below its planned rate, an Ethernet switch's uplink down, a
+switch port below its cable's planned speed or with errors rising, a switch whose IF-MIB
+cannot be walked, a degraded md RAID, and the drift audit's own result (drift, hosts it could
+not collect, its report gone stale or absent).
 Thresholds and `for:` come from site.yaml `monitoring:`; planned GPU counts and port rates
 from the plan, per hardware model. Every alert carries host, rack, u (its lowest rack unit),
 role and severity, and the annotation `first_command`: what the runbook has an operator run
 first.
+
+The switch ports are the plan's, not the switch's: recording.yml holds one series per
+installed, enabled port of every Ethernet switch the plan configures,
+`clusterforge:switch_port:planned_mbps{instance, ifName, port, cable, peer, link}` (its
+cable's planned speed in Mb/s, ifHighSpeed's unit), and the port alerts join snmp_exporter's
+IF-MIB series to it on (instance, ifName). So an alert names the cable and far end the plan
+gives that port even when the switch's own description (ifAlias) is stale or missing, a port
+nothing is cabled to never alerts, and a spare's port (down by design) neither; a planned
+port the switch does not list at all (named otherwise) alerts as missing.
 """
 
 from __future__ import annotations
@@ -21,11 +32,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from compiler.ethernet import SwitchPort
 from compiler.kinds import SwitchRole
 from compiler.model import Monitoring
 from compiler.plan import Host, Plan
 from compiler.targets.render import template, to_yaml
-from compiler.targets.shared import PROBES, probe_jobs
+from compiler.targets.shared import PROBES, probe_jobs, snmp_switches
 from contract import Severity, metrics
 
 HOST = "instance, rack, u, role"  # what an aggregation keeps so the alert still names the box
@@ -37,6 +49,12 @@ HEALTH_PASS = 0  # DCGM_EXP_GPU_HEALTH_STATUS: 0 pass, 10 warn, 20 fail
 RACK_SWITCHES = "|".join(
     sorted(r.value for r in (SwitchRole.LEAF, SwitchRole.MANAGEMENT, SwitchRole.STORAGE))
 )
+SWITCH_PORT = "clusterforge:switch_port:planned_mbps"  # the plan's ports, one series each
+PORT_FACTS = "port, cable, peer, link"  # what a port alert takes from the plan's series
+# A switch's target labels (monitoring's switch_labels) and job: what a planned port's series,
+# which has none of them, takes from its switch's scrape.
+SWITCH_TARGET = "job, rack, u, role, switch_role, model, network, address"
+IF_UP = 1  # IF-MIB ifOperStatus: 1 up (2 down, 7 lowerLayerDown, ...)
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
@@ -156,6 +174,117 @@ def _gpus_missing(plan: Plan) -> str:
     )
 
 
+def _link(port: SwitchPort) -> str:
+    """`uplink`: a routed port to another switch (its BGP session's); `host`: an access port."""
+    return "uplink" if port.peer is not None else "host"
+
+
+def switch_ports(plan: Plan) -> list[dict[str, Any]]:
+    """One recording rule per port the plan has cabled and enabled on an Ethernet switch the
+    snmp job walks: its planned speed, labelled with the switch (instance), the name its OS
+    gives the port (ifName: swp49, Ethernet49), the cable and the far end."""
+    if "snmp" not in probe_jobs(plan):
+        return []
+    rules = []
+    for sw, _ in snmp_switches(plan):
+        model = plan.hardware.switches[sw.model]
+        for p in sw.ports:
+            if not (p.enabled and p.installed):
+                continue
+            labels = {
+                "instance": sw.name,
+                "ifName": model.port_label(p.port),
+                "port": str(p.port),
+                "cable": p.cable,
+                "peer": p.description.removesuffix(f" {p.cable}"),
+                "link": _link(p),
+            }
+            rules.append(
+                {"record": SWITCH_PORT, "expr": f"vector({p.gbps * 1000})", "labels": labels}
+            )
+    return rules
+
+
+def _switch_port_alerts(plan: Plan) -> list[dict[str, Any]]:
+    """The alerts on the snmp job's IF-MIB series; none without it."""
+    if "snmp" not in probe_jobs(plan):
+        return []
+    m = plan.site.monitoring
+    mon = plan.site.services.monitoring
+    join = f"on (instance, ifName) group_left ({PORT_FACTS})"
+    port = (
+        "{{ $labels.ifName }} of {{ $labels.instance }} "
+        "(cable {{ $labels.cable }} to {{ $labels.peer }})"
+    )
+    show = "ssh {{ $labels.instance }} "
+    # The right-hand side of the comparison is 1 (up) beside every planned uplink: the port's
+    # own state against it keeps the ports that are not up, labelled with the plan's facts.
+    planned_up = f'({SWITCH_PORT}{{link="uplink"}} > bool 0)'
+    errors = (
+        f'increase(ifInErrors{{job="snmp"}}[{m.port_errors_window}]) + '
+        f'increase(ifOutErrors{{job="snmp"}}[{m.port_errors_window}])'
+    )
+    # `host` is the switch, as RackSwitchUnreachable's; `switch` says so to a reader.
+    labels = {"switch": "{{ $labels.instance }}"}
+    rules = [
+        _alert(
+            "SwitchUplinkDown",
+            f'ifOperStatus{{job="snmp"}} != {join} {planned_up}',
+            m.pending,
+            Severity.CRITICAL,
+            f"uplink {port} is not up (ifOperStatus {{{{ $value }}}}): one path fewer "
+            "between a rack and the spines",
+            show + "'ip link show {{ $labels.ifName }}; sudo vtysh -c \"show bgp summary\"'",
+        ),
+        _alert(
+            "SwitchPortSpeedDegraded",
+            f'ifHighSpeed{{job="snmp"}} < {join} {SWITCH_PORT} and on (instance, ifName) '
+            f'ifOperStatus{{job="snmp"}} == {IF_UP}',
+            m.pending,
+            Severity.WARNING,
+            f"{port} runs at {{{{ $value }}}} Mb/s, below its cable's planned speed "
+            "(trained down: cable, optics or autonegotiation)",
+            show + "sudo ethtool {{ $labels.ifName }}",
+        ),
+        _alert(
+            "SwitchPortErrors",
+            f"({errors}) > {join} ({SWITCH_PORT} * 0)",
+            None,
+            Severity.WARNING,
+            f"{port} counted {{{{ $value }}}} errors in {m.port_errors_window}",
+            show + "sudo ethtool -S {{ $labels.ifName }}",
+        ),
+        _alert(
+            "SwitchPortMissing",
+            f'({SWITCH_PORT} unless on (instance, ifName) ifOperStatus{{job="snmp"}}) '
+            f"* on (instance) group_left ({SWITCH_TARGET}) "
+            f'(up{{job="snmp"}} == 1)',
+            m.pending,
+            Severity.WARNING,
+            f"{port} is planned but the switch's IF-MIB lists no such port: its ports are "
+            "named otherwise (the model's port_name, a breakout) and its alerts are blind",
+            show + "ip -br link",
+        ),
+        _alert(
+            "SwitchSnmpUnreachable",
+            'up{job="snmp"} == 0',
+            m.pending,
+            Severity.WARNING,
+            "snmp_exporter cannot walk the IF-MIB of {{ $labels.instance }}: its port alerts "
+            "are blind (its snmpd, the community, or the exporter)",
+            f"ssh {mon} systemctl status {' '.join(_units(plan, PROBES['snmp'].service))}; "
+            'snmpget -v2c -c "$SNMP_COMMUNITY" {{ $labels.address }} SNMPv2-MIB::sysUpTime.0',
+        ),
+    ]
+    for rule in rules:
+        rule["labels"] |= labels
+    return rules
+
+
+def _units(plan: Plan, service: str) -> tuple[str, ...]:
+    return next(s.units for h in plan.hosts for n, s in h.software.services if n == service)
+
+
 def _exporters(plan: Plan) -> list[tuple[str, str]]:
     """(job, units) of every scrape job whose failure no other alert names: node's is
     HostDown, ipmi's BmcUnreachable."""
@@ -165,9 +294,7 @@ def _exporters(plan: Plan) -> list[tuple[str, str]]:
             if service.scrape and service.scrape.job != "node":
                 jobs[service.scrape.job] = " ".join(service.units)
     if "icmp" in probe_jobs(plan):
-        pinger = PROBES["icmp"].service
-        units = next(s.units for h in plan.hosts for n, s in h.software.services if n == pinger)
-        jobs["icmp"] = " ".join(units)
+        jobs["icmp"] = " ".join(_units(plan, PROBES["icmp"].service))
     return sorted(jobs.items())
 
 
@@ -318,6 +445,7 @@ def alert_rules(plan: Plan) -> list[dict[str, Any]]:
             "(trained down: cable, optics or rate negotiation)",
             _ssh("ibstat {{ $labels.device }} {{ $labels.port }}"),
         ),
+        *_switch_port_alerts(plan),
         _alert(
             "MdRaidDegraded",
             '(node_md_disks_required{job="node"} - ignoring (state) '
@@ -407,7 +535,11 @@ def recording_rules(plan: Plan) -> list[dict[str, Any]]:
 
 def render(plan: Plan) -> dict[str, str]:
     alerts = {"groups": [{"name": "clusterforge", "rules": alert_rules(plan)}]}
-    recording = {"groups": [{"name": "clusterforge-recording", "rules": recording_rules(plan)}]}
+    groups = [{"name": "clusterforge-recording", "rules": recording_rules(plan)}]
+    ports = switch_ports(plan)
+    if ports:  # the plan's switch ports, constant series: a group of their own
+        groups.append({"name": "clusterforge-switch-ports", "rules": ports})
+    recording = {"groups": groups}
     return {
         "monitoring/alerts.yml": template("alerts-header.j2", site=plan.site) + to_yaml(alerts),
         "monitoring/recording.yml": template("recording-header.j2", site=plan.site)

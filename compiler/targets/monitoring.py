@@ -15,6 +15,13 @@ own configuration.
                          `monitoring: ipmi:` (its password a placeholder in generated/, read
                          like the root hash for `compile --out`);
   ipmi_exporter.default  the packaged unit's options: that config, on 127.0.0.1:9290;
+  targets/snmp.json      every Ethernet switch the plan configures, on its management address,
+                         walked through the snmp_exporter beside Prometheus (IF-MIB);
+  snmp.yml               the snmp_exporter's module `if_mib`: each port's state, speed, octets,
+                         errors and discards, labelled ifName, ifAlias and ifDescr; the
+                         community of site.yaml `monitoring: snmp:` (a placeholder in
+                         generated/, read like the root hash for `compile --out`);
+  snmp_exporter.default  the packaged unit's options: that config, on 127.0.0.1:9116;
   node_exporter.conf     node_exporter's flags: the infiniband, mdadm and textfile collectors,
                          the textfile folder where the drift audit publishes its metrics;
   dcgm-counters.csv      the DCGM fields dcgm-exporter exports: its defaults plus every field an
@@ -37,12 +44,15 @@ from typing import Any
 from common.errors import TargetError
 from compiler.plan import Host, Plan, SwitchPlan
 from compiler.targets.render import template, to_json, to_yaml
-from compiler.targets.shared import PROBES, probe_jobs
+from compiler.targets.shared import PROBES, probe_jobs, snmp_switches
 
 ALERTMANAGER = "127.0.0.1:9093"
 IPMI_PASSWORD = "ipmi_password"  # key of the BMC password in plan.secrets
 IPMI_PLACEHOLDER = "PLACEHOLDER-not-the-bmc-password"
 IPMI_CONFIG = "/etc/prometheus/ipmi_remote.yml"  # services.yaml's home of ipmi_exporter.yml
+SNMP_COMMUNITY = "snmp_community"  # key of the switches' SNMP community in plan.secrets
+SNMP_PLACEHOLDER = "PLACEHOLDER-not-the-snmp-community"
+SNMP_CONFIG = "/etc/prometheus/snmp.yml"  # services.yaml's home of snmp.yml
 TEXTFILE_DIR = "/var/lib/node_exporter/textfile"  # where the drift audit workflow publishes
 RULE_FILES = ("recording.yml", "alerts.yml")
 
@@ -151,6 +161,9 @@ def targets(plan: Plan) -> dict[str, list[dict[str, Any]]]:
             for iface in (host.bmc, mgmt):
                 extra = {"network": iface.network, "address": iface.address}  # to ping by hand
                 jobs["icmp"].append({"targets": [iface.address], "labels": labels | extra})
+    if "snmp" in probes:
+        for _, sw in snmp_switches(plan):
+            jobs["snmp"].append({"targets": [sw.address], "labels": switch_labels(sw)})
     if "icmp" in probes:
         for sw in plan.switches:
             if sw.address and sw.network:
@@ -172,6 +185,102 @@ def switch_labels(sw: SwitchPlan) -> dict[str, str]:
         "network": sw.network,
         "address": sw.address,
     }
+
+
+# IF-MIB (RFC 2863, which obsoletes RFC 2233): the ifTable columns under ifEntry
+# 1.3.6.1.2.1.2.2.1 and the ifXTable ones under ifXEntry 1.3.6.1.2.1.31.1.1.1, both indexed by
+# ifIndex. (metric, OID, type, help); every one is walked, the lookups' columns too, so a
+# switch is asked for these alone rather than its whole interface tables.
+IF_MIB = (
+    ("ifAdminStatus", "1.3.6.1.2.1.2.2.1.7", "gauge", "Desired state: 1 up, 2 down, 3 testing."),
+    (
+        "ifOperStatus",
+        "1.3.6.1.2.1.2.2.1.8",
+        "gauge",
+        "Current state: 1 up, 2 down, 3 testing, 4 unknown, 5 dormant, 6 notPresent, "
+        "7 lowerLayerDown.",
+    ),
+    ("ifInDiscards", "1.3.6.1.2.1.2.2.1.13", "counter", "Inbound packets discarded."),
+    ("ifInErrors", "1.3.6.1.2.1.2.2.1.14", "counter", "Inbound packets with errors."),
+    ("ifOutDiscards", "1.3.6.1.2.1.2.2.1.19", "counter", "Outbound packets discarded."),
+    ("ifOutErrors", "1.3.6.1.2.1.2.2.1.20", "counter", "Outbound packets not sent for errors."),
+    ("ifHCInOctets", "1.3.6.1.2.1.31.1.1.1.6", "counter", "Octets received (64-bit)."),
+    ("ifHCOutOctets", "1.3.6.1.2.1.31.1.1.1.10", "counter", "Octets sent (64-bit)."),
+    ("ifHighSpeed", "1.3.6.1.2.1.31.1.1.1.15", "gauge", "Current bandwidth in Mb/s."),
+)
+# What every port series is labelled with, beside ifIndex: the name the switch's OS gives it
+# (swp49, Ethernet49: what the alerts join the plan's ports on), its description (the alias
+# the switch config sets: far end and cable ID) and ifDescr.
+IF_LABELS = (
+    ("ifName", "1.3.6.1.2.1.31.1.1.1.1"),
+    ("ifAlias", "1.3.6.1.2.1.31.1.1.1.18"),
+    ("ifDescr", "1.3.6.1.2.1.2.2.1.2"),
+)
+SYS_UPTIME = "1.3.6.1.2.1.1.3"  # SNMPv2-MIB (RFC 3418): a switch's reboot resets its counters
+
+
+def snmp_exporter(plan: Plan) -> str:
+    """snmp.yml in the format snmp_exporter 0.21 reads (Debian bookworm's; prometheus-rpm's
+    `snmp_exporter-0.21.0`): one map of modules, each with its walk, its metrics and its own
+    SNMP version and auth (config/config.go, `type Config map[string]*Module`, read with
+    yaml.UnmarshalStrict; 0.23 moved auth into a top-level `auths:` and the modules under
+    `modules:`, a file 0.21 refuses). Written here, not by snmp_exporter's generator: the
+    OIDs are IF-MIB's, fixed by RFC 2863."""
+    snmp = plan.site.monitoring.snmp
+    community = plan.secrets.get(SNMP_COMMUNITY, SNMP_PLACEHOLDER) if snmp else SNMP_PLACEHOLDER
+    lookups = [
+        {"labels": ["ifIndex"], "labelname": name, "oid": oid, "type": "DisplayString"}
+        for name, oid in IF_LABELS
+    ]
+    metrics: list[dict[str, Any]] = [
+        {
+            "name": "sysUpTime",
+            "oid": SYS_UPTIME,
+            "type": "gauge",
+            "help": "Hundredths of a second since the agent started.",
+        }
+    ]
+    metrics += [
+        {
+            "name": name,
+            "oid": oid,
+            "type": kind,
+            "help": f"{text} - {oid}",
+            "indexes": [{"labelname": "ifIndex", "type": "gauge"}],
+            "lookups": lookups,
+        }
+        for name, oid, kind, text in IF_MIB
+    ]
+    module = {
+        "walk": sorted({oid for _, oid, _, _ in IF_MIB} | {oid for _, oid in IF_LABELS}, key=_oid),
+        "get": [f"{SYS_UPTIME}.0"],
+        "metrics": metrics,
+        # SNMPv2c: the 64-bit ifHC counters need it (SNMPv1 has no Counter64).
+        "version": 2,
+        "auth": {"community": community},
+    }
+    header = (
+        f"# snmp_exporter on {plan.site.services.monitoring}: how it walks every Ethernet "
+        "switch's IF-MIB.\n# Generated by clusterforge from cluster/; do not edit.\n"
+    )
+    return header + to_yaml({PROBES["snmp"].module: module})
+
+
+def _oid(oid: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in oid.split("."))
+
+
+def snmp_exporter_options() -> str:
+    """`/etc/default/snmp_exporter`, the EnvironmentFile of the packaged unit, which runs
+    `/usr/bin/snmp_exporter $SNMP_EXPORTER_OPTS` as prometheus (prometheus-rpm
+    templating.yaml and templates/unit.tpl; its own options name the same config): the
+    generated config, on the loopback address Prometheus's snmp job asks."""
+    flags = (f"--config.file={SNMP_CONFIG}", f"--web.listen-address={PROBES['snmp'].exporter}")
+    return (
+        "# snmp_exporter's flags (EnvironmentFile of snmp_exporter.service). Generated by "
+        "clusterforge\n# from cluster/; do not edit.\n"
+        f'SNMP_EXPORTER_OPTS="{" ".join(flags)}"\n'
+    )
 
 
 def dcgm_counters() -> str:
@@ -255,5 +364,8 @@ def render(plan: Plan) -> dict[str, str]:
     files["monitoring/dcgm-counters.csv"] = dcgm_counters()
     files["monitoring/ipmi_exporter.yml"] = ipmi_exporter(plan)
     files["monitoring/ipmi_exporter.default"] = ipmi_exporter_options()
+    if "snmp" in probe_jobs(plan):
+        files["monitoring/snmp.yml"] = snmp_exporter(plan)
+        files["monitoring/snmp_exporter.default"] = snmp_exporter_options()
     files |= textfile_home(plan)
     return files

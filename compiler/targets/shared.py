@@ -7,7 +7,7 @@ imports another (a target is plan in, files out, and nothing else's).
   NCCL         the GPU servers NCCL runs on and their NCCL settings, for gpudirect/, the
                acceptance plan and the hosts' contracts;
   probes       the jobs Prometheus asks through an exporter beside it, for its targets and
-               the alerts on them;
+               the alerts on them, and the switches the snmp job walks;
   Slurm        the reason spares are drained with, for Slurm's nodes and the audit's contract.
 """
 
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from compiler.ethernet import EthernetSwitch
 from compiler.model import Medium
-from compiler.plan import Host, Interface, Plan, ip_int
+from compiler.plan import Host, Interface, Plan, SwitchPlan, ip_int
 
 # --- names ----------------------------------------------------------------------------------
 
@@ -104,6 +105,8 @@ class Probe(NamedTuple):
 PROBES = {
     "ipmi": Probe("ipmi-exporter", "127.0.0.1:9290", "/ipmi", "default", None),
     "icmp": Probe("blackbox-exporter", "127.0.0.1:9115", "/probe", "icmp", "60s"),
+    # A switch's snmpd walks its interface tables slowly: once a minute is enough for rates.
+    "snmp": Probe("snmp-exporter", "127.0.0.1:9116", "/snmp", "if_mib", "60s"),
 }
 
 
@@ -111,6 +114,17 @@ def probe_jobs(plan: Plan) -> set[str]:
     """The probe jobs whose exporter some host (the monitoring host) runs."""
     running = {name for host in plan.hosts for name in host.services}
     return {job for job, probe in PROBES.items() if probe.service in running}
+
+
+def snmp_switches(plan: Plan) -> list[tuple[EthernetSwitch, SwitchPlan]]:
+    """The Ethernet switches the plan configures that have a management address: the ones
+    snmp_exporter walks (an InfiniBand switch's ports are the fabric's, read by the hosts)."""
+    by_name = {sw.name: sw for sw in plan.switches}
+    return [
+        (sw, by_name[sw.name])
+        for sw in plan.ethernet.switches
+        if by_name[sw.name].address and by_name[sw.name].network
+    ]
 
 
 # --- Slurm ----------------------------------------------------------------------------------
