@@ -174,14 +174,14 @@ class Scene:
             raise SceneError(f"{name}: not a scene: {exc}") from None
 
 
-@cache
-def _names(kind: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(kind))
+_NAMES: dict[type, tuple[str, ...]] = {}  # a record class -> its fields' names
 
 
-def _fields(record: object) -> dict[str, object]:
+def _fields(record: RackSpot | Device | End | Link) -> dict[str, object]:
     """A record's fields by name, a record inside it (a link's ends) left to the encoder."""
-    return {name: getattr(record, name) for name in _names(type(record))}
+    kind = type(record)
+    names = _NAMES.get(kind) or _NAMES.setdefault(kind, tuple(f.name for f in fields(record)))
+    return {name: getattr(record, name) for name in names}
 
 
 # One record a line as `json.dumps(asdict(record), sort_keys=True)` writes it, byte for byte
