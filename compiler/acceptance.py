@@ -175,7 +175,8 @@ def _split(
 
     added: list[Pair] = []
     stuck: set[tuple[str, str]] = set()  # (a, b) no route tells apart
-    crossed = signatures([*rounds, added])
+    busy: set[str] = set()  # the hosts of the added pairs
+    crossed = signatures(rounds)
     while True:
         todo = [(a, b) for cs in _classes(crossed) for a, b in pairwise(cs) if (a, b) not in stuck]
         if not todo:
@@ -184,14 +185,17 @@ def _split(
         splitting = (p for c in (a, b) for p in crossing(c) if (a in p.cables) != (b in p.cables))
         # The first of a few that uses no host another added pair does, so the added
         # pairs share rounds rather than each taking one of its own.
-        busy = {h for p in added for h in (p.client, p.server)}
         few = list(islice(splitting, 32))
         found = next((p for p in few if not {p.client, p.server} & busy), few[0] if few else None)
         if found is None:
             stuck.add((a, b))
             continue
         added.append(found)
-        crossed = signatures([*rounds, added])
+        busy |= {found.client, found.server}
+        # The pair joins the sets of its own cables, the rest stand: not every pair's
+        # signature made anew for each pair added, which grew with the square of the pairs.
+        for c in found.cables:
+            crossed[c] = crossed.get(c, frozenset()) | {found}
     return added, tuple(tuple(cs) for cs in _classes(crossed))
 
 

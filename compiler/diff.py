@@ -322,6 +322,8 @@ def _cables(a: Plan, b: Plan, renames: Mapping[str, str]) -> Cables:
     new = {c.id: c for c in b.cables}
     changed = []
     for cid in sorted(old.keys() & new.keys()):
+        if old[cid] == new[cid]:  # most cables, in a tuple's compare: no facts to lay side by side
+            continue
         before, after = _cable_facts(old[cid]), _cable_facts(new[cid])
         keys = [k for k in before if before[k] != after[k]]
         # A renamed device's cable goes where it went: relabelled (the label names it), not
@@ -457,7 +459,10 @@ def _fabric(base: Compiled, head: Compiled) -> FabricChanges:
     )
     old_texts, new_texts = _opensm_texts(base.files), _opensm_texts(head.files)
     options = []
+    # A file the same on both sides has nothing to compare: skipped, not parsed twice.
     for path in sorted(old_texts.keys() | new_texts.keys()):
+        if old_texts.get(path) == new_texts.get(path):
+            continue
         before, after = _options(old_texts.get(path, "")), _options(new_texts.get(path, ""))
         options += [
             FileOption(path, k, before.get(k), after.get(k))
@@ -466,6 +471,8 @@ def _fabric(base: Compiled, head: Compiled) -> FabricChanges:
         ]
     lids = []
     for path in sorted(old_texts.keys() & new_texts.keys()):
+        if old_texts[path] == new_texts[path]:
+            continue
         before, after = _lids(old_texts[path]), _lids(new_texts[path])
         lids += [
             LidChange(path, guid, before[guid], after[guid])

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import re
 import socket
+import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import netaddr
 
@@ -844,7 +845,25 @@ class Wire(NamedTuple):
     path: tuple[str | int, ...]  # where in cluster/ the rule that made it comes from
 
 
-def wires(cluster: Cluster) -> list[Wire]:
+_Made = TypeVar("_Made")
+
+
+def _last_cluster(make: Callable[[Cluster], _Made]) -> Callable[[Cluster], _Made]:
+    """`make`, its answer kept for the last cluster asked (a frozen model: the answer cannot
+    go stale), and only while that cluster lives: the checks, the plan's cable list and its
+    size warning all ask for the same cluster's, and each made it anew."""
+    last: list[tuple[weakref.ref[Cluster], _Made]] = []
+
+    def kept(cluster: Cluster) -> _Made:
+        if not last or last[0][0]() is not cluster:
+            last[:] = [(weakref.ref(cluster), make(cluster))]
+        return last[0][1]
+
+    return kept
+
+
+@_last_cluster
+def wires(cluster: Cluster) -> tuple[Wire, ...]:
     """Every cable the rules call for, switch end first; unconnectable ports are left out."""
     out: list[Wire] = []
     by_role = {(rack.name, sw.role): sw.name for rack in cluster.racks for sw in rack.switches}
@@ -917,7 +936,7 @@ def wires(cluster: Cluster) -> list[Wire]:
             # that plane, and its place on a core is its pod's.
             cores = tiers.cores.get(tiers.spines[sw.pod].index(sw.name) + 1, ())
             out += uplinks(sw, path, fabric.core_port, cores, fabric.links_per_core, sw.pod - 1)
-    return out + ethernet.wires(cluster)
+    return (*out, *ethernet.wires(cluster))
 
 
 Overrides = Mapping[tuple[str, int], CableOverride]

@@ -14,7 +14,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from contract.deploy import Deploy
-from contract.record import Absent, File, Record
+from contract.record import Absent, File, Record, Sparse
 
 VERSION_KEYS = (
     "bios",
@@ -42,7 +42,7 @@ class Bmc(Record):
     mac: str | None = Field(description="null where the rack file gives none.")
 
 
-class ExpectedRoute(Record):
+class ExpectedRoute(Sparse):
     """A route as `ip -j route show` reports it, normalised to these three fields
     (`contract.routes.normal_routes`)."""
 
@@ -126,7 +126,7 @@ class Accept(Record):
     until: date
 
 
-class Host(File):
+class Host(File, Sparse):
     """One host's expected state."""
 
     host: str

@@ -8,6 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from common.errors import SourceError
 from compiler import load
@@ -92,3 +94,22 @@ def test_csv_without_such_cells_is_written_as_the_csv_module_writes_it() -> None
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows([("host", "port", "m", "note"), *rows])
     assert to_csv(["host", "port", "m", "note"], rows) == buf.getvalue()
+
+
+# Cells of the characters the writer treats apart (its delimiter, quote, line ends), and
+# others; rows of one cell (an empty one is written quoted) and of numbers or None.
+_CELL = st.one_of(
+    st.text(alphabet=',"\r\n a1/', max_size=4), st.integers(), st.floats(allow_nan=False),
+    st.none(),
+)  # fmt: skip
+
+
+@given(st.lists(st.lists(_CELL, min_size=1, max_size=4), max_size=5), st.integers(1, 3))
+def test_csv_of_plain_text_joined_is_what_the_csv_module_writes(
+    rows: list[list[object]], width: int
+) -> None:
+    assume(not any(isinstance(c, str) and c.startswith("\r") for row in rows for c in row))
+    columns = [f"c{k}" for k in range(width)]  # a cell led by \r is a formula's: see above
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([columns, *rows])
+    assert to_csv(columns, rows) == buf.getvalue()

@@ -177,7 +177,7 @@ def slurm_topology(plan: Plan) -> str:
 
 
 def split_ports(plan: Plan) -> str:
-    rows: list[list[object]] = []
+    rows: list[list[str]] = []  # text, cage numbers too: a table of text is joined (to_csv)
     panels = _panels(plan)
     for c in plan.cables:
         if not c.assembly:  # neither end on a cage of several ports
@@ -188,11 +188,11 @@ def split_ports(plan: Plan) -> str:
                 continue
             cage, half = divmod(int(here.port) - 1, panel.split)
             rows.append(
-                [here.device, panel.connector, cage + 1, half + 1, here.port, here.face,
+                [here.device, panel.connector, str(cage + 1), str(half + 1), here.port, here.face,
                  f"{panel.lanes // panel.split}x", c.rate, there.device, there.face, c.id,
                  c.assembly]
             )  # fmt: skip
-    rows.sort(key=lambda r: (str(r[0]), int(str(r[4]))))
+    rows.sort(key=lambda r: (r[0], int(r[4])))
     return to_csv(
         ["switch", "connector", "cage", "half", "port", "face", "lanes", "rate", "peer",
          "peer_port", "cable", "assembly"],
