@@ -404,6 +404,7 @@ _LEAST = {
     "labels": [],
     "draw": [],
     "diff": [],
+    "plan": ["BASE"],
     "audit": [],
     "accept": ["RESULTS"],
     "lab": ["status"],
@@ -461,6 +462,7 @@ _WRITES = {
     "diff --markdown": (["diff", "HEAD", "--markdown", "{out}/d.md"], "cannot write the report"),
     "diff --json": (["diff", "HEAD", "--json", "{out}/d.json"], "cannot write the report: "),
     "diff --html": (["diff", "HEAD", "--html", "{out}/d.html"], "cannot write the report: "),
+    "plan": (["plan", "HEAD", "--out", "{out}"], "cannot write the change plan: "),
     "audit": (["audit", "--replay", "{top}/recording", "--out", "{out}"], "cannot write the rep"),
     "audit --textfile": (
         ["audit", "--replay", "{top}/recording", "--out", "{top}/a", "--textfile", "{out}/t"],

@@ -175,7 +175,12 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
         assert {f.source for f in deploy.files} == mine  # every file of the switch, placed
         for f in deploy.files:
             assert f.sha256 == hashlib.sha256(compiled.files[f.source]).hexdigest(), f.source
-        assert deploy.units == ("networking.service", "frr.service", "lldpd.service")
+        assert deploy.units == (
+            "networking.service",
+            "frr.service",
+            "lldpd.service",
+            "switchd.service",
+        )
     placed = {f.path: f for f in compiled.deploys["stor01"].files}
     assert {p: (f.mode, f.owner, f.reload) for p, f in placed.items()} == {
         "/etc/network/interfaces": ("0644", "root:root", "networking.service"),
