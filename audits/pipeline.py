@@ -36,7 +36,7 @@ def audit(
     Never costs the fleet its report: an exception nobody expected (a bug) while collecting
     makes every host `error`, while comparing one host (or the fabric) only that one; each
     names the exception, and the report's exit code is 3."""
-    hosts = expectations.hosts
+    hosts = expectations.machines  # every host, and every switch the audit logs into
     chosen = sorted(hosts) if selection is None else selection.hosts
     scan = selection is None or selection.fabric
     try:
@@ -76,7 +76,7 @@ def audit(
     named = ethernet.name_swaps([a.findings for a in audits])
     audits = [HostAudit(a.entry, findings) for a, findings in zip(audits, named, strict=True)]
     # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
-    ports = {p.port_guid: name for name, c in hosts.items() for p in c.ib_ports}
+    ports = {p.port_guid: name for name, c in expectations.hosts.items() for p in c.ib_ports}
     try:
         if not scan:
             fabric = FabricAudit(not_scanned(), [])
