@@ -292,19 +292,30 @@ class Fleet:
         (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         for key, text in self.fabric_outputs().items():
             (folder / "fabric" / f"{key}.txt").write_text(text, encoding="utf-8")
-        for name, h in (self.hosts | self.ethernet).items():
-            where = folder / "hosts" / name
-            where.mkdir(parents=True, exist_ok=True)
-            if h.unreachable is not None:
-                status = {"status": "unreachable", "reason": h.unreachable}
-                (where / "status.json").write_text(json.dumps(status), encoding="utf-8")
-                continue
-            if h.failed:
-                (where / "status.json").write_text(json.dumps({"failed": h.failed}), "utf-8")
-            for key, text in self.outputs(name).items():
-                if key not in h.failed:
-                    (where / f"{key}.txt").write_text(text, encoding="utf-8")
+        for name in self.hosts:
+            self._record_one(folder, name)
+        return self.record_switches(folder)
+
+    def record_switches(self, folder: Path) -> Path:
+        """Write the Ethernet switches' part of the recording into `folder`: what completes a
+        recording of the SSH lab, which plays hosts only (docs/lab.md)."""
+        for name in self.ethernet:
+            self._record_one(folder, name)
         return folder
+
+    def _record_one(self, folder: Path, name: str) -> None:
+        h = self._machine(name)
+        where = folder / "hosts" / name
+        where.mkdir(parents=True, exist_ok=True)
+        if h.unreachable is not None:
+            status = {"status": "unreachable", "reason": h.unreachable}
+            (where / "status.json").write_text(json.dumps(status), encoding="utf-8")
+            return
+        if h.failed:
+            (where / "status.json").write_text(json.dumps({"failed": h.failed}), "utf-8")
+        for key, text in self.outputs(name).items():
+            if key not in h.failed:
+                (where / f"{key}.txt").write_text(text, encoding="utf-8")
 
 
 def _rate_gbps(rate: str) -> int:
