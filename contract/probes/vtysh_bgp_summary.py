@@ -40,7 +40,9 @@ from contract.probes.spec import KIB, Now, Probe
 PROBE = "vtysh_bgp_summary"
 # Root: vtysh talks to the daemons' sockets in /run/frr, which only the frr and frrvty groups
 # may open (Debian's frr package, as Cumulus's: /var/run/frr 0775 frr:frr, the vty sockets
-# frr:frrvty); sudo grants exactly this command line (compiler/targets/access.py).
+# frr:frrvty); sudo grants exactly this command line (compiler/targets/access.py): sudoers(5)
+# matches a command's arguments as one string joined by spaces, so `-c show bgp summary json`
+# there grants this argv; another split of the same words is at most vtysh's `show`: read-only.
 SPEC = Probe(
     PROBE,
     ("vtysh", "-c", "show bgp summary json"),
