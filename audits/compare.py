@@ -65,7 +65,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from audits import admission, ethernet, gpudirect, slurm
 from audits.collect import Collected, probe_key
@@ -83,26 +83,32 @@ from audits.model import (
 from audits.observe import Observed, observe
 from audits.sink import Facts, Sink
 from common.registry import Registry
-from contract import Host, Kind, Placed, Severity, normal_routes
+from contract import EthernetSwitch, Host, Kind, Placed, Severity, normal_routes
 from contract.deploy import file_arguments
+from contract.probes.vtysh_bgp_summary import ESTABLISHED
+from contract.probes.vtysh_bgp_summary import PROBE as BGP_PROBE
 
 INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault
 
 
+Audited = Host | EthernetSwitch  # what the audit logs into: a host, or a Cumulus switch
+C = TypeVar("C", contravariant=True)  # a check of any machine serves a host's too
+
+
 @dataclass(frozen=True)
-class Check:
+class Check(Generic[C]):
     name: str
     kind: Kind
-    applies: Callable[[Host], bool]
-    probes: Callable[[Host], tuple[str, ...]]  # empty while applying: cannot run
-    run: Callable[[Host, Facts, Sink], None]
+    applies: Callable[[C], bool]
+    probes: Callable[[C], tuple[str, ...]]  # empty while applying: cannot run
+    run: Callable[[C, Facts, Sink], None]
 
 
 def _has(*keys: str) -> Callable[[Host], bool]:
     return lambda c: any(k in c.versions for k in keys)
 
 
-def _fixed(*probes: str) -> Callable[[Host], tuple[str, ...]]:
+def _fixed(*probes: str) -> Callable[[Audited], tuple[str, ...]]:
     return lambda c: probes
 
 
@@ -219,15 +225,15 @@ def _records(
                 sink.drift(f"{section}[{name}].{key}", value, seen, level, text)
 
 
-def _deployed(c: Host) -> tuple[Placed, ...]:
+def _deployed(c: Audited) -> tuple[Placed, ...]:
     return c.deploy.files if c.deploy else ()
 
 
-def _units_of(c: Host) -> tuple[str, ...]:
+def _units_of(c: Audited) -> tuple[str, ...]:
     return c.deploy.units if c.deploy else ()
 
 
-def probe_arguments(c: Host) -> dict[str, tuple[str, ...]]:
+def probe_arguments(c: Audited) -> dict[str, tuple[str, ...]]:
     """The arguments of the probes that take the host's own list: its deployed paths, its
     units (from generated/deploy/<host>.json)."""
     out = file_arguments(_deployed(c))
@@ -236,11 +242,11 @@ def probe_arguments(c: Host) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _file_probes(c: Host) -> tuple[str, ...]:
+def _file_probes(c: Audited) -> tuple[str, ...]:
     return tuple(p for p in file_arguments(_deployed(c)) if p != SNAPSHOT_PROBE)
 
 
-def _files(c: Host, facts: Facts, sink: Sink) -> None:
+def _files(c: Audited, facts: Facts, sink: Sink) -> None:
     seen: dict[str, str] = dict(facts.get("sha256sum", {}))
     seen |= dict.fromkeys(facts.get("file_exists", ()), "present")
     for f in _deployed(c):
@@ -258,7 +264,7 @@ def _files(c: Host, facts: Facts, sink: Sink) -> None:
 _STARTS_AT_BOOT = {"enabled", "enabled-runtime", "static", "indirect", "generated", "alias"}
 
 
-def _units(c: Host, facts: Facts, sink: Sink) -> None:
+def _units(c: Audited, facts: Facts, sink: Sink) -> None:
     seen = {u["unit"]: u for u in facts["systemctl_show"]}
     for unit in _units_of(c):
         state = seen.get(unit)
@@ -274,8 +280,31 @@ def _units(c: Host, facts: Facts, sink: Sink) -> None:
             sink.drift(f"{where}.enabled", "enabled", state["enabled"], Severity.WARNING, text)
 
 
+def _bgp(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
+    """Every planned session (a routed port's) Established, with prefixes received: one that
+    is down or learns nothing leaves the rack reachable only through the other spines."""
+    sessions: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in facts[BGP_PROBE]:
+        sessions[s["peer"]].append(s)
+    for planned in c.bgp:
+        port, peer = planned.port, planned.peer
+        where = f"bgp[{port}]"
+        seen = sessions.get(port, [])
+        up = [s for s in seen if s["state"] == ESTABLISHED]
+        if not seen:
+            text = f"no BGP session on {port} (to {peer}): frr.conf has no such neighbour"
+            sink.drift(where, ESTABLISHED, None, Severity.CRITICAL, text)
+        elif not up:
+            state = seen[0]["state"]
+            text = f"BGP session on {port} to {peer} is {state}, not {ESTABLISHED}"
+            sink.drift(f"{where}.state", ESTABLISHED, state, Severity.CRITICAL, text)
+        elif not any(s["prefixes_received"] > 0 for s in up):
+            text = f"BGP session on {port} to {peer} is up but has received no prefixes"
+            sink.drift(f"{where}.prefixes_received", "> 0", 0, Severity.CRITICAL, text)
+
+
 # In order: a host's findings come out check by check; a name given twice fails at import.
-CHECKS: Registry[Check] = Registry(
+CHECKS: Registry[Check[Host]] = Registry(
     "check",
     (
         (check.name, check)
@@ -366,9 +395,35 @@ CHECKS: Registry[Check] = Registry(
 SNAPSHOT_PROBE = "file_texts"
 
 
-def host_probes(c: Host) -> tuple[str, ...]:
-    """The probe keys a host's checks need, and its snapshot's: what a collector must fetch."""
-    keys = {k for check in CHECKS.values() if check.applies(c) for k in check.probes(c)}
+# A Cumulus switch's: its deploy map's files and units, as a host's, and its BGP sessions.
+SWITCH_CHECKS: Registry[Check[EthernetSwitch]] = Registry(
+    "switch check",
+    (
+        (check.name, check)
+        for check in (
+            Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files),
+            Check(
+                "units",
+                Kind.SERVICE,
+                lambda c: bool(_units_of(c)),
+                _fixed("systemctl_show"),
+                _units,
+            ),
+            Check[EthernetSwitch]("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp),
+        )
+    ),
+)
+
+
+def _checks(c: Audited) -> list[Check[Any]]:
+    """The checks of a host, or of a switch."""
+    return list(SWITCH_CHECKS.values() if isinstance(c, EthernetSwitch) else CHECKS.values())
+
+
+def host_probes(c: Audited) -> tuple[str, ...]:
+    """The probe keys a host's (or switch's) checks need, and its snapshot's: what a
+    collector must fetch from it."""
+    keys = {k for check in _checks(c) if check.applies(c) for k in check.probes(c)}
     if SNAPSHOT_PROBE in file_arguments(_deployed(c)):
         keys.add(SNAPSHOT_PROBE)
     return tuple(sorted(keys))
@@ -380,14 +435,14 @@ class HostAudit:
     findings: list[Finding]
 
 
-def compare_host(c: Host, collected: Collected, now: datetime) -> HostAudit:
-    """Audit one host: run every check that applies, and settle its status."""
+def compare_host(c: Audited, collected: Collected, now: datetime) -> HostAudit:
+    """Audit one host (or switch): run every check that applies, and settle its status."""
     observed = observe(c.host, collected)
     return compare_observed(c, observed, collected.unreachable, now, collected.host_key)
 
 
 def compare_observed(
-    c: Host,
+    c: Audited,
     observed: Observed,
     unreachable: str | None,
     now: datetime,
@@ -399,7 +454,7 @@ def compare_observed(
     findings: list[Finding] = []
     accepted: list[Accepted] = []
     versions: dict[str, VersionPair] = {}
-    for check in CHECKS.values():
+    for check in _checks(c):
         if not check.applies(c):
             continue
         probes = check.probes(c)
@@ -471,7 +526,7 @@ def host_key_finding(host: str, key: HostKeyFact) -> Finding:
     )
 
 
-def crashed_host(c: Host, why: str) -> HostAudit:
+def crashed_host(c: Audited, why: str) -> HostAudit:
     """A host the audit could not judge because of its own bug: `error`, saying why."""
     entry = HostEntry(
         host=c.host,

@@ -1,8 +1,9 @@
 """Stage 1 of the audit: read what the compiler expects, `generated/expected/`, and name it.
 
-The contract is `contract/`'s records (`Host`, `Fabric`, `Deploy`), which document every
-field; this module only reads them, each host with its `generated/deploy/<host>.json` put
-beside it (`Host.deploy`), and names where they came from: the git commit checked out in the
+The contract is `contract/`'s records (`Host`, `EthernetSwitch`, `Fabric`, `Deploy`), which
+document every field; this module only reads them, each host (and each audited switch: a
+Cumulus Linux one, `expected/switches/`) with its `generated/deploy/<name>.json` put beside it
+(`Host.deploy`), and names where they came from: the git commit checked out in the
 repository, if it is in one, and `generated/MANIFEST.json`'s `source_sha256` (the digest of
 the `cluster/` it was compiled from), so a report says which expectations it was measured
 against. A tree whose manifest is missing or does not match its files is refused
@@ -11,14 +12,14 @@ against. A tree whose manifest is missing or does not match its files is refused
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
 
 from audits.model import AuditError
 from common.errors import OutputError
-from contract import ContractError, Deploy, Fabric, Host, manifest
+from contract import ContractError, Deploy, EthernetSwitch, Fabric, Host, manifest
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,13 @@ class Expectations:
     fabric: Fabric  # expected/fabric.json
     commit: str | None  # the repository's HEAD, None outside git
     source_sha256: str | None  # from generated/MANIFEST.json
+    # switch name -> its expected/switches/<switch>.json, with its deploy map: the audited ones
+    switches: dict[str, EthernetSwitch] = field(default_factory=dict)
+
+    @property
+    def machines(self) -> dict[str, Host | EthernetSwitch]:
+        """Every host and audited switch, by name: what the audit logs into."""
+        return {**self.hosts, **self.switches}
 
 
 def read(repo: Path) -> Expectations:
@@ -45,11 +53,21 @@ def read(repo: Path) -> Expectations:
             placed = generated / "deploy" / path.name
             deploy = Deploy.from_json(_text(placed), placed) if placed.is_file() else None
             hosts[path.stem] = contract.with_deploy(deploy)
+        switches = {}
+        for path in sorted((folder / "switches").glob("*.json")):
+            switch = EthernetSwitch.from_json(_text(path), path)
+            if switch.host != path.stem:
+                raise AuditError(f"{path}: 'host' is {switch.host!r}, not {path.stem!r}")
+            if not switch.audited:
+                continue  # an OS without the audit's account (EOS): nothing to log into
+            placed = generated / "deploy" / path.name
+            deploy = Deploy.from_json(_text(placed), placed) if placed.is_file() else None
+            switches[path.stem] = switch.with_deploy(deploy)
         fabric = Fabric.from_json(_text(folder / "fabric.json"), folder / "fabric.json")
         source = manifest.source_sha256(generated)
     except (OutputError, ContractError) as exc:
         raise AuditError(str(exc)) from None
-    return Expectations(hosts, fabric, _commit(repo), source)
+    return Expectations(hosts, fabric, _commit(repo), source, switches)
 
 
 def _text(path: Path) -> str:

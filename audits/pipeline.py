@@ -27,7 +27,7 @@ from audits.model import AuditError
 from audits.report import Report, build, to_json
 from audits.sanitize import clean
 from common import atomic
-from contract import Host, snapshot
+from contract import EthernetSwitch, Host, snapshot
 from contract.deploy import file_arguments
 from contract.probes import file_texts
 from contract.probes.base import ParseError
@@ -48,7 +48,7 @@ def audit(
     Never costs the fleet its report: an exception nobody expected (a bug) while collecting
     makes every host `error`, while comparing one host (or the fabric) only that one; each
     names the exception, and the report's exit code is 3."""
-    hosts = expectations.hosts
+    hosts = expectations.machines  # every host, and every switch the audit logs into
     chosen = sorted(hosts) if selection is None else selection.hosts
     scan = selection is None or selection.fabric
     try:
@@ -92,7 +92,7 @@ def audit(
     named = ethernet.name_swaps([a.findings for a in audits])
     audits = [HostAudit(a.entry, findings) for a, findings in zip(audits, named, strict=True)]
     # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
-    ports = {p.port_guid: name for name, c in hosts.items() for p in c.ib_ports}
+    ports = {p.port_guid: name for name, c in expectations.hosts.items() for p in c.ib_ports}
     try:
         if not scan:
             fabric = FabricAudit(not_scanned(), [])
@@ -109,7 +109,7 @@ def audit(
     return report if selection is None else shard.mark(report, selection)
 
 
-def snapshot_of(c: Host, collected: Collected) -> dict[str, str]:
+def snapshot_of(c: Host | EthernetSwitch, collected: Collected) -> dict[str, str]:
     """The device's snapshot from its `file_texts` output: each file asked for that it
     printed, by path (contract/snapshot.py); empty when it printed nothing usable. Only the
     paths its deploy map marks are kept, so a device cannot write a file of its choosing."""

@@ -42,15 +42,16 @@ def select(
 ) -> Selection:
     """The hosts of shard K of N (by rack), narrowed to `hosts` when given; raises AuditError
     when `hosts` names a host the expectations do not know."""
-    names = sorted(expectations.hosts)
+    machines = expectations.machines  # a switch is in its rack's shard, as its hosts are
+    names = sorted(machines)
     if shard is not None:
         k, n = shard
-        racks = sorted({c.rack for c in expectations.hosts.values()})
+        racks = sorted({c.rack for c in machines.values()})
         mine = set(racks[k - 1 :: n])
-        names = [h for h in names if expectations.hosts[h].rack in mine]
+        names = [h for h in names if machines[h].rack in mine]
     if hosts is not None:
         wanted = set(expand(hosts))
-        unknown = sorted(wanted - set(expectations.hosts))
+        unknown = sorted(wanted - set(machines))
         if unknown:
             raise AuditError(f"--hosts names hosts generated/expected/ does not: {unknown}")
         names = [h for h in names if h in wanted]

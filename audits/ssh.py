@@ -65,7 +65,7 @@ from audits.collect import (
 from audits.compare import INTERNAL_ERROR, probe_arguments
 from audits.model import AuditError, HostKeyFact
 from audits.report import Report
-from contract import Host, account, probes
+from contract import EthernetSwitch, Host, account, probes
 from contract.probes import ProbeError
 
 SSH_PORT = 22
@@ -147,20 +147,25 @@ def read_inventory(path: Path) -> dict[str, Target]:
     return targets
 
 
-def targets(contracts: Mapping[str, Host], inventory: Mapping[str, Target]) -> dict[str, Target]:
+def targets(
+    contracts: Mapping[str, Host | EthernetSwitch], inventory: Mapping[str, Target]
+) -> dict[str, Target]:
     """Every host's address: the inventory's, else its contract's management interface's
-    (the one its default route leaves by, whatever the site names that network); a host with
-    neither is left out (the collector reports it unreachable)."""
+    (the one its default route leaves by, whatever the site names that network), a switch's
+    management port's; one with neither is left out (the collector reports it unreachable)."""
     unknown = sorted(inventory.keys() - contracts.keys())
     if unknown:
         raise AuditError(f"the inventory names hosts not in generated/expected/: {unknown}")
     found = {}
     for host, contract in sorted(contracts.items()):
-        management = contract.management
+        if isinstance(contract, EthernetSwitch):
+            address = contract.management
+        else:
+            address = contract.management.address if contract.management else None
         if host in inventory:
             found[host] = inventory[host]
-        elif management is not None:
-            found[host] = Target(str(ipaddress.ip_interface(management.address).ip))
+        elif address is not None:
+            found[host] = Target(str(ipaddress.ip_interface(address).ip))
     return found
 
 
@@ -532,11 +537,11 @@ def audit_live(
     last = pipeline.read_previous(previous)
     expectations = expected.read(repo)
     selection = shard.select(expectations, *part) if part != (None, None) else None
-    hosts = expectations.hosts
-    addresses = targets(hosts, read_inventory(inventory) if inventory else {})
-    arguments = {name: probe_arguments(c) for name, c in hosts.items()}
+    machines = expectations.machines
+    addresses = targets(machines, read_inventory(inventory) if inventory else {})
+    arguments = {name: probe_arguments(c) for name, c in machines.items()}
     collector = SshCollector(
-        addresses, options, fabric_host(hosts, fabric_from), arguments, progress
+        addresses, options, fabric_host(expectations.hosts, fabric_from), arguments, progress
     )
     report = pipeline.audit(expectations, Recorder(collector, record), now, last, selection)
     pipeline.write(report, out, renderer, metrics)

@@ -36,17 +36,20 @@ from contract.host import (
 )
 from contract.record import SCHEMA, ContractError, dumps
 from contract.routes import Route, normal_routes
+from contract.switch import BgpPeer, EthernetSwitch
 
 __all__ = [
     "SCHEMA",
     "Accept",
     "Affinity",
+    "BgpPeer",
     "Bmc",
     "Cable",
     "ContractError",
     "Deploy",
     "End",
     "EthernetLink",
+    "EthernetSwitch",
     "ExpectedRoute",
     "Fabric",
     "GpuDirect",

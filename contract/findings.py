@@ -23,6 +23,7 @@ class Kind(StrEnum):
     SERVICE = "service"
     GPUDIRECT = "gpudirect"
     SLURM = "slurm"
+    BGP = "bgp"  # a switch's planned BGP session not Established, or learning nothing
 
 
 class Severity(StrEnum):

@@ -1,8 +1,9 @@
 """The contract's JSON Schemas, for tools that read generated/ without clusterforge.
 
-`contract/schema/host.schema.json` and `fabric.schema.json` are exported from the records
-(`Host`, `Fabric`) and committed; a test fails when they differ from a fresh export, so they
-cannot go stale. Regenerate with `python -m contract.schema` (or `nox -s schema`).
+`contract/schema/host.schema.json`, `fabric.schema.json` and `switch.schema.json` are exported
+from the records (`Host`, `Fabric`, `EthernetSwitch`) and committed; a test fails when they
+differ from a fresh export, so they cannot go stale. Regenerate with `python -m contract.schema`
+(or `nox -s schema`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from common import atomic
 from contract.fabric import Fabric
 from contract.host import Host
 from contract.record import dumps
+from contract.switch import EthernetSwitch
 
 FOLDER = Path(__file__).resolve().parent / "schema"
-RECORDS: dict[str, type[BaseModel]] = {"host": Host, "fabric": Fabric}
+RECORDS: dict[str, type[BaseModel]] = {"host": Host, "fabric": Fabric, "switch": EthernetSwitch}
 DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic's export follows
 
 

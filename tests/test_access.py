@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from audits.compare import probe_arguments
-from clusterforge.lab.fleet import as_record
+from clusterforge.lab.fleet import as_record, as_switch_record
 from compiler.targets.access import REFUSED
+from contract import EthernetSwitch, Host
 from contract.account import FORCED, PROBE_COMMAND, SUDOERS
 from contract.probes import PROBES
 from tests.conftest import require_tool
@@ -38,17 +39,32 @@ SUDO = "/usr/bin/sudo"
 
 
 def _contract(host: str) -> dict[str, object]:
-    contract = json.loads((GENERATED / "expected" / "hosts" / f"{host}.json").read_text("utf-8"))
+    """A host's expected record, or a switch's (its role is its OS), with its deploy map."""
+    folder = (
+        "hosts" if (GENERATED / "expected" / "hosts" / f"{host}.json").is_file() else "switches"
+    )
+    contract = json.loads((GENERATED / "expected" / folder / f"{host}.json").read_text("utf-8"))
     contract["deploy"] = json.loads((GENERATED / "deploy" / f"{host}.json").read_text("utf-8"))
     return contract
 
 
+def _record(host: str) -> Host | EthernetSwitch:
+    contract = _contract(host)
+    return as_switch_record(contract) if "os" in contract else as_record(contract)
+
+
 def _hosts_of(role: str) -> list[str]:
-    return sorted(
+    hosts = [
         p.stem
         for p in (GENERATED / "expected" / "hosts").glob("*.json")
         if json.loads(p.read_text("utf-8"))["role"] == role
-    )
+    ]
+    switches = [
+        p.stem
+        for p in (GENERATED / "expected" / "switches").glob("*.json")
+        if json.loads(p.read_text("utf-8"))["os"] == role
+    ]
+    return sorted(hosts + switches)
 
 
 # What the audit sends to the probes that take arguments, for a host of ROLE.
@@ -87,7 +103,7 @@ def test_the_sudoers_file_is_valid_and_grants_exactly_the_root_probes(
             )
             continue
         for host in _hosts_of(role):
-            paths = probe_arguments(as_record(_contract(host))).get(probe.name)
+            paths = probe_arguments(_record(host)).get(probe.name)
             if paths:
                 want.add(" ".join((probe.program, *probe.argv[1:], "--", *paths)))
     assert granted == want
@@ -156,7 +172,8 @@ def _shimmed(tmp_path: Path, role: str = ROLE) -> Path:
         body = (
             'shift 2\nexec "$@"\n'
             if program == SUDO
-            else f'echo "$0 $*" >> {tmp_path}/ran\necho OK\n'
+            # One word a line: a probe's argument may hold spaces (vtysh -c 'show ...').
+            else f'printf "%s\\n" "$0" "$@" >> {tmp_path}/ran\necho OK\n'
         )
         shim.write_text(f"#!/bin/sh\n{body}", "utf-8")
         shim.chmod(0o755)
@@ -188,7 +205,7 @@ def test_every_probe_runs_by_name_with_exactly_its_command(forced: Path, name: s
     words = [name, *([iface] if iface else []), *arguments]
     done = _run(forced, shlex.join(["--within", "7", *words]))
     assert done.returncode == 0 and done.stdout == "OK\n", done.stderr
-    ran = (forced.parent / "ran").read_text(encoding="utf-8").split()
+    ran = (forced.parent / "ran").read_text(encoding="utf-8").splitlines()
     assert ran[1:] == list(probe.argv_for(iface, arguments)[1:])
 
 
@@ -437,7 +454,7 @@ def test_a_real_sshd_refuses_every_attack_on_the_hash_probe_whatever_the_key_say
     # The host's own list, word for word, is what runs.
     rc, said = account_sshd(shlex.join(["--within", "30", "sha256sum", *TAKES["sha256sum"]]))
     assert rc == 0 and said == "OK\n", said
-    ran = (tmp_path / "ran").read_text(encoding="utf-8").split()
+    ran = (tmp_path / "ran").read_text(encoding="utf-8").splitlines()
     assert ran[1:] == ["--", *TAKES["sha256sum"]]
 
 

@@ -98,19 +98,20 @@ def test_a_fleet_as_planned_audits_clean(clean: Run) -> None:
     report = clean.json()
     assert clean.code == 0 == report["exit_code"]
     assert report["schema"] == 1
-    assert report["summary"]["status"] == {"ok": 132, "drift": 0, "unreachable": 0, "error": 0}
+    # 132 hosts and 57 Cumulus switches, each audited as a host.
+    assert report["summary"]["status"] == {"ok": 189, "drift": 0, "unreachable": 0, "error": 0}
     assert report["findings"] == [] and report["fabric"]["status"] == "ok"
     assert len(report["fabric"]["checked"]) == 303
     assert report["collected_at"] == report["now"] == "2026-05-04T06:00:00+00:00"
     assert report["expectations"]["commit"] is None  # the temporary copy is not in git
     assert len(report["expectations"]["source_sha256"]) == 64
     assert all(c["outcome"] == "complies" for h in report["hosts"] for c in h["checks"])
-    assert clean.text("report.md").startswith("# Drift audit: 132/132 hosts ok, 0 drift\n")
+    assert clean.text("report.md").startswith("# Drift audit: 189/189 hosts ok, 0 drift\n")
     suites = ET.fromstring(clean.text("junit.xml"))
     assert (suites.get("failures"), suites.get("errors"), suites.get("skipped")) == ("0", "0", "0")
     metrics = _metrics(clean.out.parent / "audit.prom")
     assert {v for (name, _), v in metrics.items() if name == "clusterforge_drift_findings"} == {0}
-    assert metrics[("clusterforge_hosts", (("status", "ok"),))] == 132
+    assert metrics[("clusterforge_hosts", (("status", "ok"),))] == 189
 
 
 def test_the_report_names_the_git_commit_of_the_expectations(
@@ -161,7 +162,7 @@ def test_drift_in_report_json_is_exactly_what_was_injected(drift: Drift) -> None
 
 def test_drift_in_markdown_is_folded_and_names_exactly_it(drift: Drift) -> None:
     text = drift.run.text("report.md")
-    assert text.startswith("# Drift audit: 122/132 hosts ok, 9 drift, 1 could not be collected")
+    assert text.startswith("# Drift audit: 179/189 hosts ok, 9 drift, 1 could not be collected")
     assert f"- 126/129 hosts OFED 23.10-1.1.9.0; gpu[017,042,101] on `{OLD_OFED}`\n" in text
     assert "- 2/6 hosts BIOS 1.14.1; login[01-02],sm[01-02] on `1.13.0`\n" in text
     rows = _table(text, "## Findings")
@@ -431,7 +432,7 @@ def test_four_shards_merge_into_the_unsharded_report(
         assert shard["fabric"] == (k == 1) and racks and shard["hosts"]
         assert all(f["host"] != "fabric" for f in run.json()["findings"]) or k == 1
     hosts = [set(p.json()["shard"]["hosts"]) for p in parts]
-    assert sum(map(len, hosts)) == len(set().union(*hosts)) == 132, "disjoint and complete"
+    assert sum(map(len, hosts)) == len(set().union(*hosts)) == 189, "disjoint and complete"
     racks = [{h["rack"] for h in p.json()["hosts"]} for p in parts]
     assert sum(map(len, racks)) == len(set().union(*racks)), "no rack split across shards"
 
@@ -470,3 +471,65 @@ def test_hosts_narrows_the_audit_to_a_host_range(
     bad = audit(reference, recording, tmp_path / "bad", "--hosts", "gpu[998-999]")
     assert bad.code == 4
     assert "does not: ['gpu998', 'gpu999']" in capsys.readouterr().err
+
+
+# -- Ethernet switches: files, units and BGP, as a host's ------------------------------------
+
+SWITCH, SESSION_SWITCH, SESSION_PORT = "stor01", "stor02", "swp49"
+
+
+def test_a_cumulus_switch_is_audited_like_a_host(reference: Path, tmp_path: Path) -> None:
+    """frr.conf edited by hand on one switch is file drift; a BGP session down on another is a
+    bgp finding; nothing else, and each switch's row names what was checked."""
+    fleet = Fleet.load(reference / "generated")
+    assert SWITCH in fleet.ethernet and "stor-spine01" in fleet.ethernet
+    fleet.edit_file(SWITCH, "/etc/frr/frr.conf")
+    fleet.bgp_down(SESSION_SWITCH, SESSION_PORT)
+    run = audit(reference, fleet.record(tmp_path / "recording"), tmp_path / "report")
+    report = run.json()
+    assert run.code == 1
+    found = {(f["host"], f["check"], f["path"]): f for f in report["findings"]}
+    assert sorted(found) == [
+        (SWITCH, "files", "files[/etc/frr/frr.conf]"),
+        (SESSION_SWITCH, "bgp", f"bgp[{SESSION_PORT}].state"),
+    ]
+    edited = found[SWITCH, "files", "files[/etc/frr/frr.conf]"]
+    assert edited["kind"] == "file"
+    assert (
+        edited["message"]
+        == f"/etc/frr/frr.conf differs from generated/switches/{SWITCH}/etc/frr/frr.conf"
+    )
+    down = found[SESSION_SWITCH, "bgp", f"bgp[{SESSION_PORT}].state"]
+    assert (down["kind"], down["severity"], down["observed"]) == ("bgp", "critical", "Idle")
+    assert (
+        down["message"] == f"BGP session on {SESSION_PORT} to stor-spine01 is Idle, not Established"
+    )
+    rows = {h["host"]: h for h in report["hosts"]}
+    assert rows[SWITCH]["status"] == "drift" and rows["stor03"]["status"] == "ok"
+    assert [c["check"] for c in rows["stor03"]["checks"]] == ["files", "units", "bgp"]
+    assert {c["outcome"] for c in rows["stor03"]["checks"]} == {"complies"}
+    assert f"{SESSION_SWITCH}" in run.text("report.md")
+
+
+def test_a_switch_session_up_without_prefixes_and_one_missing_are_findings(
+    reference: Path, tmp_path: Path
+) -> None:
+    fleet = Fleet.load(reference / "generated")
+    summary = json.loads(fleet.outputs(SWITCH)["vtysh_bgp_summary"])
+    peers = summary["ipv4Unicast"]["peers"]
+    peers["swp49"]["pfxRcd"] = 0
+    del peers["swp50"]
+    fleet.ethernet[SWITCH].overrides["vtysh_bgp_summary"] = json.dumps(summary)
+    report = audit(reference, fleet.record(tmp_path / "recording"), tmp_path / "report").json()
+    assert sorted((f["host"], f["path"], f["message"]) for f in report["findings"]) == [
+        (
+            SWITCH,
+            "bgp[swp49].prefixes_received",
+            "BGP session on swp49 to stor-spine01 is up but has received no prefixes",
+        ),
+        (
+            SWITCH,
+            "bgp[swp50]",
+            "no BGP session on swp50 (to stor-spine02): frr.conf has no such neighbour",
+        ),
+    ]

@@ -47,6 +47,8 @@ class Run:
     code: int
     out: Path
     commands: list[twin.Command]  # what the lab's hosts were asked to run, in order
+    # The tree the audit read: the lab's view (it plays hosts only, so no switch is in it).
+    repo: Path
 
     @property
     def report(self) -> dict[str, Any]:
@@ -83,7 +85,7 @@ def lab_with(
 
 def audit_live(lab: twin.Lab, tmp: Path, *extra: str) -> Run:
     code = main([*lab.audit_args(), "--out", str(tmp / "report"), *extra])
-    return Run(code, tmp / "report", lab.commands())
+    return Run(code, tmp / "report", lab.commands(), lab.repo)
 
 
 def fingerprint(public: Path) -> str:
@@ -150,13 +152,11 @@ def test_a_clean_lab_audits_ok(clean: Run) -> None:
 
 
 @pytest.mark.realtool
-def test_the_recording_replays_to_the_same_report(
-    clean: Run, lab_repo: Path, tmp_path: Path
-) -> None:
+def test_the_recording_replays_to_the_same_report(clean: Run, tmp_path: Path) -> None:
     recording = clean.out / "recording"  # the default: beside the report
     meta = json.loads((recording / "meta.json").read_text(encoding="utf-8"))
     assert meta["collected_at"] == clean.report["collected_at"] == clean.report["now"]
-    argv = ["-C", str(lab_repo), "audit", "--replay", str(recording), "--out", str(tmp_path)]
+    argv = ["-C", str(clean.repo), "audit", "--replay", str(recording), "--out", str(tmp_path)]
     assert main(argv) == 0
     for name in ("report.json", "report.md", "junit.xml"):
         assert (tmp_path / name).read_bytes() == (clean.out / name).read_bytes(), name

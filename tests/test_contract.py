@@ -19,15 +19,16 @@ import pytest
 from audits import expected
 from audits.model import AuditError
 from audits.ssh import Target, targets
-from contract import SCHEMA, ContractError, Deploy, Fabric, Host, schema
+from contract import SCHEMA, ContractError, Deploy, EthernetSwitch, Fabric, Host, schema
 from tests.conftest import REPO
 
 TREES = [REPO / "generated", *sorted(REPO.glob("examples/*/generated"))]
 HOSTS = sorted(p for t in TREES for p in (t / "expected" / "hosts").glob("*.json"))
 FABRICS = sorted(p for t in TREES if (p := t / "expected" / "fabric.json").is_file())
 DEPLOYS = sorted(p for t in TREES for p in (t / "deploy").glob("*.json"))
-# The configured Ethernet switches: each has a deploy map beside the hosts'.
+# The configured Ethernet switches: each has a deploy map and a record beside the hosts'.
 SWITCH_DIRS = sorted(p for t in TREES for p in (t / "switches").glob("*") if p.is_dir())
+SWITCHES = sorted(p for t in TREES for p in (t / "expected" / "switches").glob("*.json"))
 
 
 def _validator(name: str) -> jsonschema.protocols.Validator:
@@ -40,12 +41,15 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
 def test_the_committed_trees_are_many_files() -> None:
     # A glob gone wrong would make every test below pass on nothing.
     assert len(HOSTS) > 100 and FABRICS and SWITCH_DIRS
-    assert len(DEPLOYS) == len(HOSTS) + len(SWITCH_DIRS)
+    assert len(DEPLOYS) == len(HOSTS) + len(SWITCH_DIRS) == len(HOSTS) + len(SWITCHES)
 
 
-@pytest.mark.parametrize(("record", "paths"), [(Host, HOSTS), (Fabric, FABRICS), (Deploy, DEPLOYS)])
+@pytest.mark.parametrize(
+    ("record", "paths"),
+    [(Host, HOSTS), (Fabric, FABRICS), (Deploy, DEPLOYS), (EthernetSwitch, SWITCHES)],
+)
 def test_every_committed_file_reads_and_writes_back_to_its_bytes(
-    record: type[Host] | type[Fabric] | type[Deploy], paths: list[Path]
+    record: type[Host] | type[Fabric] | type[Deploy] | type[EthernetSwitch], paths: list[Path]
 ) -> None:
     for path in paths:
         text = path.read_text(encoding="utf-8")
@@ -68,7 +72,7 @@ def test_a_section_that_does_not_apply_is_absent_and_a_null_fact_is_written() ->
 
 def test_the_committed_schemas_are_a_fresh_export() -> None:
     fresh = schema.export()
-    assert sorted(fresh) == ["fabric.schema.json", "host.schema.json"]
+    assert sorted(fresh) == ["fabric.schema.json", "host.schema.json", "switch.schema.json"]
     for name, text in fresh.items():
         assert (schema.FOLDER / name).read_text(encoding="utf-8") == text, (
             f"contract/schema/{name} is stale: run `python -m contract.schema`"
@@ -76,7 +80,7 @@ def test_the_committed_schemas_are_a_fresh_export() -> None:
 
 
 def test_the_schemas_hold_every_committed_file() -> None:
-    for name, paths in (("host", HOSTS), ("fabric", FABRICS)):
+    for name, paths in (("host", HOSTS), ("fabric", FABRICS), ("switch", SWITCHES)):
         validator = _validator(name)
         for path in paths:
             validator.validate(json.loads(path.read_text(encoding="utf-8")))
@@ -166,6 +170,15 @@ def test_the_audit_reads_each_host_with_its_deploy_map() -> None:
     gpu = found.hosts["gpu001"]
     assert gpu.deploy is not None and gpu.deploy.host == "gpu001" and gpu.deploy.files
     assert "deploy" not in json.loads(gpu.to_json())  # its own file, not this one
+    # Each Cumulus switch too, by its record; the audit reaches it on its management port.
+    assert found.switches.keys() == {p.stem for p in SWITCHES if p.parents[2] == REPO / "generated"}
+    stor = found.switches["stor01"]
+    assert stor.deploy is not None and "/etc/frr/frr.conf" in {f.path for f in stor.deploy.files}
+    assert [(p.port, p.peer) for p in stor.bgp] == [
+        ("swp49", "stor-spine01"),
+        ("swp50", "stor-spine02"),
+    ]
+    assert targets(found.machines, {})["stor01"] == Target("10.60.1.240")
 
 
 def test_the_management_address_is_the_default_routes_whatever_the_network_is_named() -> None:

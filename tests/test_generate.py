@@ -59,15 +59,19 @@ def test_the_policy_files_are_the_reference_site_s_own(name: str) -> None:
 
 def test_without_an_audit_key_services_lose_only_the_account_s_files() -> None:
     """As data, a tree without the audit account has the reference's policy less the base
-    service's `access/` files; nothing else is left out."""
+    and cumulus services' `access/` files (a host's and a Cumulus switch's account); nothing
+    else is left out."""
     reference = load(REPO / "cluster").data
     plain = parse_tree(generate.generate(4)).data
     assert plain["provisioning"] == reference["provisioning"]
     services = reference["services"]
-    base = services["services"]["base"]
-    kept = tuple(f for f in base["files"] if not f["source"].startswith("access/"))
-    assert len(base["files"]) - len(kept) == 7
-    unaudited = {**services, "services": {**services["services"], "base": {**base, "files": kept}}}
+    changed = {}
+    for name in ("base", "cumulus"):
+        service = services["services"][name]
+        kept = tuple(f for f in service["files"] if not f["source"].startswith("access/"))
+        assert len(service["files"]) - len(kept) == 7
+        changed[name] = {**service, "files": kept}
+    unaudited = {**services, "services": {**services["services"], **changed}}
     assert plain["services"] == unaudited
 
 

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from audits.collect import ReplayCollector, over_cap
+from audits.compare import host_probes
 from audits.observe import observe
 from audits.ssh import probe_words
-from clusterforge.lab.fleet import FABRIC, Fleet
+from clusterforge.lab.fleet import FABRIC, Fleet, as_switch_record
 from common.errors import RegistryError
 from compiler import pipeline
 from compiler.targets import access
@@ -144,6 +145,12 @@ def test_every_renderer_prints_what_its_parser_reads(name: str) -> None:
         subjects = [(FABRIC, fleet.fabric_state(), Now())]
     else:
         subjects = [(h, fleet.hosts[h].state, fleet.now(h)) for h in sorted(fleet.hosts)]
+        # A switch is asked only its checks' probes (files, units, BGP).
+        subjects += [
+            (s, state.state, fleet.now(s))
+            for s, state in sorted(fleet.ethernet.items())
+            if name in host_probes(as_switch_record(state.state))
+        ]
     rendered = 0
     for subject, state, now in subjects:
         for key, text in entry.render(subject, state, now).items():

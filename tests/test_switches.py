@@ -172,7 +172,18 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
         deploy = compiled.deploys[sw.name]
         assert compiled.files[f"deploy/{sw.name}.json"].decode() == deploy.to_json()
         mine = {p for p in compiled.files if p.startswith(f"switches/{sw.name}/")}
-        assert {f.source for f in deploy.files} == mine  # every file of the switch, placed
+        placed_here = {f.source for f in deploy.files}
+        assert placed_here & {p for p in compiled.files if p.startswith("switches/")} == mine
+        # Beside its own files, the drift audit's account, its forced command its OS's.
+        assert {p for p in placed_here - mine} == {
+            "access/authorized_keys",
+            "access/sshd_config",
+            "access/sysusers.conf",
+            "access/tmpfiles.conf",
+            "access/limits.conf",
+            "access/cumulus/clusterforge-probe",
+            "access/cumulus/sudoers",
+        }
         for f in deploy.files:
             assert f.sha256 == hashlib.sha256(compiled.files[f.source]).hexdigest(), f.source
         assert deploy.units == (
@@ -180,8 +191,11 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
             "frr.service",
             "lldpd.service",
             "switchd.service",
+            "ssh.service",
         )
-    placed = {f.path: f for f in compiled.deploys["stor01"].files}
+    placed = {
+        f.path: f for f in compiled.deploys["stor01"].files if f.source.startswith("switches/")
+    }
     assert {p: (f.mode, f.owner, f.reload) for p, f in placed.items()} == {
         "/etc/network/interfaces": ("0644", "root:root", "networking.service"),
         "/etc/frr/frr.conf": ("0640", "frr:frr", "frr.service"),
@@ -203,12 +217,15 @@ def test_a_switch_bundle_lays_out_its_files_at_their_homes(
         for p in root.rglob("*")
         if p.is_file()
     }
-    assert modes == {
+    assert {p: m for p, m in modes.items() if not p.startswith(("usr/", "etc/s"))} == {
         "etc/network/interfaces": 0o644,
         "etc/frr/frr.conf": 0o640,
         "etc/frr/daemons": 0o640,
         "etc/lldpd.d/clusterforge.conf": 0o644,
     }
+    # The audit account's, as on a host: the forced command runs, sudoers is sudo's mode.
+    assert modes["usr/local/libexec/clusterforge-probe"] == 0o755
+    assert modes["etc/sudoers.d/clusterforge-audit"] == 0o440
     assert (root / "etc/frr/frr.conf").read_bytes() == compiled.files[
         "switches/mgmt01/etc/frr/frr.conf"
     ]
@@ -241,8 +258,6 @@ def test_a_switch_without_routing_deploys_no_frr_files(repo: Path, tmp_path: Pat
     unrouted = compile_source(load(site))
     mgmt01 = unrouted.plan.ethernet.switch("mgmt01")
     assert mgmt01.asn is None
-    assert {f.path for f in unrouted.deploys["mgmt01"].files} == {
-        "/etc/network/interfaces",
-        "/etc/lldpd.d/clusterforge.conf",
-    }
+    own = {f.path for f in unrouted.deploys["mgmt01"].files if f.source.startswith("switches/")}
+    assert own == {"/etc/network/interfaces", "/etc/lldpd.d/clusterforge.conf"}
     assert "/etc/frr/frr.conf" in {f.path for f in unrouted.deploys["stor01"].files}

@@ -28,14 +28,19 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compiler.ethernet import EthernetSwitch
+from audits.compare import SWITCH_CHECKS
+from audits.sink import Sink
+from compiler.ethernet import EthernetSwitch as PlannedSwitch
 from compiler.pipeline import Compiled, compile_repo
 from compiler.plan import Host
+from contract import EthernetSwitch, Kind
+from contract.probes import vtysh_bgp_summary
 from tests.conftest import require_tool, stop
 
 RACK_A, RACK_B = ("stor01", "gpu001"), ("stor02", "gpu006")
@@ -117,7 +122,7 @@ def parsed(compiled: Compiled, name: str, tmp: Path) -> dict[str, dict[str, Any]
     return {s["name"]: s["config"] for s in json.loads(out)}
 
 
-def apply_switch(lab: Lab, sw: EthernetSwitch, stanzas: dict[str, dict[str, Any]]) -> None:
+def apply_switch(lab: Lab, sw: PlannedSwitch, stanzas: dict[str, dict[str, Any]]) -> None:
     """The plain-bridge form of the parsed file: MTUs, the bridge with the SVI's address."""
     bridge = stanzas.get("br_default")
     if bridge is None:
@@ -231,3 +236,24 @@ def _spine_port(compiled: Compiled, rack_switch: str) -> str:
     return next(
         c.b.port for c in compiled.plan.cables if c.a.device == rack_switch and c.b.device == SPINE
     )
+
+
+def test_the_audit_reads_real_frr_sessions_against_the_planned_peers(
+    lab: Lab, compiled: Compiled
+) -> None:
+    """`show bgp summary json` from the real FRR running the generated frr.conf, read by the
+    audit's parser and judged by its BGP check against the switch's expected record: the
+    session to the spine that is there is Established with a prefix, the one to the spine the
+    lab leaves out is the one finding."""
+    _, b = build(lab, compiled)
+    b_subnet = b.interface("storage").subnet  # type: ignore[union-attr]
+    _wait(lambda: _bgp_route(lab, RACK_A[0], b_subnet), f"{b_subnet} on {RACK_A[0]}", lab.runs)
+    run = lab.runs / RACK_A[0]
+    shown = lab.exec(RACK_A[0], "vtysh", "--vty_socket", str(run), "-c", "show bgp summary json")
+    sessions = vtysh_bgp_summary.parse(shown.stdout)
+    up = {s["peer"]: s for s in sessions if s["state"] == vtysh_bgp_summary.ESTABLISHED}
+    assert up.keys() == {"swp49"} and up["swp49"]["hostname"] == SPINE
+    record = EthernetSwitch.from_json(compiled.files[f"expected/switches/{RACK_A[0]}.json"])
+    sink = Sink(RACK_A[0], "bgp", Kind.BGP, date(2026, 5, 4))
+    SWITCH_CHECKS["bgp"].run(record, {vtysh_bgp_summary.PROBE: sessions}, sink)
+    assert [(f["path"], f["observed"]) for f in sink.findings] == [("bgp[swp50].state", "Idle")]

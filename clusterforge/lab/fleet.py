@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audits.compare import probe_arguments
-from contract import Deploy, Host, probes
+from audits.compare import host_probes, probe_arguments
+from contract import Deploy, EthernetSwitch, Host, probes
 from contract.ib import LANE_GBPS
 from contract.probes import Now
 from contract.probes._ids import digest
+from contract.switch import AUDITED_OS
 
 COLLECTED_AT = "2026-05-04T06:00:00+00:00"
 FABRIC = "fabric"  # the subject the fabric probes render for
@@ -57,6 +58,7 @@ class HostState:
     unloaded: set[str] = field(default_factory=set)  # kernel modules of the deploy map not loaded
     paths: dict[int, str] = field(default_factory=dict)  # GPU -> its path to the HCA now
     memory_mib: int | None = None  # what slurmd -C sees, when not what the model installs
+    bgp_down: set[str] = field(default_factory=set)  # a switch's sessions down, by port
 
     @classmethod
     def of(cls, contract: dict[str, Any], generated: Path | None = None) -> HostState:
@@ -90,6 +92,13 @@ def as_record(state: Mapping[str, Any]) -> Host:
     return contract.with_deploy(Deploy.from_json(dict(deploy)) if deploy else None)
 
 
+def as_switch_record(state: Mapping[str, Any]) -> EthernetSwitch:
+    """The contract record of a switch's state, as `as_record` a host's."""
+    contract = EthernetSwitch.from_json({k: v for k, v in state.items() if k != "deploy"})
+    deploy = state.get("deploy")
+    return contract.with_deploy(Deploy.from_json(dict(deploy)) if deploy else None)
+
+
 @dataclass
 class Fleet:
     hosts: dict[str, HostState]
@@ -98,6 +107,8 @@ class Fleet:
     switches: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {guid, firmware}
     # Slurm nodes held out of work beyond the drained spares: node -> (state, user, reason)
     held: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # The Ethernet switches the audit logs into (Cumulus Linux), by name: files, units, BGP.
+    ethernet: dict[str, HostState] = field(default_factory=dict)
 
     @classmethod
     def load(cls, generated: Path) -> Fleet:
@@ -114,7 +125,24 @@ class Fleet:
             c["id"]: copy.deepcopy(c) for c in fabric["cables"] if c["lifecycle"] == "installed"
         }
         switches = {s["name"]: dict(s) for s in fabric.get("switches", [])}
-        return cls(hosts, cables, switches=switches)
+        ethernet = {}
+        for p in sorted((generated / "expected" / "switches").glob("*.json")):
+            contract = json.loads(p.read_text(encoding="utf-8"))
+            if contract["os"] not in AUDITED_OS:  # as audits/expected.py skips it
+                continue
+            placed = generated / "deploy" / p.name
+            if placed.is_file():
+                contract["deploy"] = json.loads(placed.read_text(encoding="utf-8"))
+            ethernet[p.stem] = HostState.of(contract, generated)
+        return cls(hosts, cables, switches=switches, ethernet=ethernet)
+
+    def _machine(self, name: str) -> HostState:
+        """A host's state, or an Ethernet switch's."""
+        return self.hosts[name] if name in self.hosts else self.ethernet[name]
+
+    def _record(self, name: str) -> Host | EthernetSwitch:
+        state = self._machine(name).state
+        return as_record(state) if name in self.hosts else as_switch_record(state)
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -176,18 +204,24 @@ class Fleet:
         return next(e for e in links if e["cable"] == cable)
 
     def edit_file(self, host: str, path: str, line: str = "# edited by hand") -> None:
-        """Someone changed a deployed file by hand: `line` added at its end."""
-        h = self.hosts[host]
-        h.files[path] = digest("edited", host, path)
-        if path in h.texts:
-            h.texts[path] += f"{line}\n"
+        """Someone changed a deployed file by hand (on a host or a switch): `line` added at
+        its end."""
+        m = self._machine(host)
+        m.files[path] = digest("edited", host, path)
+        if path in m.texts:
+            m.texts[path] += f"{line}\n"
 
     def remove_file(self, host: str, path: str) -> None:
-        del self.hosts[host].files[path]
-        self.hosts[host].texts.pop(path, None)
+        m = self._machine(host)
+        del m.files[path]
+        m.texts.pop(path, None)
 
     def set_unit(self, host: str, unit: str, active: str, enabled: str) -> None:
-        self.hosts[host].units[unit] = (active, enabled)
+        self._machine(host).units[unit] = (active, enabled)
+
+    def bgp_down(self, switch: str, port: str) -> None:
+        """The BGP session on `switch`'s routed `port` dropped (the link, or the far end)."""
+        self.ethernet[switch].bgp_down.add(port)
 
     def unload(self, host: str, module: str) -> None:
         self.hosts[host].unloaded.add(module)
@@ -206,13 +240,13 @@ class Fleet:
 
     def arguments(self, host: str) -> dict[str, tuple[str, ...]]:
         """What the audit passes to the probes that take arguments on `host`."""
-        return probe_arguments(as_record(self.hosts[host].state))
+        return probe_arguments(self._record(host))
 
     # -- rendering -------------------------------------------------------------------------
 
     def now(self, host: str) -> Now:
         """What `host` shows beyond its expected state: the renderers' view of its faults."""
-        h = self.hosts[host]
+        h = self._machine(host)
         return Now(
             arguments=self.arguments(host),
             files=dict(h.files),
@@ -225,16 +259,21 @@ class Fleet:
             paths=dict(h.paths),
             memory_mib=h.memory_mib,
             held=dict(self.held),
+            bgp_down=frozenset(h.bgp_down),
         )
 
     def outputs(self, host: str) -> dict[str, str]:
         """Every host probe's output on `host`, by probe key: what each probe's renderer
         (contract/probes/) prints for it now, then the raw overrides."""
-        h = self.hosts[host]
+        h = self._machine(host)
         now = self.now(host)
+        # A switch answers only its checks' probes: the hosts' renderers read a host's record.
+        wanted = set(host_probes(self._record(host))) if host in self.ethernet else None
         out: dict[str, str] = {}
-        for entry in probes.PROBES.values():
-            if entry.render is not None and entry.spec.scope == "host":
+        for name, entry in probes.PROBES.items():
+            if entry.render is None or entry.spec.scope != "host":
+                continue
+            if wanted is None or name in wanted:
                 out |= entry.render(host, h.state, now)
         return out | h.overrides
 
@@ -267,19 +306,30 @@ class Fleet:
         (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         for key, text in self.fabric_outputs().items():
             (folder / "fabric" / f"{key}.txt").write_text(text, encoding="utf-8")
-        for name, h in self.hosts.items():
-            where = folder / "hosts" / name
-            where.mkdir(parents=True, exist_ok=True)
-            if h.unreachable is not None:
-                status = {"status": "unreachable", "reason": h.unreachable}
-                (where / "status.json").write_text(json.dumps(status), encoding="utf-8")
-                continue
-            if h.failed:
-                (where / "status.json").write_text(json.dumps({"failed": h.failed}), "utf-8")
-            for key, text in self.outputs(name).items():
-                if key not in h.failed:
-                    (where / f"{key}.txt").write_text(text, encoding="utf-8")
+        for name in self.hosts:
+            self._record_one(folder, name)
+        return self.record_switches(folder)
+
+    def record_switches(self, folder: Path) -> Path:
+        """Write the Ethernet switches' part of the recording into `folder`: what completes a
+        recording of the SSH lab, which plays hosts only (docs/lab.md)."""
+        for name in self.ethernet:
+            self._record_one(folder, name)
         return folder
+
+    def _record_one(self, folder: Path, name: str) -> None:
+        h = self._machine(name)
+        where = folder / "hosts" / name
+        where.mkdir(parents=True, exist_ok=True)
+        if h.unreachable is not None:
+            status = {"status": "unreachable", "reason": h.unreachable}
+            (where / "status.json").write_text(json.dumps(status), encoding="utf-8")
+            return
+        if h.failed:
+            (where / "status.json").write_text(json.dumps({"failed": h.failed}), "utf-8")
+        for key, text in self.outputs(name).items():
+            if key not in h.failed:
+                (where / f"{key}.txt").write_text(text, encoding="utf-8")
 
 
 def _rate_gbps(rate: str) -> int:

@@ -19,6 +19,11 @@ root. Each file, where it goes on every host (the host's bundle), its mode and o
 | `tmpfiles.conf`            | `/usr/lib/tmpfiles.d/clusterforge-audit.conf`  | 0644 | root:root |
 |                            | (its home: systemd-sysusers makes none)        |      |           |
 
+A Cumulus Linux switch gets the same files from its own service (`cumulus` in services.yaml),
+at the same paths, which Debian (Cumulus's base) keeps: its sshd_config includes
+sshd_config.d/*.conf, its /etc/pam.d/sshd runs pam_limits, and systemd-sysusers and
+tmpfiles.d read /usr/lib/; its forced command and sudoers are its OS's (`access/cumulus/`).
+
 The key and the files being root's, the account can change none of them. `restrict` turns off
 forwarding, a PTY, ~/.ssh/rc and agent use; the Match block says the same again for any key
 of the account (`ForceCommand`: a key added without `command=` still runs only the forced

@@ -1,23 +1,25 @@
-"""`generated/expected/`: the audit's contract, one file per host plus the fabric, built from
-the plan as the records of `contract/` (which document every field) and written through
-their `to_json`."""
+"""`generated/expected/`: the audit's contract, one file per host and per configured Ethernet
+switch (`switches/<name>.json`) plus the fabric, built from the plan as the records of
+`contract/` (which document every field) and written through their `to_json`."""
 
 from __future__ import annotations
 
 from datetime import date
 from typing import cast
 
-from compiler.model import Rollout
+from compiler.model import Rollout, SwitchOs
 from compiler.plan import SLURMCTLD, Plan
 from compiler.plan import Host as PlannedHost
 from compiler.targets.shared import SPARE_REASON, gpu_hosts, nccl_settings
 from contract import (
     Accept,
     Affinity,
+    BgpPeer,
     Bmc,
     Cable,
     End,
     EthernetLink,
+    EthernetSwitch,
     ExpectedRoute,
     Fabric,
     GpuDirect,
@@ -199,4 +201,40 @@ def render(plan: Plan) -> dict[str, str]:
         for h in plan.hosts
     }
     files["expected/fabric.json"] = fabric_contract(plan).to_json()
+    files |= {
+        f"expected/switches/{sw.name}.json": c.to_json()
+        for sw, c in zip(plan.ethernet.switches, switch_contracts(plan), strict=True)
+    }
     return files
+
+
+def switch_contracts(plan: Plan) -> list[EthernetSwitch]:
+    """Each configured Ethernet switch's record, in the plan's order: its management address
+    and its BGP sessions, one per routed port in service (a spare cable's port stays down)."""
+    asn = {sw.name: sw.asn for sw in plan.ethernet.switches}
+    u = {sw.name: sw.u for sw in plan.switches}
+    # The session's key as the OS's BGP names it: its interface, as frr.conf.j2 and eos.py write
+    # the neighbours (not the model's LLDP `port_name`, which only relabels what LLDP says).
+    port_name = {SwitchOs.CUMULUS: "swp{n}", SwitchOs.EOS: "Ethernet{n}"}
+    out = []
+    for sw in plan.ethernet.switches:
+        peers = tuple(
+            BgpPeer(port=port_name[sw.os].format(n=p.port), peer=p.peer, remote_as=asn.get(p.peer))
+            for p in sw.routed
+            if p.peer is not None and p.enabled and sw.asn is not None
+        )
+        out.append(
+            EthernetSwitch(
+                host=sw.name,
+                role=sw.role.value,
+                os=sw.os.value,
+                rack=sw.rack,
+                u=u[sw.name],
+                model=sw.model,
+                management=sw.management,
+                asn=sw.asn,
+                router_id=sw.router_id,
+                bgp=peers,
+            )
+        )
+    return out

@@ -125,6 +125,7 @@ class Now:
     memory_mib: int | None = None  # what slurmd -C sees, when not what the model installs
     held: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)  # Slurm node held
     # out of work beyond the drained spares -> (state, user, reason)
+    bgp_down: frozenset[str] = frozenset()  # a switch's BGP sessions down, by port
 
 
 Parser = Callable[[str], object]

@@ -236,6 +236,10 @@ REMEDIES = {
     Kind.GPUDIRECT: "redeploy the bundle (/etc/nccl.conf), bring the HCA it names Active, "
     "modprobe nvidia-peermem; a GPU farther from its HCA sits in the wrong slot or riser: "
     "until fixed, NCCL runs over TCP or through host memory, slowly",
+    Kind.BGP: "on the switch, `vtysh -c 'show bgp neighbor PORT'` says why the session is not "
+    "Established: the port or its cable down (the LLDP and link state of both ends), the far "
+    "switch's frr.conf without the neighbour, or FRR stopped; a session up with no prefixes "
+    "means the far end announces nothing (its frr.conf `network` lines, its SVIs down)",
 }
 
 

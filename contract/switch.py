@@ -1,0 +1,66 @@
+"""`generated/expected/switches/<switch>.json`: what one configured Ethernet switch must look
+like, as far as the audit reads it: where to reach it, and its BGP sessions. Its files and
+units are its deploy map's (`generated/deploy/<switch>.json`), put beside it by the reader.
+
+Only the Cumulus Linux switches are audited (their OS is Debian with sshd and the audit
+account); an EOS switch's record is written all the same, for tools that read generated/.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
+
+from contract.deploy import Deploy
+from contract.record import File, Record, Sparse
+
+AUDITED_OS = ("cumulus",)  # the switch OSes the audit logs into
+
+
+class BgpPeer(Record):
+    """One planned BGP session: an unnumbered one on a routed port (`neighbor swpN interface`)."""
+
+    port: str = Field(
+        description="The routed port, as the switch names it (swp49): FRR keys the session by it."
+    )
+    peer: str = Field(description="The switch at the far end of its cable.")
+    remote_as: int | None = Field(
+        description="The far switch's ASN; null where it is not configured by the plan."
+    )
+
+
+class EthernetSwitch(File, Sparse):
+    """One configured Ethernet switch's expected state."""
+
+    host: str = Field(
+        description="The switch's name (`host`, as the audit names every machine it logs into)."
+    )
+    role: str = Field(
+        description="Its switch role in cluster/racks/ (storage, management-spine, ...)."
+    )
+    os: str = Field(description="Its OS: cumulus or eos.")
+    rack: str
+    u: int = Field(description="The rack unit it occupies.")
+    model: str = Field(description="Its switch model in cluster/hardware.yaml.")
+    management: str | None = Field(
+        description='Its management port\'s address, "a.b.c.d/len": where the audit reaches it.'
+    )
+    asn: int | None = Field(description="Its BGP ASN; null on a switch that routes nothing.")
+    router_id: str | None
+    bgp: tuple[BgpPeer, ...] = Field(
+        description="Every planned session, by port: each Established, with prefixes received."
+    )
+    # Not in this file: generated/deploy/<switch>.json, which the reader puts beside it.
+    deploy: SkipJsonSchema[Deploy | None] = Field(default=None, exclude=True)
+
+    @property
+    def ring(self) -> str:
+        """Switches are in no rollout ring of the hosts' (cluster/firmware.yaml rings)."""
+        return ""
+
+    @property
+    def audited(self) -> bool:
+        return self.os in AUDITED_OS
+
+    def with_deploy(self, deploy: Deploy | None) -> EthernetSwitch:
+        return self.model_copy(update={"deploy": deploy})
