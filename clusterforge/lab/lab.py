@@ -224,6 +224,14 @@ def _view(repo: Path, state: Path, played: Sequence[str], every: Sequence[str]) 
         for name in (f"expected/hosts/{host}.json", f"deploy/{host}.json"):
             if (source / name).is_file():
                 shutil.copyfile(source / name, view / name)
+        placed = source / "deploy" / f"{host}.json"
+        # The files a snapshot keeps: the fleet answers `file_texts` with their text.
+        for f in (
+            json.loads(placed.read_text(encoding="utf-8"))["files"] if placed.is_file() else ()
+        ):
+            if f.get("snapshot"):
+                (view / f["source"]).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source / f["source"], view / f["source"])
     gone = set(every) - set(played)
     fabric = json.loads((source / "expected" / "fabric.json").read_text(encoding="utf-8"))
     fabric["cables"] = [c for c in fabric["cables"] if not {c["a"]["name"], c["b"]["name"]} & gone]
