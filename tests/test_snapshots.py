@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet
@@ -22,6 +23,8 @@ from contract import snapshot
 
 DHCPD = "/etc/dhcp/dhcpd.conf"
 ROGUE = "host rogue { hardware ethernet 02:00:00:00:00:99; fixed-address 10.60.2.250; }"
+FRR = "/etc/frr/frr.conf"
+FIX = " neighbor swp52 interface remote-as external"  # an emergency fix, made by hand
 
 
 def git(repo: Path, *args: str) -> None:
@@ -36,7 +39,8 @@ def git(repo: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def site(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A site's repository as CI keeps it: `base`, cluster/ and its compiled generated/
-    committed; then `HEAD`, another time source (prov01's chrony.conf changes), compiled."""
+    committed; then `HEAD`, another time source (prov01's chrony.conf changes) and a bad
+    port of stor01 (its server's cable moves: stor01's interfaces changes), compiled."""
     root = tmp_path_factory.mktemp("site")
     shutil.copytree(repo / "cluster", root / "cluster")
     git(root, "init", "-q", "-b", "main")
@@ -46,6 +50,11 @@ def site(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             site.write_text(
                 site.read_text().replace("ntp2.dc1.example.net", "ntp3.dc1.example.net")
             )
+            yaml = YAML()
+            fabric = yaml.load((root / "cluster" / "fabric.yaml").read_text())
+            fabric["cables"] = [{"device": "stor01", "port": 3, "use_port": 30, "note": "bad"}]
+            with (root / "cluster" / "fabric.yaml").open("w") as f:
+                yaml.dump(fabric, f)
         assert main(["-C", str(root), "compile"]) == 0
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", message)
@@ -72,11 +81,13 @@ def _run(reference: Path, fleet: Fleet, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Two runs: as planned, then with a host line added to dhcpd.conf by hand."""
+    """Two runs: as planned, then with a host line added to prov01's dhcpd.conf and a BGP
+    neighbour to stor01's frr.conf, by hand."""
     tmp = tmp_path_factory.mktemp("runs")
     fleet = Fleet.load(reference / "generated")
     first = _run(reference, fleet, tmp / "first")
     fleet.edit_file("prov01", DHCPD, ROGUE)
+    fleet.edit_file("stor01", FRR, FIX)
     second = _run(reference, fleet, tmp / "second")
     return first, second
 
@@ -91,13 +102,23 @@ def test_a_run_keeps_the_snapshotted_files_as_the_device_holds_them(
     # Only what the deploy map marks: no kickstart (it holds the root hash), no GPU host.
     assert not any(p.startswith("/var/www/html/ks/") for p in kept)
     taken = snapshot.read(first)
-    assert set(taken) == {"prov01"}
+    # The provisioning host and every audited (Cumulus) switch; no GPU host.
+    switches = {p.stem for p in (reference / "generated" / "expected" / "switches").glob("*.json")}
+    assert set(taken) == {"prov01"} | switches
+    assert (
+        taken["stor01"][FRR]
+        == (reference / "generated/switches/stor01/etc/frr/frr.conf").read_bytes()
+    )
     assert {p: taken["prov01"][p] for p in kept} == {
         p: (reference / "generated" / s).read_bytes() for p, s in kept.items()
     }
     assert (first / "snapshots" / "prov01" / "files" / "etc" / "dhcp" / "dhcpd.conf").is_file()
     assert "snapshots" not in json.loads((first / "report.json").read_text())
     assert snapshot.read(second)["prov01"][DHCPD].endswith(f"{ROGUE}\n".encode())
+    # The hand-edited frr.conf is file drift of the switch too.
+    report = json.loads((second / "report.json").read_text())
+    drift = [(f["host"], f["check"], f["path"]) for f in report["findings"]]
+    assert ("stor01", "files", f"files[{FRR}]") in drift
 
 
 def test_history_names_the_changed_line_of_the_device(
@@ -109,7 +130,8 @@ def test_history_names_the_changed_line_of_the_device(
     section = out.split("## Configuration changes between runs", 1)[1]
     assert "**prov01** `/etc/dhcp/dhcpd.conf`" in section
     assert f"+{ROGUE}" in section
-    assert section.count("**prov01**") == 1  # one file changed, and nothing else
+    assert "**stor01** `/etc/frr/frr.conf`" in section and f"+{FIX}" in section
+    assert section.count("**") == 4  # two devices, one file each, and nothing else
 
 
 def test_the_plan_refuses_a_device_whose_snapshot_drifted_and_names_the_line(
@@ -134,7 +156,7 @@ def test_the_plan_refuses_a_device_whose_snapshot_drifted_and_names_the_line(
     assert ok == 0
     plan = json.loads((tmp_path / "ok" / "plan.json").read_text())
     checked = {d["device"]: d["precheck"]["status"] for s in plan["stages"] for d in s["devices"]}
-    assert checked["prov01"] == "ok"
+    assert checked["prov01"] == checked["stor01"] == "ok"
     # Edited by hand since: refused (exit 1), the line named, and not in the playbook.
     capsys.readouterr()
     refused = main(
@@ -152,8 +174,10 @@ def test_the_plan_refuses_a_device_whose_snapshot_drifted_and_names_the_line(
     )
     assert refused == 1
     plan = json.loads((tmp_path / "no" / "plan.json").read_text())
-    [device] = plan["refused"]
-    assert device["device"] == "prov01"
-    assert device["precheck"]["drift"] == [f"{DHCPD}: +{ROGUE}"]
-    assert ROGUE in capsys.readouterr().out
-    assert "prov01" not in (tmp_path / "no" / "inventory.yml").read_text()
+    refused_by = {d["device"]: d["precheck"]["drift"] for d in plan["refused"]}
+    # The switch's part of the change (its moved port) waits: its frr.conf was fixed by hand.
+    assert refused_by == {"prov01": [f"{DHCPD}: +{ROGUE}"], "stor01": [f"{FRR}: +{FIX}"]}
+    said = capsys.readouterr().out
+    assert ROGUE in said and FIX in said
+    inventory = (tmp_path / "no" / "inventory.yml").read_text()
+    assert "prov01" not in inventory and "stor01:" not in inventory
