@@ -417,7 +417,13 @@ def test_a_new_rack_adds_nodes_switches_cables_and_renumbers_nothing(
     assert markdown.rstrip().endswith(f"clusterforge labels --rack {NEW_RACK}\n```")
     # Lines are added, none removed, except a zone's serial (it follows the content).
     families = {f.family: f for f in report.artifacts}
-    assert families["expected"].files_added == len(NEW_NODES)
+    # Each new node's contract, and each new Ethernet switch's (the audit reads it): the
+    # rack's InfiniBand leaf has none.
+    ethernet = {s.name for s in report.switches.added if not s.name.startswith("leaf")}
+    assert {f.path for f in families["expected"].files if f.status == "added"} == {
+        *(f"expected/hosts/{n}.json" for n in NEW_NODES),
+        *(f"expected/switches/{s}.json" for s in ethernet),
+    }
     assert families["expected"].lines_removed == 0
     assert all(f.files_removed == 0 for f in report.artifacts)
     assert all(f.lines_added > f.lines_removed for f in report.artifacts)
