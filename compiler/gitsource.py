@@ -89,6 +89,18 @@ def resolve(repo: Path, rev: str) -> str:
         return _commit(r, rev).hexsha
 
 
+def _folder(r: git.Repo, repo: Path, rev: str, name: str) -> tuple[PurePosixPath, git.Tree | None]:
+    """`repo`'s folder `name` in revision `rev` (its path in the git tree, and the tree, None
+    when the revision has no such folder); `repo` may be a folder inside a larger repository."""
+    top = Path(r.working_dir).resolve()
+    prefix = PurePosixPath(repo.resolve().relative_to(top).as_posix(), name)
+    try:
+        tree = _commit(r, rev).tree / str(prefix)
+    except KeyError:
+        return prefix, None
+    return prefix, tree if isinstance(tree, git.Tree) else None
+
+
 def read_cluster(repo: Path, rev: str) -> dict[str, bytes | load.Refused]:
     """The `cluster/` YAML files of revision `rev`, as `load.parse` takes them.
 
@@ -96,13 +108,8 @@ def read_cluster(repo: Path, rev: str) -> dict[str, bytes | load.Refused]:
     place in the revision. Raises RevisionError, or SourceError when the revision has no
     `cluster/` folder there."""
     with _open(repo) as r:
-        top = Path(r.working_dir).resolve()
-        prefix = PurePosixPath(repo.resolve().relative_to(top).as_posix(), "cluster")
-        try:
-            tree = _commit(r, rev).tree / str(prefix)
-        except KeyError:
-            tree = None
-        if not isinstance(tree, git.Tree):
+        prefix, tree = _folder(r, repo, rev, "cluster")
+        if tree is None:
             raise SourceError(
                 [
                     Diagnostic(
@@ -124,13 +131,8 @@ def read_generated(repo: Path, rev: str) -> dict[str, bytes]:
     revision has none. What CI built and shipped from that commit: the change plan compares
     these, since a compile from git alone does not continue the committed DNS serials."""
     with _open(repo) as r:
-        top = Path(r.working_dir).resolve()
-        prefix = PurePosixPath(repo.resolve().relative_to(top).as_posix(), "generated")
-        try:
-            tree = _commit(r, rev).tree / str(prefix)
-        except KeyError:
-            return {}
-        if not isinstance(tree, git.Tree):
+        prefix, tree = _folder(r, repo, rev, "generated")
+        if tree is None:
             return {}
         return {
             str(PurePosixPath(b.path).relative_to(prefix)): b.data_stream.read()

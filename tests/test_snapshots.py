@@ -138,40 +138,20 @@ def test_the_plan_refuses_a_device_whose_snapshot_drifted_and_names_the_line(
     site: Path, runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first, second = runs
-    scratch = site
-    # The time source changes prov01's chrony.conf: as the last run saw it, prov01 is BASE's.
-    ok = main(
-        [
-            "-C",
-            str(scratch),
-            "plan",
-            "base",
-            "HEAD",
-            "--snapshots",
-            str(first),
-            "--out",
-            str(tmp_path / "ok"),
-        ]
-    )
+
+    def run_plan(snapshots: Path, out: str) -> int:
+        argv = ["-C", str(site), "plan", "base", "HEAD", "--snapshots", str(snapshots)]
+        return main([*argv, "--out", str(tmp_path / out)])
+
+    # As the last run saw them, prov01 and stor01 are BASE's.
+    ok = run_plan(first, "ok")
     assert ok == 0
     plan = json.loads((tmp_path / "ok" / "plan.json").read_text())
     checked = {d["device"]: d["precheck"]["status"] for s in plan["stages"] for d in s["devices"]}
     assert checked["prov01"] == checked["stor01"] == "ok"
     # Edited by hand since: refused (exit 1), the line named, and not in the playbook.
     capsys.readouterr()
-    refused = main(
-        [
-            "-C",
-            str(scratch),
-            "plan",
-            "base",
-            "HEAD",
-            "--snapshots",
-            str(second),
-            "--out",
-            str(tmp_path / "no"),
-        ]
-    )
+    refused = run_plan(second, "no")
     assert refused == 1
     plan = json.loads((tmp_path / "no" / "plan.json").read_text())
     refused_by = {d["device"]: d["precheck"]["drift"] for d in plan["refused"]}
