@@ -20,8 +20,11 @@ What the script sets, and the sources it follows:
   the same writes).
 - ECN (DCQCN) on the RoCE priority, notification point and reaction point, and the CNP's
   DSCP and priority: /sys/class/net/IF/ecn/roce_np/enable/P, roce_rp/enable/P,
-  roce_np/cnp_dscp, roce_np/cnp_802p_prio (the mlx5 driver's ECN files, MLNX_OFED's
-  "Explicit Congestion Notification" section).
+  roce_np/cnp_dscp, roce_np/cnp_802p_prio (the mlx5 driver's ECN files). The enable files
+  per priority are as NVIDIA's MLNX_OFED 4.9 LTS manual, "Explicit Congestion Notification
+  (ECN)", writes them (`/sys/class/net/<interface>/ecn/<roce_rp|roce_np>/enable/<prio>`);
+  where the CNP's DSCP and priority files sit in that tree the page does not say clearly, so
+  those two paths are the driver's names as recalled, to check on a first host.
 """
 
 from __future__ import annotations
