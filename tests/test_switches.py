@@ -174,12 +174,16 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
         mine = {p for p in compiled.files if p.startswith(f"switches/{sw.name}/")}
         assert {f.source for f in deploy.files} == mine  # every file of the switch, placed
         for f in deploy.files:
+            if f.path == "/etc/snmp/snmpd.conf":  # its bytes carry the community: stat'ed only
+                assert f.sha256 is None, f.source
+                continue
             assert f.sha256 == hashlib.sha256(compiled.files[f.source]).hexdigest(), f.source
         assert deploy.units == (
             "networking.service",
             "frr.service",
             "lldpd.service",
             "switchd.service",
+            "snmpd.service",
         )
     placed = {f.path: f for f in compiled.deploys["stor01"].files}
     assert {p: (f.mode, f.owner, f.reload) for p, f in placed.items()} == {
@@ -187,6 +191,7 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
         "/etc/frr/frr.conf": ("0640", "frr:frr", "frr.service"),
         "/etc/frr/daemons": ("0640", "frr:frr", "frr.service"),
         "/etc/lldpd.d/clusterforge.conf": ("0644", "root:root", "lldpd.service"),
+        "/etc/snmp/snmpd.conf": ("0600", "root:root", "snmpd.service"),
     }
     # Nothing of a switch is left for review only: the switches' patterns are gone.
     assert not [p for p in compiled.plan.review_only if p.startswith("switches/")]
@@ -208,6 +213,7 @@ def test_a_switch_bundle_lays_out_its_files_at_their_homes(
         "etc/frr/frr.conf": 0o640,
         "etc/frr/daemons": 0o640,
         "etc/lldpd.d/clusterforge.conf": 0o644,
+        "etc/snmp/snmpd.conf": 0o600,
     }
     assert (root / "etc/frr/frr.conf").read_bytes() == compiled.files[
         "switches/mgmt01/etc/frr/frr.conf"
@@ -244,5 +250,6 @@ def test_a_switch_without_routing_deploys_no_frr_files(repo: Path, tmp_path: Pat
     assert {f.path for f in unrouted.deploys["mgmt01"].files} == {
         "/etc/network/interfaces",
         "/etc/lldpd.d/clusterforge.conf",
+        "/etc/snmp/snmpd.conf",
     }
     assert "/etc/frr/frr.conf" in {f.path for f in unrouted.deploys["stor01"].files}
