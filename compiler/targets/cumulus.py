@@ -24,8 +24,11 @@ reads at those paths (EOS switches: `compiler/targets/eos.py`):
   Linux's SNMP agent) answering the snmp_exporter's SNMPv2c walk (`monitoring.py`) with the
   same community, on the management port's address, to the site's management network, of
   the OIDs the walk reads alone. eth0 is in the `mgmt` VRF; the packaged snmpd.service runs
-  in the default one, as it is: the Cumulus Linux 5.x user guide's "Configure SNMP" has
-  snmpd answer on the management VRF's interfaces without running it in that VRF.
+  in the default one, as it is: the Cumulus Linux 5.10 user guide, "Configure SNMP", says
+  "You do not need to run SNMP in the management VRF if you just want to allow SNMP
+  communication through the management VRF interfaces" (docs.nvidia.com/networking-ethernet-
+  software/cumulus-linux-510/Monitoring-and-Troubleshooting/Simple-Network-Management-
+  Protocol-SNMP/Configure-SNMP).
 """
 
 from __future__ import annotations
