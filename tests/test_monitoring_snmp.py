@@ -23,8 +23,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -187,6 +189,7 @@ class Rig(NamedTuple):
     started: list[subprocess.Popen[str]]
     url: str  # the exporter's walk of the switch's management address
     prom: Path  # Prometheus's configuration, its one job the switch's snmp target
+    pid: Path  # snmpd's pid file
 
 
 @contextmanager
@@ -202,12 +205,17 @@ def rig(
     argv = _options((root / "etc/default/snmp_exporter").read_text())
     assert f"--web.listen-address={PROBES['snmp'].exporter}" in argv
     Path("/etc/prometheus").mkdir(exist_ok=True)
-    agent = tmp_path / "snmpd"
-    agent.mkdir()
+    # snmpd's folder, reachable by nobody all the way down as /etc/snmp is by snmp on the
+    # switch (tmp_path is root's alone: a reload would find no file, unlike the switch's).
+    agent = Path(tempfile.mkdtemp(prefix="cfsnmpd-"))
+    agent.chmod(0o755)
     shutil.chown(agent, "nobody")
     # The switch's own snmpd.conf, as its deploy map homes it: its management address answers.
     (agent / "snmpd.conf").write_bytes(conf_bytes)
-    (agent / "snmpd.conf").chmod(0o600)  # as homed: root reads it before snmpd drops to nobody
+    # As homed, 0640 root and snmpd's group (nogroup here, snmp on Cumulus): root reads it at
+    # start, snmpd's own user again on reload.
+    (agent / "snmpd.conf").chmod(0o640)
+    shutil.chown(agent / "snmpd.conf", "root", "nogroup")
     management = compiled.plan.ethernet.switch(SWITCH).management
     assert management is not None
     address = management.split("/")[0]
@@ -235,6 +243,7 @@ def rig(
         'exec setpriv --reuid=prometheus --regid=prometheus --init-groups "$@"'
     )
     with switch_namespace(ports, address) as sw, ExitStack() as procs:
+        procs.callback(shutil.rmtree, agent, True)
         started: list[subprocess.Popen[str]] = []
 
         def start(*argv: str, log: str) -> None:
@@ -251,7 +260,7 @@ def rig(
         url = f"http://{PROBES['snmp'].exporter}{PROBES['snmp'].path}?" + (
             f"module={PROBES['snmp'].module}&target={address}"
         )
-        yield Rig(sw, start, started, url, tmp_path / "prom")
+        yield Rig(sw, start, started, url, tmp_path / "prom", agent / "pid")
 
 
 @pytest.mark.realtool
@@ -264,7 +273,7 @@ def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
     planned = {lab["ifName"] for p, lab in picked if p is not None}
     ports = [(lab["ifName"], lab["ifAlias"], p is not None) for p, lab in picked]
     conf_bytes = compiled.files[f"switches/{SWITCH}/etc/snmp/snmpd.conf"]
-    with rig(compiled, tmp_path, ports, conf_bytes) as (sw, start, started, url, _):
+    with rig(compiled, tmp_path, ports, conf_bytes) as (sw, start, started, url, _, pid):
         text = _wait("walk of snmpd", lambda: sw.get(url), started)
         status = _samples(text, "ifOperStatus")
         assert {n for n, _, _ in ports} <= set(status), status
@@ -276,6 +285,12 @@ def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
         for metric in ("ifHCInOctets", "ifHCOutOctets", "ifInErrors", "ifOutErrors"):
             assert set(_samples(text, metric)) >= planned, metric
         assert re.search(r"^sysUpTime \d", text, flags=re.M)
+        # `systemctl reload snmpd` (its ExecReload, SIGHUP): snmpd, now nobody, reads the file
+        # again and still answers.
+        os.kill(int(pid.read_text()), signal.SIGHUP)
+        time.sleep(1)
+        again = _wait("walk of snmpd after its reload", lambda: sw.get(url), started)
+        assert set(_samples(again, "ifOperStatus")) == set(status)
 
         start(require_tool("prometheus"), f"--config.file={tmp_path / 'prom' / 'prometheus.yml'}",
               f"--storage.tsdb.path={tmp_path / 'data'}", "--web.listen-address=127.0.0.1:9090",
@@ -353,7 +368,7 @@ def test_a_switch_s_snmpd_with_another_community_gives_no_metrics_and_alerts(
     conf_bytes = compiled.files[f"switches/{SWITCH}/etc/snmp/snmpd.conf"]
     wrong = conf_bytes.replace(f'"{COMMUNITY}"'.encode(), b'"not-the-community"')
     assert wrong != conf_bytes
-    with rig(compiled, tmp_path, ports, wrong) as (sw, start, started, url, prom):
+    with rig(compiled, tmp_path, ports, wrong) as (sw, start, started, url, prom, _):
         start(require_tool("prometheus"), f"--config.file={prom / 'prometheus.yml'}",
               f"--storage.tsdb.path={tmp_path / 'data'}", "--web.listen-address=127.0.0.1:9090",
               "--log.level=warn", log="prometheus.log")  # fmt: skip

@@ -191,7 +191,7 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
         "/etc/frr/frr.conf": ("0640", "frr:frr", "frr.service"),
         "/etc/frr/daemons": ("0640", "frr:frr", "frr.service"),
         "/etc/lldpd.d/clusterforge.conf": ("0644", "root:root", "lldpd.service"),
-        "/etc/snmp/snmpd.conf": ("0600", "root:root", "snmpd.service"),
+        "/etc/snmp/snmpd.conf": ("0640", "root:snmp", "snmpd.service"),
     }
     # Nothing of a switch is left for review only: the switches' patterns are gone.
     assert not [p for p in compiled.plan.review_only if p.startswith("switches/")]
@@ -213,7 +213,7 @@ def test_a_switch_bundle_lays_out_its_files_at_their_homes(
         "etc/frr/frr.conf": 0o640,
         "etc/frr/daemons": 0o640,
         "etc/lldpd.d/clusterforge.conf": 0o644,
-        "etc/snmp/snmpd.conf": 0o600,
+        "etc/snmp/snmpd.conf": 0o640,
     }
     assert (root / "etc/frr/frr.conf").read_bytes() == compiled.files[
         "switches/mgmt01/etc/frr/frr.conf"
