@@ -25,8 +25,9 @@ from compiler.output import read_tree
 from compiler.plan import Plan, build, oversized
 from compiler.targets import access
 from compiler.targets.alertmanager import WEBHOOK
-from compiler.targets.monitoring import IPMI_PASSWORD, SNMP_COMMUNITY
+from compiler.targets.monitoring import IPMI_PASSWORD
 from compiler.targets.render import CONTROL, UnsafeValue
+from compiler.targets.shared import SNMP_COMMUNITY
 from contract import Deploy
 from contract import manifest as contract_manifest
 
@@ -299,7 +300,7 @@ def read_secrets(
                 ("site", "monitoring", "snmp", "community"),
                 _LINE,
                 "one line of text",
-                "keep generated/monitoring/snmp.yml out of git",
+                "keep generated/monitoring/snmp.yml and generated/switches/*/etc/snmp/ out of git",
             )
         )
     secrets: dict[str, str] = {}

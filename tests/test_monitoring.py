@@ -799,7 +799,7 @@ def test_webhook_urls_and_the_bmc_password_are_read_at_the_edge_and_checked() ->
     community = compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_SNMP_COMMUNITY": "r0 c"})
     assert "community: r0 c\n" in community.files["monitoring/snmp.yml"].decode()
     plain_snmp = compile_repo(REPO).files["monitoring/snmp.yml"].decode()
-    assert f"community: {monitoring.SNMP_PLACEHOLDER}\n" in plain_snmp
+    assert f"community: {shared.SNMP_PLACEHOLDER}\n" in plain_snmp
     with pytest.raises(SourceError) as caught:
         compile_source(load(REPO / "cluster"), {"CLUSTERFORGE_WEBHOOK_OPS": "not a url"})
     (problem,) = caught.value.diagnostics

@@ -3,14 +3,18 @@
 Debian bookworm's snmp_exporter (0.21, the version the monitoring host's package is pinned
 to) loads the generated snmp.yml and refuses the same module in 0.23's layout. Then a switch
 is played in a network namespace of its own: veth pairs named as the plan names its ports
-(swp1, swp49, ...; their far ends in a second namespace, the cables' other ends), net-snmp's
-`snmpd` as `nobody` on 127.0.0.1 standing in for the switch's agent, with the community the
-compile read from the environment; the exporter, started as the packaged unit starts it (its
-options file, as `prometheus`, the bundle's /etc/prometheus in place), walks it with the
-generated module; and a real Prometheus with the bundle's rules, scraping the switch through
-it, raises SwitchPortSpeedDegraded for the planned ports (a veth's link runs at 10 Gb/s, below
-every cable's plan), then SwitchUplinkDown, with the plan's cable, once the uplink's far end
-goes down. A port nothing is cabled to stays quiet, down or not.
+(swp1, swp49, ...; their far ends in a second namespace, the cables' other ends), the
+switch's management address on the namespace's loopback, and net-snmp's `snmpd` started as
+root, dropping to `nobody`, on the switch's own generated snmpd.conf (byte for byte: its
+agentAddress, port 161, its view and its community, the one the compile read from the
+environment); the exporter, started as the packaged unit starts it (its options file, as
+`prometheus`, the bundle's /etc/prometheus in place), walks the management address as the
+generated target names it, with the generated module; and a real Prometheus with the
+bundle's rules, scraping the switch through it, raises SwitchPortSpeedDegraded for the
+planned ports (a veth's link runs at 10 Gb/s, below every cable's plan), then
+SwitchUplinkDown, with the plan's cable, once the uplink's far end goes down. A port nothing
+is cabled to stays quiet, down or not. The same snmpd.conf with another community answers
+nothing: no metrics, and SwitchSnmpUnreachable.
 """
 
 from __future__ import annotations
@@ -19,28 +23,30 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from ruamel.yaml import YAML
 
 from compiler import bundle
 from compiler.load import load
-from compiler.pipeline import Compiled, compile_source
+from compiler.model import SwitchOs
+from compiler.pipeline import Compiled, compile_repo, compile_source
 from compiler.targets.render import to_json, to_yaml
-from compiler.targets.shared import PROBES
+from compiler.targets.shared import PROBES, SNMP_PLACEHOLDER
 from tests import monitoring_fleet as fleet
 from tests.conftest import REPO, require_tool, stop
 
 COMMUNITY = "cf-test-community"  # read by the compile from $CLUSTERFORGE_SNMP_COMMUNITY
 SWITCH = "stor04"
-AGENT = "127.0.0.1:1161"  # snmpd in the switch's namespace: an unprivileged port
 DEADLINE_S = 90
 FAST = {"pending": "2s"}
 # What fetches a URL inside the namespace: this Python, run there.
@@ -130,13 +136,16 @@ class Switch:
 
 
 @contextmanager
-def switch_namespace(ports: list[tuple[str, str, bool]]) -> Iterator[Switch]:
-    """(ifName, alias, up) per port; the far end of port k is far<k>, up when the port is."""
+def switch_namespace(ports: list[tuple[str, str, bool]], address: str = "") -> Iterator[Switch]:
+    """(ifName, alias, up) per port; the far end of port k is far<k>, up when the port is;
+    `address` on the loopback, as the switch's management address."""
     sw = Switch(str(os.getpid()))
     sw.run("netns", "add", sw.ns)
     try:
         sw.run("netns", "add", sw.far)
         sw.run("-n", sw.ns, "link", "set", "lo", "up")
+        if address:  # the management port's: a local address, so the exporter asks from it
+            sw.run("-n", sw.ns, "addr", "add", f"{address}/32", "dev", "lo")
         for k, (name, alias, up) in enumerate(ports):
             sw.run("-n", sw.ns, "link", "add", name, "type", "veth", "peer", "name", f"far{k}",
                    "netns", sw.far)  # fmt: skip
@@ -172,28 +181,45 @@ def _samples(text: str, name: str) -> dict[str, tuple[dict[str, str], float]]:
     return out
 
 
-@pytest.mark.realtool
-def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
-    compiled: Compiled, tmp_path: Path
-) -> None:
+class Rig(NamedTuple):
+    """The switch's namespace with its snmpd and the exporter running, and how to start more."""
+
+    sw: Switch
+    start: Callable[..., None]  # (*argv, log=NAME): one more process in the namespace
+    started: list[subprocess.Popen[str]]
+    url: str  # the exporter's walk of the switch's management address
+    prom: Path  # Prometheus's configuration, its one job the switch's snmp target
+    pid: Path  # snmpd's pid file
+
+
+@contextmanager
+def rig(
+    compiled: Compiled, tmp_path: Path, ports: list[tuple[str, str, bool]], conf_bytes: bytes
+) -> Iterator[Rig]:
+    """SWITCH's namespace, its ports `ports`, running snmpd on `conf_bytes` (as root, dropping
+    to nobody) and the exporter as the packaged unit runs it; Prometheus's files written."""
     exporter, snmpd = require_tool("prometheus-snmp-exporter"), require_tool("snmpd")
     for tool in ("unshare", "setpriv", "mount", "prometheus"):
         require_tool(tool)
-    plan = compiled.plan
-    picked = fleet.snmp_ports(plan, SWITCH)  # every cabled port, and one nothing is cabled to
-    uplink = next(p for p, _ in picked if p is not None and p.peer is not None)
-    planned = {lab["ifName"] for p, lab in picked if p is not None}
-    ports = [(lab["ifName"], lab["ifAlias"], p is not None) for p, lab in picked]
     root = overlay(compiled, tmp_path / "bundle")
     argv = _options((root / "etc/default/snmp_exporter").read_text())
     assert f"--web.listen-address={PROBES['snmp'].exporter}" in argv
     Path("/etc/prometheus").mkdir(exist_ok=True)
-    agent = tmp_path / "snmpd"
-    agent.mkdir()
+    # snmpd's folder, reachable by nobody all the way down as /etc/snmp is by snmp on the
+    # switch (tmp_path is root's alone: a reload would find no file, unlike the switch's).
+    agent = Path(tempfile.mkdtemp(prefix="cfsnmpd-"))
+    agent.chmod(0o755)
     shutil.chown(agent, "nobody")
-    (agent / "snmpd.conf").write_text(
-        f"agentaddress udp:{AGENT}\nrocommunity {COMMUNITY} 127.0.0.1\n"
-    )
+    # The switch's own snmpd.conf, as its deploy map homes it: its management address answers.
+    (agent / "snmpd.conf").write_bytes(conf_bytes)
+    # As homed, 0640 root and snmpd's group (nogroup here, snmp on Cumulus): root reads it at
+    # start, snmpd's own user again on reload.
+    (agent / "snmpd.conf").chmod(0o640)
+    shutil.chown(agent / "snmpd.conf", "root", "nogroup")
+    management = compiled.plan.ethernet.switch(SWITCH).management
+    assert management is not None
+    address = management.split("/")[0]
+    assert f"agentAddress udp:{address}:161\n".encode() in conf_bytes
     # The rules as the bundle has them; Prometheus scrapes the one switch, its target the
     # namespace's agent, its labels the generated ones.
     conf = root / "etc/prometheus"
@@ -209,14 +235,15 @@ def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
     (tmp_path / "prom" / "targets").mkdir()
     groups = json.loads((conf / "targets" / "snmp.json").read_text())
     (group,) = [g for g in groups if g["labels"]["instance"] == SWITCH]
-    group["targets"] = [AGENT]
+    assert group["targets"] == [address]  # the generated target, unchanged: snmpd's port 161
     (tmp_path / "prom" / "targets" / "snmp.json").write_text(to_json([group]))
     (tmp_path / "prom" / "prometheus.yml").write_text(to_yaml(config))
     mount = (
         'mount --bind "$1/etc/prometheus" /etc/prometheus && shift && '
         'exec setpriv --reuid=prometheus --regid=prometheus --init-groups "$@"'
     )
-    with switch_namespace(ports) as sw, ExitStack() as procs:
+    with switch_namespace(ports, address) as sw, ExitStack() as procs:
+        procs.callback(shutil.rmtree, agent, True)
         started: list[subprocess.Popen[str]] = []
 
         def start(*argv: str, log: str) -> None:
@@ -231,8 +258,22 @@ def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
         start("unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", str(root),
               exporter, *argv, log="exporter.log")  # fmt: skip
         url = f"http://{PROBES['snmp'].exporter}{PROBES['snmp'].path}?" + (
-            f"module={PROBES['snmp'].module}&target={AGENT}"
+            f"module={PROBES['snmp'].module}&target={address}"
         )
+        yield Rig(sw, start, started, url, tmp_path / "prom", agent / "pid")
+
+
+@pytest.mark.realtool
+def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    plan = compiled.plan
+    picked = fleet.snmp_ports(plan, SWITCH)  # every cabled port, and one nothing is cabled to
+    uplink = next(p for p, _ in picked if p is not None and p.peer is not None)
+    planned = {lab["ifName"] for p, lab in picked if p is not None}
+    ports = [(lab["ifName"], lab["ifAlias"], p is not None) for p, lab in picked]
+    conf_bytes = compiled.files[f"switches/{SWITCH}/etc/snmp/snmpd.conf"]
+    with rig(compiled, tmp_path, ports, conf_bytes) as (sw, start, started, url, _, pid):
         text = _wait("walk of snmpd", lambda: sw.get(url), started)
         status = _samples(text, "ifOperStatus")
         assert {n for n, _, _ in ports} <= set(status), status
@@ -244,6 +285,12 @@ def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
         for metric in ("ifHCInOctets", "ifHCOutOctets", "ifInErrors", "ifOutErrors"):
             assert set(_samples(text, metric)) >= planned, metric
         assert re.search(r"^sysUpTime \d", text, flags=re.M)
+        # `systemctl reload snmpd` (its ExecReload, SIGHUP): snmpd, now nobody, reads the file
+        # again and still answers.
+        os.kill(int(pid.read_text()), signal.SIGHUP)
+        time.sleep(1)
+        again = _wait("walk of snmpd after its reload", lambda: sw.get(url), started)
+        assert set(_samples(again, "ifOperStatus")) == set(status)
 
         start(require_tool("prometheus"), f"--config.file={tmp_path / 'prom' / 'prometheus.yml'}",
               f"--storage.tsdb.path={tmp_path / 'data'}", "--web.listen-address=127.0.0.1:9090",
@@ -286,3 +333,56 @@ def test_a_switch_s_snmpd_walked_by_the_generated_module_raises_the_port_alerts(
 
 def uplink_name(picked: list[Any]) -> str:
     return str(next(lab["ifName"] for p, lab in picked if p is not None and p.peer is not None))
+
+
+def test_every_cumulus_switch_s_snmpd_answers_its_own_address_with_the_walk_s_community(
+    compiled: Compiled,
+) -> None:
+    plan = compiled.plan
+    snmp = YAML(typ="safe").load(compiled.files["monitoring/snmp.yml"].decode())
+    community = snmp[PROBES["snmp"].module]["auth"]["community"]
+    assert community == COMMUNITY
+    mgmt = plan.networks[plan.management or ""].cidr
+    cumulus = [sw for sw in plan.ethernet.switches if sw.os == SwitchOs.CUMULUS]
+    assert cumulus
+    for sw in cumulus:
+        assert sw.management is not None
+        text = compiled.files[f"switches/{sw.name}/etc/snmp/snmpd.conf"].decode()
+        lines = [x for x in text.splitlines() if not x.startswith("#")]
+        assert lines[0] == f"agentAddress udp:{sw.management.split('/')[0]}:161", sw.name
+        assert lines[-1] == f'rocommunity "{community}" {mgmt} -V clusterforge', sw.name
+    placeholder = compile_repo(REPO).files  # generated/: one placeholder on both sides
+    assert (
+        f'rocommunity "{SNMP_PLACEHOLDER}" '.encode()
+        in placeholder[f"switches/{cumulus[0].name}/etc/snmp/snmpd.conf"]
+    )
+    assert f"community: {SNMP_PLACEHOLDER}\n".encode() in placeholder["monitoring/snmp.yml"]
+
+
+@pytest.mark.realtool
+def test_a_switch_s_snmpd_with_another_community_gives_no_metrics_and_alerts(
+    compiled: Compiled, tmp_path: Path
+) -> None:
+    picked = fleet.snmp_ports(compiled.plan, SWITCH)
+    ports = [(lab["ifName"], lab["ifAlias"], p is not None) for p, lab in picked]
+    conf_bytes = compiled.files[f"switches/{SWITCH}/etc/snmp/snmpd.conf"]
+    wrong = conf_bytes.replace(f'"{COMMUNITY}"'.encode(), b'"not-the-community"')
+    assert wrong != conf_bytes
+    with rig(compiled, tmp_path, ports, wrong) as (sw, start, started, url, prom, _):
+        start(require_tool("prometheus"), f"--config.file={prom / 'prometheus.yml'}",
+              f"--storage.tsdb.path={tmp_path / 'data'}", "--web.listen-address=127.0.0.1:9090",
+              "--log.level=warn", log="prometheus.log")  # fmt: skip
+
+        def unreachable() -> list[dict[str, str]]:
+            body = sw.get("http://127.0.0.1:9090/api/v1/alerts")
+            alerts = json.loads(body)["data"]["alerts"] if body else []
+            return [
+                a["labels"]
+                for a in alerts
+                if a["labels"]["alertname"] == "SwitchSnmpUnreachable" and a["state"] == "firing"
+            ]
+
+        (alert,) = _wait("SwitchSnmpUnreachable", unreachable, started)
+        assert alert["instance"] == SWITCH
+        # snmpd drops a request of an unknown community unanswered: the walk times out.
+        assert sw.get(url) is None

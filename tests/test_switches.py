@@ -185,12 +185,16 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
             "access/cumulus/sudoers",
         }
         for f in deploy.files:
+            if f.path == "/etc/snmp/snmpd.conf":  # its bytes carry the community: stat'ed only
+                assert f.sha256 is None, f.source
+                continue
             assert f.sha256 == hashlib.sha256(compiled.files[f.source]).hexdigest(), f.source
         assert deploy.units == (
             "networking.service",
             "frr.service",
             "lldpd.service",
             "switchd.service",
+            "snmpd.service",
             "ssh.service",
         )
     placed = {
@@ -201,6 +205,7 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
         "/etc/frr/frr.conf": ("0640", "frr:frr", "frr.service"),
         "/etc/frr/daemons": ("0640", "frr:frr", "frr.service"),
         "/etc/lldpd.d/clusterforge.conf": ("0644", "root:root", "lldpd.service"),
+        "/etc/snmp/snmpd.conf": ("0640", "root:snmp", "snmpd.service"),
     }
     # Nothing of a switch is left for review only: the switches' patterns are gone.
     assert not [p for p in compiled.plan.review_only if p.startswith("switches/")]
@@ -217,11 +222,13 @@ def test_a_switch_bundle_lays_out_its_files_at_their_homes(
         for p in root.rglob("*")
         if p.is_file()
     }
-    assert {p: m for p, m in modes.items() if not p.startswith(("usr/", "etc/s"))} == {
+    account = ("usr/", "etc/ssh/", "etc/sudoers.d/", "etc/security/")  # the audit account's
+    assert {p: m for p, m in modes.items() if not p.startswith(account)} == {
         "etc/network/interfaces": 0o644,
         "etc/frr/frr.conf": 0o640,
         "etc/frr/daemons": 0o640,
         "etc/lldpd.d/clusterforge.conf": 0o644,
+        "etc/snmp/snmpd.conf": 0o640,
     }
     # The audit account's, as on a host: the forced command runs, sudoers is sudo's mode.
     assert modes["usr/local/libexec/clusterforge-probe"] == 0o755
@@ -259,5 +266,9 @@ def test_a_switch_without_routing_deploys_no_frr_files(repo: Path, tmp_path: Pat
     mgmt01 = unrouted.plan.ethernet.switch("mgmt01")
     assert mgmt01.asn is None
     own = {f.path for f in unrouted.deploys["mgmt01"].files if f.source.startswith("switches/")}
-    assert own == {"/etc/network/interfaces", "/etc/lldpd.d/clusterforge.conf"}
+    assert own == {
+        "/etc/network/interfaces",
+        "/etc/lldpd.d/clusterforge.conf",
+        "/etc/snmp/snmpd.conf",
+    }
     assert "/etc/frr/frr.conf" in {f.path for f in unrouted.deploys["stor01"].files}

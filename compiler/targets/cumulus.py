@@ -20,6 +20,15 @@ reads at those paths (EOS switches: `compiler/targets/eos.py`):
   frr.conf from its own startup.yaml on `nv config apply`, so a switch configured by these
   files takes the "Linux Commands" form of its PFC and ECN sections, with the values of
   NVUE's lossless defaults (its table "Default RoCE Configuration").
+- `etc/snmp/snmpd.conf`, when site.yaml has `monitoring: snmp:`: net-snmp's snmpd (Cumulus
+  Linux's SNMP agent) answering the snmp_exporter's SNMPv2c walk (`monitoring.py`) with the
+  same community, on the management port's address, to the site's management network, of
+  the OIDs the walk reads alone. eth0 is in the `mgmt` VRF; the packaged snmpd.service runs
+  in the default one, as it is: the Cumulus Linux 5.10 user guide, "Configure SNMP", says
+  "You do not need to run SNMP in the management VRF if you just want to allow SNMP
+  communication through the management VRF interfaces" (docs.nvidia.com/networking-ethernet-
+  software/cumulus-linux-510/Monitoring-and-Troubleshooting/Simple-Network-Management-
+  Protocol-SNMP/Configure-SNMP).
 """
 
 from __future__ import annotations
@@ -29,6 +38,13 @@ from compiler.model import SwitchOs
 from compiler.plan import Plan
 from compiler.roce import QOS_FEATURES, RocePort, port_set
 from compiler.targets.render import template
+from compiler.targets.shared import PROBES, snmp_community
+
+SNMPD_CONF = "etc/snmp/snmpd.conf"
+SNMP_VIEW = "clusterforge"
+# The subtrees the snmp_exporter module reads (SNMPv2-MIB system for sysUpTime; IF-MIB's
+# interfaces and ifMIB, RFC 2863): snmpd shows the community nothing more.
+SNMP_VIEW_OIDS = (".1.3.6.1.2.1.1", ".1.3.6.1.2.1.2", ".1.3.6.1.2.1.31")
 
 
 def switch_files(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
@@ -48,7 +64,35 @@ def switch_files(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
     roce = plan.roce.of_switch(sw.name)
     if roce:
         files[QOS_FEATURES] = qos_features(plan, sw, roce)
+    snmpd = snmpd_conf(plan, sw)
+    if snmpd is not None:
+        files[SNMPD_CONF] = snmpd
     return files
+
+
+def snmpd_conf(plan: Plan, sw: EthernetSwitch) -> str | None:
+    """snmpd.conf of a switch the snmp_exporter walks; None without `monitoring: snmp:`, a
+    management address, or a site management network to answer."""
+    if plan.site.monitoring.snmp is None or sw.management is None or plan.management is None:
+        return None
+    return template(
+        "cumulus-snmpd.conf.j2",
+        site=plan.site,
+        sw=sw,
+        module=PROBES["snmp"].module,
+        address=sw.management.split("/")[0],
+        view=SNMP_VIEW,
+        view_oids=SNMP_VIEW_OIDS,
+        network=plan.management,
+        source=plan.networks[plan.management].cidr,
+        community=snmpd_word(snmp_community(plan)),
+    )
+
+
+def snmpd_word(value: str) -> str:
+    """`value` as one token of snmpd.conf: net-snmp's copy_nword reads a double-quoted word
+    whole, a backslash escaping the next character (a community is any one line of text)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def qos_features(plan: Plan, sw: EthernetSwitch, roce: tuple[RocePort, ...]) -> str:

@@ -44,14 +44,12 @@ from typing import Any
 from common.errors import TargetError
 from compiler.plan import Host, Plan, SwitchPlan
 from compiler.targets.render import template, to_json, to_yaml
-from compiler.targets.shared import PROBES, probe_jobs, snmp_switches
+from compiler.targets.shared import PROBES, probe_jobs, snmp_community, snmp_switches
 
 ALERTMANAGER = "127.0.0.1:9093"
 IPMI_PASSWORD = "ipmi_password"  # key of the BMC password in plan.secrets
 IPMI_PLACEHOLDER = "PLACEHOLDER-not-the-bmc-password"
 IPMI_CONFIG = "/etc/prometheus/ipmi_remote.yml"  # services.yaml's home of ipmi_exporter.yml
-SNMP_COMMUNITY = "snmp_community"  # key of the switches' SNMP community in plan.secrets
-SNMP_PLACEHOLDER = "PLACEHOLDER-not-the-snmp-community"
 SNMP_CONFIG = "/etc/prometheus/snmp.yml"  # services.yaml's home of snmp.yml
 TEXTFILE_DIR = "/var/lib/node_exporter/textfile"  # where the drift audit workflow publishes
 RULE_FILES = ("recording.yml", "alerts.yml")
@@ -226,8 +224,7 @@ def snmp_exporter(plan: Plan) -> str:
     yaml.UnmarshalStrict; 0.23 moved auth into a top-level `auths:` and the modules under
     `modules:`, a file 0.21 refuses). Written here, not by snmp_exporter's generator: the
     OIDs are IF-MIB's, fixed by RFC 2863."""
-    snmp = plan.site.monitoring.snmp
-    community = plan.secrets.get(SNMP_COMMUNITY, SNMP_PLACEHOLDER) if snmp else SNMP_PLACEHOLDER
+    community = snmp_community(plan)
     lookups = [
         {"labels": ["ifIndex"], "labelname": name, "oid": oid, "type": "DisplayString"}
         for name, oid in IF_LABELS

@@ -7,7 +7,8 @@ imports another (a target is plan in, files out, and nothing else's).
   NCCL         the GPU servers NCCL runs on and their NCCL settings, for gpudirect/, the
                acceptance plan and the hosts' contracts;
   probes       the jobs Prometheus asks through an exporter beside it, for its targets and
-               the alerts on them, and the switches the snmp job walks;
+               the alerts on them, the switches the snmp job walks and the community it
+               walks them with, for snmp.yml and each switch's snmpd.conf;
   Slurm        the reason spares are drained with, for Slurm's nodes and the audit's contract.
 """
 
@@ -125,6 +126,19 @@ def snmp_switches(plan: Plan) -> list[tuple[EthernetSwitch, SwitchPlan]]:
         for sw in plan.ethernet.switches
         if by_name[sw.name].address and by_name[sw.name].network
     ]
+
+
+SNMP_COMMUNITY = "snmp_community"  # key of the switches' SNMP community in plan.secrets
+SNMP_PLACEHOLDER = "PLACEHOLDER-not-the-snmp-community"
+
+
+def snmp_community(plan: Plan) -> str:
+    """The read-only SNMPv2c community snmp_exporter asks with and every switch's snmpd
+    answers to: the secret of site.yaml `monitoring: snmp:`, else its placeholder (the same
+    string on both sides, so generated/ agrees with itself)."""
+    if plan.site.monitoring.snmp is None:
+        return SNMP_PLACEHOLDER
+    return plan.secrets.get(SNMP_COMMUNITY, SNMP_PLACEHOLDER)
 
 
 # --- Slurm ----------------------------------------------------------------------------------
