@@ -71,6 +71,7 @@ SECRETS = {
     "CLUSTERFORGE_WEBHOOK_ONCALL": "https://chat.invalid/hooks/oncall",
     "CLUSTERFORGE_WEBHOOK_GPU": "https://chat.invalid/hooks/gpu",
     "CLUSTERFORGE_IPMI_PASSWORD": "chain-test-bmc-password",
+    "CLUSTERFORGE_SNMP_COMMUNITY": "chain-test-snmp-community",
 }
 
 
