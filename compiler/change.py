@@ -112,12 +112,11 @@ def _changes(
             out.append(FileChange(path, Status.ADDED, None, h))
         elif h is None:
             out.append(FileChange(path, Status.REMOVED, b, None))
-        elif old.files[b.source] != new.files[h.source] or (b.mode, b.owner, b.sha256 is None) != (
-            h.mode,
-            h.owner,
-            h.sha256 is None,
-        ):
-            out.append(FileChange(path, Status.CHANGED, b, h))
+        else:
+            same_bytes = old.files[b.source] == new.files[h.source]
+            same_home = (b.mode, b.owner, b.sha256 is None) == (h.mode, h.owner, h.sha256 is None)
+            if not (same_bytes and same_home):
+                out.append(FileChange(path, Status.CHANGED, b, h))
     return out
 
 
@@ -236,7 +235,8 @@ def _stages(devices: list[Device], rings: list[str]) -> tuple[Stage, ...]:
         ordered = ordered[1:]
     for ring in [*rings, *sorted({d.ring for d in ordered} - set(rings))]:
         mine = [d for d in ordered if d.ring == ring]
-        for kind, serial in (("switches", 1), ("hosts", 1 if not stages else HOST_BATCH)):
+        # The canary ring's hosts one at a time too; a later ring's in batches.
+        for kind, serial in (("switches", 1), ("hosts", 1 if ring == first_ring else HOST_BATCH)):
             group = tuple(d for d in mine if d.kind.startswith("switch") == (kind == "switches"))
             if group:
                 stages.append(Stage(f"{ring} {kind}", serial, group))
