@@ -141,10 +141,13 @@ def read_generated(repo: Path, rev: str) -> dict[str, bytes]:
         }
 
 
-def as_shipped(repo: Path, side: diff.Side) -> Compiled | None:
+def as_shipped(repo: Path, side: diff.Side, facts: Compiled | None = None) -> Compiled | None:
     """`side`'s compile with its commit's committed generated/ files and deploy maps in
-    place of the compiled ones, where the commit has them (else the compile as it is)."""
-    compiled = side.compiled
+    place of the compiled ones, where the commit has them (else the compile as it is). A
+    side that does not compile (a commit from before this clusterforge, whose cluster/ lacks
+    a home for a newer target's files) is still its committed files, with the devices'
+    facts of `facts` (HEAD's compile), if it has committed ones."""
+    compiled = side.compiled or facts
     if compiled is None:
         return None
     committed = read_generated(repo, side.commit)
@@ -154,7 +157,7 @@ def as_shipped(repo: Path, side: diff.Side) -> Compiled | None:
         if path.startswith("deploy/") and path.endswith(".json")
     }
     if not deploys:
-        return compiled
+        return side.compiled
     return replace(compiled, files=committed, deploys=deploys)
 
 

@@ -161,3 +161,30 @@ def test_the_plan_refuses_a_device_whose_snapshot_drifted_and_names_the_line(
     assert ROGUE in said and FIX in said
     inventory = (tmp_path / "no" / "inventory.yml").read_text()
     assert "prov01" not in inventory and "stor01:" not in inventory
+
+
+def test_a_base_this_clusterforge_no_longer_compiles_is_planned_from_its_committed_files(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """BASE as a commit from before an upgrade: its cluster/ gives a newer target's files no
+    home (here: the LLDP file's home taken out), but its committed generated/ is what runs."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(site), str(clone)], check=True)
+    git(clone, "checkout", "-q", "-b", "old", "base")
+    services = clone / "cluster" / "services.yaml"
+    lines = services.read_text().splitlines(keepends=True)
+    [home] = [line for line in lines if '"switches/{host}/etc/lldpd.d/clusterforge.conf"' in line]
+    services.write_text("".join(line for line in lines if line != home))
+    git(clone, "commit", "-q", "-am", "old: before the switches' LLDP file had a home")
+    capsys.readouterr()
+    code = main(["-C", str(clone), "plan", "old", "origin/main", "--out", str(tmp_path / "p")])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "BASE old: does not compile with this clusterforge" in err
+    assert "committed generated/ is used" in err and "homeless-file" not in err
+    plan = json.loads((tmp_path / "p" / "plan.json").read_text())
+    changed = {
+        d["device"]: [f["path"] for f in d["files"]] for s in plan["stages"] for d in s["devices"]
+    }
+    assert changed["stor01"] == ["/etc/network/interfaces"]
+    assert "/etc/chrony.conf" in changed["prov01"]

@@ -170,12 +170,21 @@ def _change_plan(args: argparse.Namespace) -> int:
     from contract import snapshot
 
     sides = [gitsource.compile_revision(args.repo, rev) for rev in (args.base, args.head)]
-    for name, side in zip(("BASE", "HEAD"), sides, strict=True):
-        for diagnostic in side.errors:
-            print(f"{name} {side.ref}: {diagnostic}", file=sys.stderr)
     # What each commit shipped: its committed generated/ where it has one (its DNS serials
-    # continue the committed ones, which a compile from git alone does not).
-    base, head = (gitsource.as_shipped(args.repo, side) for side in sides)
+    # continue the committed ones, which a compile from git alone does not). BASE may be a
+    # commit this clusterforge no longer compiles: its committed files still say what runs.
+    head = gitsource.as_shipped(args.repo, sides[1])
+    base = gitsource.as_shipped(args.repo, sides[0], head)
+    for name, side, shipped in zip(("BASE", "HEAD"), sides, (base, head), strict=True):
+        if shipped is None:
+            for diagnostic in side.errors:
+                print(f"{name} {side.ref}: {diagnostic}", file=sys.stderr)
+        elif side.errors:
+            print(
+                f"{name} {side.ref}: does not compile with this clusterforge "
+                f"({len(side.errors)} problem(s)): its committed generated/ is used",
+                file=sys.stderr,
+            )
     if base is None or head is None:
         return EXIT_INPUT
     snapshots = snapshot.read(args.snapshots) if args.snapshots else None
