@@ -85,6 +85,7 @@ from audits.sink import Facts, Sink
 from common.registry import Registry
 from contract import EthernetSwitch, Host, Kind, Placed, Severity, normal_routes
 from contract.deploy import file_arguments
+from contract.probes import file_texts
 from contract.probes.vtysh_bgp_summary import ESTABLISHED
 from contract.probes.vtysh_bgp_summary import PROBE as BGP_PROBE
 
@@ -304,6 +305,13 @@ def _bgp(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
 
 
 # In order: a host's findings come out check by check; a name given twice fails at import.
+# A deploy map's files and units: a host's and a Cumulus switch's alike.
+_FILES: Check[Any] = Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files)
+_UNITS: Check[Any] = Check(
+    "units", Kind.SERVICE, lambda c: bool(_units_of(c)), _fixed("systemctl_show"), _units
+)
+
+
 CHECKS: Registry[Check[Host]] = Registry(
     "check",
     (
@@ -359,14 +367,8 @@ CHECKS: Registry[Check[Host]] = Registry(
                 _fixed(ethernet.PROBE),
                 ethernet.check,
             ),
-            Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files),
-            Check(
-                "units",
-                Kind.SERVICE,
-                lambda c: bool(_units_of(c)),
-                _fixed("systemctl_show"),
-                _units,
-            ),
+            _FILES,
+            _UNITS,
             Check(
                 "gpudirect",
                 Kind.GPUDIRECT,
@@ -392,7 +394,7 @@ CHECKS: Registry[Check[Host]] = Registry(
 # The probe whose output is a device's snapshot (contract/snapshot.py): fetched where its
 # deploy map marks files, kept by the audit, judged by no check (a failed read costs the
 # snapshot, never the checks of the device's files).
-SNAPSHOT_PROBE = "file_texts"
+SNAPSHOT_PROBE = file_texts.PROBE
 
 
 # A Cumulus switch's: its deploy map's files and units, as a host's, and its BGP sessions.
@@ -401,14 +403,8 @@ SWITCH_CHECKS: Registry[Check[EthernetSwitch]] = Registry(
     (
         (check.name, check)
         for check in (
-            Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files),
-            Check(
-                "units",
-                Kind.SERVICE,
-                lambda c: bool(_units_of(c)),
-                _fixed("systemctl_show"),
-                _units,
-            ),
+            _FILES,
+            _UNITS,
             Check[EthernetSwitch]("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp),
         )
     ),

@@ -117,7 +117,7 @@ def _vars(d: Device) -> dict[str, Any]:
 def _by_files(d: Device) -> bool:
     """Whether the playbook changes `d` by its files: an EOS switch takes the plan's
     commands (hier_config's) in its own CLI, which ansible-core alone does not speak."""
-    return not d.remediation and d.kind != "switch eos"
+    return d.kind != "switch eos"
 
 
 def _yaml(data: object) -> bytes:
