@@ -296,19 +296,30 @@ def _start(
     # The fabric: ibsim on the planned topology as cabled now.
     net = (repo / "generated" / "fabric" / "topology.net").read_text(encoding="utf-8")
     (state / "fabric").mkdir()
-    (state / "fabric" / "topology.net").write_text(
-        topology.stage(net, cables, staged.faults), encoding="utf-8"
-    )
+    net, stood_in = topology.stand_in(topology.stage(net, cables, staged.faults))
+    (state / "fabric" / "topology.net").write_text(net, encoding="utf-8")
     sockname = f"cflab{os.getpid()}x{uuid.uuid4().hex[:8]}"
     scan_env = {
         "LD_PRELOAD": str(find_umad2sim()),
         "IBSIM_SOCKNAME": sockname,
     }
+    read_back = topology.played_back(stood_in) if stood_in else None
     # What every host answers.
     hang = staged.probes(fault.Kind.PROBE_HANGS)
     missing = staged.probes(fault.Kind.PROBE_MISSING)
     for host in played:
-        _serve(state, host, addresses[host], contracts[host], fleet, hang, missing, scan_env, tools)
+        _serve(
+            state,
+            host,
+            addresses[host],
+            contracts[host],
+            fleet,
+            hang,
+            missing,
+            scan_env,
+            tools,
+            read_back,
+        )
     shutil.copyfile(RESPONDER, state / RESPONDER.name)
     # Keys: the audit's, one host key per sshd, and an impostor's for changed keys.
     _keygen(tools, state / "client" / "id_ed25519", "lab-audit")
@@ -372,10 +383,12 @@ def _serve(
     missing: Mapping[str, set[str] | None],
     scan_env: Mapping[str, str],
     tools: Mapping[str, str],
+    read_back: str | None,
 ) -> None:
     """Write what `host` answers (`answers.sh`, a case over command lines; see respond.sh):
-    its probes' outputs, and on a subnet manager the real fabric scans; a probe missing is
-    left out, a hanging one calls `hang` first."""
+    its probes' outputs, and on a subnet manager the real fabric scans (through `read_back`,
+    a sed script, when ibsim plays a stand-in speed); a probe missing is left out, a hanging
+    one calls `hang` first."""
     folder = state / "hosts" / host
     folder.mkdir(parents=True)
     (folder / "name").write_text(f"{host}\n", encoding="utf-8")
@@ -393,7 +406,14 @@ def _serve(
         for name in FABRIC_SCANS:
             # A scan whose ibsim is gone would retry for ever.
             run = ["env", *assigned, "timeout", "-s", "KILL", "60", tools[name]]
-            answers[name] = f"exec {shlex.join([*run, *probes.PROBES[name].spec.argv[1:]])}"
+            scan = shlex.join([*run, *probes.PROBES[name].spec.argv[1:]])
+            # sh has no pipefail: the scan's own exit status is kept by hand.
+            answers[name] = (
+                f"exec {scan}"
+                if read_back is None
+                else f"out=$({scan}); rc=$?\n"
+                f"printf '%s\\n' \"$out\" | sed {shlex.quote(read_back)}; exit $rc"
+            )
         rendered = fleet.fabric_outputs()
         if "mlxfwmanager" in rendered:
             # ibsim has no switch firmware to read: the fabric host plays mlxfwmanager's answer.
