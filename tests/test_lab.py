@@ -327,7 +327,8 @@ def test_the_reference_cluster_is_up_audits_ok_and_leaves_nothing_behind(
         assert "lab up" in capsys.readouterr().out
         assert main([*audit, "--out", str(tmp_path / "report")]) == 0
         report = _report(tmp_path / "report")
-        hosts = len(expected.read(repo).hosts)
+        # Every host and every audited switch, each through its own forced command.
+        hosts = len(expected.read(repo).machines)
         assert report["summary"]["status"] == {
             "ok": hosts,
             "drift": 0,
