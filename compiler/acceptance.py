@@ -232,9 +232,7 @@ def plan_rounds(servers: Iterable[Server], tree: Tree) -> FabricTest:
     over = _crossing(hosts, tree)
     routable = _routable(hosts, tree)
     covered = {c for pairs in rounds for p in pairs for c in p.cables}
-    extra = [p for c in sorted(routable - covered) if (p := next(over(c), None))]
-    # Two uncovered cables may find the same pair: it runs once (one log per pair).
-    rounds += _pack([p for p in dict.fromkeys(extra) if not covered.issuperset(p.cables)])
+    rounds += _cover(sorted(routable - covered), over, covered)
     split, inseparable = _split(rounds, over)
     rounds += _pack(split)
     tested = set(tree.up.values()) | set(tree.core_up.values())
@@ -388,6 +386,36 @@ def _routable(hosts: list[Server], tree: Tree) -> set[str]:
         if links >> j & 1:
             out.add(cable)
     return out
+
+
+def _cover(
+    cables: list[str], crossing: Callable[[str], Iterator[Pair]], covered: set[str]
+) -> list[tuple[Pair, ...]]:
+    """A pair over each of `cables` no round covers, in rounds of their own: of the first few
+    routes over a cable, the first that fits a round so far (no host twice), so the pairs
+    share rounds rather than all starting from the first hosts."""
+    rounds: list[list[Pair]] = []
+    busy: list[set[str]] = []
+    for cable in cables:
+        if cable in covered:
+            continue  # an earlier pair of these crosses it too: it runs once
+        few = list(islice(crossing(cable), 32))
+        fits = (
+            (p, i) for p in few for i, used in enumerate(busy) if not {p.client, p.server} & used
+        )
+        found = next(fits, None)
+        if found is not None:
+            pair, i = found
+            rounds[i].append(pair)
+            busy[i] |= {pair.client, pair.server}
+        elif few:
+            pair = few[0]
+            rounds.append([pair])
+            busy.append({pair.client, pair.server})
+        else:
+            continue
+        covered = covered | set(pair.cables)
+    return [tuple(r) for r in rounds]
 
 
 def _pack(pairs: list[Pair]) -> list[tuple[Pair, ...]]:

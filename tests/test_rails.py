@@ -21,13 +21,12 @@ from audits.collect import Collected
 from audits.compare import compare_host
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet, as_record
-from clusterforge.lab.ibsim import SimFabric
 from common.errors import SourceError
 from common.rules import Rule
 from compiler import generate_rails, pipeline
 from compiler.load import Source
 from compiler.model import ScalableUnit, validate
-from compiler.output import read_tree, write
+from compiler.output import read_tree
 from compiler.pipeline import Compiled
 from compiler.plan import build, room
 from compiler.rails import RAIL_LID_TOP, Rails
@@ -37,7 +36,7 @@ from compiler.targets.routes import ipoib_hwaddr
 from contract.probes import nvidia_smi_topo
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
-from tests.test_accept import _lfts, local_files
+from tests.test_accept import ftree_tables, path
 
 EXAMPLE = REPO / "examples" / "rails"
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
@@ -245,40 +244,18 @@ def test_slurm_sees_a_unit_as_one_switch(example: Compiled) -> None:
 def test_ftree_routes_each_rail_as_the_pair_plan_says(example: Compiled, tmp_path: Path) -> None:
     """The pair rule of compiler/acceptance.py against OpenSM itself, on the example's two
     units: ftree on ibsim with the planned static LIDs; on every rail, each leaf's forwarding
-    table sends rail k of a server of the other unit out of the uplink the plan names."""
-    for tool in ("ibsim", "opensm"):
-        require_tool(tool)
-    out = tmp_path / "generated"
-    write(out, example.files)
-    opensm = out / "opensm"
-    conf = opensm / "sm01" / "opensm.conf"
-    overrides = local_files(conf)
-    # OpenSM dumps its forwarding tables at ROUTING level (0x40); without FUNCS and FRAMES,
-    # whose lines for 508 CAs would overflow log_max_size and lose the engine's last word.
-    overrides["log_flags"] = "0xc3"
-    with SimFabric(out / "fabric" / "topology.net", tmp_path / "sim") as sim:
-        result = sim.run_opensm_once(
-            conf, overrides=overrides, sim_host="sm01 mlx5_0", seed_cache=[opensm / "guid2lid"]
-        )
-        assert result.routing_engine == "ftree"
-        dump = (result.run_dir / "dump" / "opensm-lfts.dump").read_text()
-    lfts = _lfts(dump)
+    table leads rail k of a server of the other unit over the cables the plan names."""
+    lfts = ftree_tables(example, tmp_path)
     rails = example.plan.rails
     assert rails is not None
-    found, spines, links, up = servers(example.plan)
-    port_of = {c.id: int(c.a.port) for c in example.plan.cables}
-    device = {c.id: c.b.port.split("/")[0] for c in example.plan.cables}
+    found, tree = servers(example.plan)
     checked = 0
     for server in found:
         rail = rails.leaf[server.leaf][1]
-        lid = next(
-            p.lid for p in example.plan.host(server.name).ib_ports
-            if p.device == device[server.cable]
-        )  # fmt: skip
-        spine = spines[server.rank % len(spines)]
-        j = (server.rank // len(spines)) % links
         for leaf in {s.leaf for s in found if rails.leaf[s.leaf][1] == rail} - {server.leaf}:
-            assert lfts[leaf][lid] == port_of[up[(leaf, spine, j)]], (leaf, server)
+            client = next(s for s in found if s.leaf == leaf)
+            pair = tree.route(client, server)
+            assert pair is not None and path(example, lfts, leaf, server) == pair.cables[1:]
             checked += 1
     assert checked == 63 * 8  # every rail HCA, from the other unit's leaf of its rail
 

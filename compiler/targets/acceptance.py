@@ -123,7 +123,8 @@ def _tree(
     def on_spines(leaf: str) -> int:
         return min(port_on[(leaf, s)] for s in reached[leaf])
 
-    pods = sorted(set(leaf_pod.values()), key=lambda p: (p != leaf_pod.get(first), on_cores(p), p))
+    home = leaf_pod[first] if first is not None else None
+    pods = sorted(set(leaf_pod.values()), key=lambda p: (p != home, on_cores(p), p))
     ordered = sorted(
         leaf_pod, key=lambda lf: (pods.index(leaf_pod[lf]), lf != first, on_spines(lf), lf)
     )
