@@ -83,6 +83,8 @@ class FabricTest(NamedTuple):
 
 
 Uplinks = Mapping[tuple[str, str, int], str]  # (lower switch, upper switch, link j) -> cable ID
+# The spine a client leaf climbs to, and the cables from it down to the server's leaf.
+Descent = tuple[str, tuple[str | None, ...]] | None
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,21 @@ class Tree:
         """spine -> (pod, plane)."""
         return {s: (pod, i) for pod, spines in self.spines.items() for i, s in enumerate(spines)}
 
+    @cached_property
+    def _throughs(self) -> dict[tuple[int, int, int], list[int]]:
+        return {}
+
+    def _through(self, n: int, core: int, cores: int) -> list[int]:
+        """[p]: the targets of the pods before pod p that a spine sends through its plane's
+        core number `core` (of `cores`), at `n` targets a leaf."""
+        key = (n, core, cores)
+        if key not in self._throughs:
+            out = [0]
+            for pod in sorted(self._sizes):
+                out.append(out[-1] + (self._sizes[pod] * n - core + cores - 1) // cores)
+            self._throughs[key] = out
+        return self._throughs[key]
+
     def place(self, leaf: str) -> int:
         """A leaf's place among every leaf, in ftree's order."""
         pod, i = self.leaves[leaf]
@@ -154,10 +171,20 @@ class Tree:
         _, k, n = self.target(server)
         return (self.place(server.leaf) * n + k - (n if before else 0)) % self.links
 
-    def descent(self, server: Server, pod: int) -> tuple[str, tuple[str | None, ...]] | None:
+    @cached_property
+    def _descents(self) -> dict[tuple[Server, int], Descent]:
+        return {}
+
+    def descent(self, server: Server, pod: int) -> Descent:
         """From a leaf of `pod`: the spine it climbs to for `server`, and the cables from that
         spine down to the server's leaf (None where one is not installed); None when no path
-        the rule describes joins them."""
+        the rule describes joins them. Every client leaf of a pod shares it."""
+        key = (server, pod)
+        if key not in self._descents:
+            self._descents[key] = self._descent(server, pod)
+        return self._descents[key]
+
+    def _descent(self, server: Server, pod: int) -> Descent:
         home, i = self.leaves[server.leaf]
         plane, k, n = self.target(server)
         spine = self.spines[home][plane]
@@ -171,11 +198,8 @@ class Tree:
         c = m % len(cores)
         # The core's link down to `mine`: one step for every earlier target through that
         # core from a pod other than `pod`, in pod order.
-        earlier = m // len(cores) + sum(
-            (self._sizes[other] * n - c + len(cores) - 1) // len(cores)
-            for other in self._sizes
-            if other < home and other != pod
-        )
+        through = self._through(n, c, len(cores))
+        earlier = m // len(cores) + through[home] - (through[pod + 1] - through[pod]) * (pod < home)
         mine = self.spines[pod][plane]
         return mine, (
             self.core_up.get((mine, cores[c], earlier % self.core_links)),
@@ -267,8 +291,12 @@ def _split(
     stuck: set[tuple[str, str]] = set()  # (a, b) no route tells apart
     busy: set[str] = set()  # the hosts of the added pairs
     crossed = signatures(rounds)
+    # A pair adds itself to its cables' sets alike, so sets only ever split: the cables
+    # outside every class stay alone, and only the classes' own are looked at again.
+    classes = _classes(crossed)
     while True:
-        todo = [(a, b) for cs in _classes(crossed) for a, b in pairwise(cs) if (a, b) not in stuck]
+        classes = _classes({c: crossed[c] for cs in classes for c in cs})
+        todo = [(a, b) for cs in classes for a, b in pairwise(cs) if (a, b) not in stuck]
         if not todo:
             break
         a, b = todo[0]
@@ -286,19 +314,29 @@ def _split(
         # signature made anew for each pair added, which grew with the square of the pairs.
         for c in found.cables:
             crossed[c] = crossed.get(c, frozenset()) | {found}
-    return added, tuple(tuple(cs) for cs in _classes(crossed))
+    return added, tuple(tuple(cs) for cs in classes)
 
 
 def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]]:
     """cable -> every route over it, clients in host order, each's servers in host order.
-    Only a server reached through the cable's spine (its plane, from the cable's own leaf
-    or pod) can be the far end of such a route, so only those are tried."""
-    by_spine: dict[str, list[Server]] = defaultdict(list)  # the spine a server is reached by
+    Only the servers whose path from the cable's leaf or pod (or down from its spine) leads
+    over it can be the far end of such a route, so only those are tried."""
     by_plane: dict[int, list[Server]] = defaultdict(list)
+    below: dict[tuple[int | None, str], list[Server]] = defaultdict(list)  # (from pod, cable)
+    pods = sorted({pod for pod, _ in tree.leaves.values()})
     for h in hosts:
-        plane = tree.target(h)[0]
-        by_spine[tree.spines[tree.leaves[h.leaf][0]][plane]].append(h)
-        by_plane[plane].append(h)
+        by_plane[tree.target(h)[0]].append(h)
+        home = tree.leaves[h.leaf][0]
+        for pod in pods:
+            found = tree.descent(h, pod)
+            cables = found[1] if found else ()
+            # Down from the server's own spine, every client pod's path is one; the core's
+            # link down to the client's spine, the client pod's own.
+            for c in cables[1:] if pod != home else cables:
+                if c is not None and h not in below[(None, c)][-1:]:
+                    below[(None, c)].append(h)
+            if pod != home and cables and cables[0] is not None:
+                below[(pod, cables[0])].append(h)
     uplink = {cable: key for key, cable in tree.up.items()}
     core = {cable: key for key, cable in tree.core_up.items()}
     host = {h.cable: h for h in hosts}
@@ -309,18 +347,17 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
             plane = tree.plane[spine][1]
             for client in hosts:
                 # From the cable's leaf to any server of its spine's plane; from elsewhere,
-                # to its servers that spine reaches.
-                for server in by_plane[plane] if client.leaf == leaf else by_spine[spine]:
-                    if leaf in (client.leaf, server.leaf):
-                        yield client, server
+                # to the servers below it.
+                mine = client.leaf == leaf
+                yield from (
+                    (client, s) for s in (by_plane[plane] if mine else below[(None, cable)])
+                )
         elif cable in core:
-            spine, _, _ = core[cable]
-            pod, plane = tree.plane[spine]
+            pod = tree.plane[core[cable][0]][0]
             for client in hosts:
-                # From the spine's pod to a server of its plane elsewhere; from another
-                # pod, to the servers that spine reaches.
+                # From the spine's pod, up over it; from another pod, down over it.
                 mine = tree.leaves[client.leaf][0] == pod
-                yield from ((client, s) for s in (by_plane[plane] if mine else by_spine[spine]))
+                yield from ((client, s) for s in below[(pod if mine else None, cable)])
         elif cable in host:
             h = host[cable]
             for other in hosts:
