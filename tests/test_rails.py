@@ -26,7 +26,7 @@ from common.rules import Rule
 from compiler import generate_rails, pipeline
 from compiler.load import Source
 from compiler.model import ScalableUnit, validate
-from compiler.output import read_tree
+from compiler.output import read_tree, write
 from compiler.pipeline import Compiled
 from compiler.plan import build, room
 from compiler.rails import RAIL_LID_TOP, Rails
@@ -380,6 +380,51 @@ def test_gpudirect_checks_each_gpu_against_its_own_rail_hca(example: Compiled) -
     result = compare_host(as_record(contract), Collected(fleet.outputs("gpu001"), {}), NOW)
     assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
         ("gpudirect", "affinity[GPU5].mlx5_5", "PIX", "SYS")
+    ]
+
+
+def test_an_hca_of_two_lanes_is_planned_and_audited_at_its_own_width(tmp_path: Path) -> None:
+    """The example with its servers' mlx5_3 an NDR200 port (2x NDR, 200 Gb/s) on the 4x NDR
+    fabric: that port's contract, cable, alert and acceptance marks are 2x NDR, the other
+    seven's 4x; the host audit passes it at 200 Gb/s and names it at 100."""
+    repo = _copy(tmp_path)
+    hardware = repo / "cluster" / "hardware.yaml"
+    text = hardware.read_text()
+    rail3 = "speed_gbps: 400, device: mlx5_3, port: 1,"
+    assert text.count(rail3) == 1
+    hardware.write_text(text.replace(rail3, "speed_gbps: 200, device: mlx5_3, port: 1, width: 2x,"))
+    compiled = pipeline.compile_repo(repo)
+    write(repo / "generated", compiled.files)
+    host = json.loads(compiled.files["expected/hosts/gpu001.json"])
+    assert [(p["device"], p["width"], p["rate"]) for p in host["ib_ports"]] == [
+        (f"mlx5_{k}", "2x" if k == 3 else "4x", 200 if k == 3 else 400) for k in range(8)
+    ]
+    fabric = json.loads(compiled.files["expected/fabric.json"])
+    rates = Counter(c["rate"] for c in fabric["cables"] if c["b"]["name"].startswith("gpu"))
+    assert rates == {"4xNDR": 63 * 7, "2xNDR": 63}
+    alerts = compiled.files["monitoring/alerts.yml"].decode()
+    assert 'device="mlx5_3",port="1"} * 8 / 1e9 < 200 ' in alerts
+    assert 'device="mlx5_4",port="1"} * 8 / 1e9 < 400 ' in alerts
+    plan = json.loads(compiled.files["acceptance/plan.json"])
+    assert {s["ceiling_gb_s"] for s in plan["nccl_tests"]["steps"]} == {(7 * 400 + 200) / 8}
+    pairs = [p for r in plan["ib_write_bw"]["rounds"] for p in r["pairs"]]
+    own = {(p.get("hca"), p.get("ceiling_gb_s"), p.get("min_gb_s")) for p in pairs}
+    assert ("mlx5_3", 25.0, 18.0) in own and ("mlx5_4", None, None) in own
+    assert {hca for hca, ceiling, _ in own if ceiling is not None} == {"mlx5_3"}
+    # The synthetic run at each pair's own line rate passes them all.
+    report = judge(read_inputs(repo), Run.load(repo / "generated").write(tmp_path / "run"))
+    assert report["summary"]["pairs"] == {"passed": len(pairs)}
+
+    planned = as_record(host)
+    fleet = Fleet.load(repo / "generated")
+    result = compare_host(planned, Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert result.findings == []
+    port = fleet.hosts["gpu001"].state["ib_ports"][3]
+    assert (port["device"], port["rate"]) == ("mlx5_3", 200)
+    port["rate"] = 100  # trained down to one lane
+    result = compare_host(planned, Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("ib-port", "ib_ports[mlx5_3/1].rate", 200, 100)
     ]
 
 

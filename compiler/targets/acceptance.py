@@ -257,18 +257,23 @@ def render(plan: Plan) -> dict[str, str]:
         for p in pairs:
             port = host_end[p.cables[0]]
             device = port.split("/")[0]
-            lids = [
-                next(q.lid for q in hosts[h].ib_ports if q.device == host_end[c].split("/")[0])
+            ends = [
+                next(q for q in hosts[h].ib_ports if q.device == host_end[c].split("/")[0])
                 for h, c in ((p.client, p.cables[0]), (p.server, p.cables[-1]))
             ]
-            row = {
+            row: dict[str, Any] = {
                 "client": p.client,
                 "server": p.server,
                 "cables": list(p.cables),
                 # Static LIDs: the log's local and remote LID prove which ports ran it.
-                "lids": lids,
+                "lids": [q.lid for q in ends],
                 "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
             }
+            # An end whose HCA is planned below the fabric's link (2x NDR) caps the pair.
+            own = min(min(q.rate_gbps for q in ends) / 8, link)
+            if own < link:
+                mark = _mark(own, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
+                row |= {"ceiling_gb_s": own, "min_gb_s": mark}
             if plan.rails:
                 # A rail's pair names its HCA, in its log and for `accept`: the same two
                 # servers run a pair on every rail at once.
