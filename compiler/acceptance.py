@@ -2,25 +2,42 @@
 which cables each pair's traffic crosses.
 
 A pair's path is the plan's routing, not a guess: OpenSM's ftree engine (the plan's routing
-engine, with static LIDs from the plan) routes every destination host through one spine. On
-each leaf it gives its compute nodes, in leaf-port order, the up-port groups (one per spine,
-in spine order) round robin, so the k-th server of a leaf is reached through spine k mod S
-(and, with several links per spine, link (k // S) mod L of that group). Traffic from a client
-on leaf A to a server d on leaf B therefore crosses: the client's own cable, A's uplink to
-spine(d), B's uplink from spine(d), and d's cable. `tests/test_accept.py` checks this
-rule against the forwarding tables OpenSM really computes for the planned fabric on ibsim.
+engine, with static LIDs from the plan) routes to every compute node in turn, leaf by leaf in
+its indexing order, each leaf's nodes in port order and then as many stand-ins ("dummy CAs")
+as the fullest leaf has nodes, so every leaf routes the same number of targets. Each target
+climbs from its leaf to the roots along the least-loaded up-port group (ties to the lower
+index), and every switch it meets routes it down that way; every other switch below those
+learns the route up to the first switch that has it. Port loads are counters, so the choice is
+round robin, and the path between a client on leaf A and a server d (the t-th target of its
+leaf B, t = its rank there) follows:
+
+- d's spine: the pod's spine t mod S (S spines a pod, in plane order), over B's link
+  (t // S) mod L of that spine's L; its place among that spine's targets m = (B's place in its
+  pod) * n + t // S, where n is the targets of a leaf through one spine (dummies counted);
+- three-tier, from another pod: d's core is its plane's core m mod C, over the spine's link
+  (m // C) mod Lc (C cores a plane, Lc links a spine and core);
+- A's way up: to its pod's spine of d's plane, over the link counted by every target of that
+  plane before d and not on A (each moved that group's load on by one), so link
+  (B's place among all leaves * n + t // S - (n when A comes before B)) mod L; from another
+  pod, that spine reaches d's core over the link counted by the targets before d that
+  crossed that core from a pod other than A's.
+
+A client's writes therefore cross: its own cable, A's uplink, (three-tier: the spine's link
+to the core, the core's link down to d's spine,) B's uplink from d's spine, and d's cable.
+`tests/test_accept.py`, `tests/test_rails.py` and `tests/test_fabric.py` check the rule
+against the forwarding tables OpenSM really computes on ibsim, two- and three-tier.
 
 A consequence the plan reports rather than hides: an uplink to a spine whose index no server
-rank reaches (7 spines, at most 5 servers per leaf) carries no host traffic under ftree, so
-no host pair can test it; it is listed as idle, with that reason.
+rank reaches (7 spines, at most 5 servers per leaf), or a core link no spine's targets count up
+to, carries no host traffic under ftree, so no host pair can test it; it is listed as idle,
+with that reason.
 
 Rounds: no host in two pairs of one round (each runs one server or one client). In round r,
 leaf i (in name order) meets leaf i XOR 2^r, rank k against rank k + r (a server's own cable
 meets a different spine each round, so a bad one is told from the uplinks), so most servers
-run at once
-and load every spine their ranks reach (ECMP imbalance shows as slow pairs), and a new leaf
-only adds pairs; an uplink those rounds leave uncovered gets a pair of its own, packed into
-extra rounds.
+run at once and load every spine their ranks reach (ECMP imbalance shows as slow pairs), and a
+new leaf only adds pairs; a cable those rounds leave uncovered gets a pair of its own, packed
+into extra rounds.
 
 Telling cables apart: one bad cable fails every pair that crosses it, so two cables crossed by
 the same pairs cannot be told apart by any result. Where the rounds leave such a set, pairs
@@ -31,8 +48,11 @@ its cable and its uplink carry the same traffic); `inseparable` lists what is le
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import islice, pairwise
 from typing import NamedTuple
 
@@ -49,39 +69,166 @@ class Server(NamedTuple):
 class Pair(NamedTuple):
     client: str
     server: str
-    cables: tuple[str, ...]  # client cable, client leaf's uplink, server leaf's uplink, server's
+    # The client's cable, its leaf's uplink, (between pods: that spine's link to the core,
+    # the core's link down to the server's spine,) the server leaf's uplink, the server's.
+    cables: tuple[str, ...]
 
 
 class FabricTest(NamedTuple):
     rounds: tuple[tuple[Pair, ...], ...]
-    idle: tuple[str, ...]  # uplinks no host-to-host route crosses (sorted IDs)
+    idle: tuple[str, ...]  # uplinks and core links no host-to-host route crosses (sorted IDs)
     # Sets of cables (sorted IDs) that every pair crosses all or none of: no route tells
     # them apart, so a failure among them is reported as one of them.
     inseparable: tuple[tuple[str, ...], ...] = ()
 
 
-Uplinks = Mapping[tuple[str, str, int], str]  # (leaf, spine, link j) -> cable ID
+Uplinks = Mapping[tuple[str, str, int], str]  # (lower switch, upper switch, link j) -> cable ID
+# The spine a client leaf climbs to, and the cables from it down to the server's leaf.
+Descent = tuple[str, tuple[str | None, ...]] | None
 
 
-def route(
-    client: Server, server: Server, spines: Sequence[str], links: int, up: Uplinks
-) -> Pair | None:
-    """The pair and the cables its writes cross (ftree: through the server's spine); None
-    when a leaf on the way lacks that uplink (planned, not installed)."""
-    spine = spines[server.rank % len(spines)]
-    j = (server.rank // len(spines)) % links
-    ends = (up.get((client.leaf, spine, j)), up.get((server.leaf, spine, j)))
-    if ends[0] is None or ends[1] is None or client.leaf == server.leaf:
-        return None
-    return Pair(client.name, server.name, (client.cable, ends[0], ends[1], server.cable))
+@dataclass(frozen=True)
+class Tree:
+    """The fat tree as ftree indexes it: every leaf it routes from, by pod and place (pods
+    and places in its indexing order); a two-tier fabric is one pod (0) and no cores."""
+
+    leaves: Mapping[str, tuple[int, int]]  # leaf -> (pod, place in the pod)
+    spines: Mapping[int, tuple[str, ...]]  # pod -> its spines, in plane order
+    links: int  # per leaf and spine
+    up: Uplinks  # installed
+    per_leaf: int  # the targets ftree routes from each leaf: the most compute nodes on one
+    cores: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # plane -> its cores
+    core_links: int = 1  # per spine and core
+    core_up: Uplinks = field(default_factory=dict)  # installed: (spine, core, link) -> cable
+
+    @classmethod
+    def two_tier(
+        cls, servers: Iterable[Server], spines: Sequence[str], links: int, up: Uplinks
+    ) -> Tree:
+        """One pod of every spine, its leaves in name order."""
+        hosts = list(servers)
+        names = sorted({h.leaf for h in hosts} | {key[0] for key in up})
+        per_leaf = max((h.rank + 1 for h in hosts), default=0)
+        leaves = {leaf: (0, i) for i, leaf in enumerate(names)}
+        return cls(leaves, {0: tuple(spines)}, links, up, per_leaf)
+
+    def testing(self, up: Uplinks) -> Tree:
+        """The same routes, with only these uplinks to test (one rail's leaves')."""
+        return Tree(self.leaves, self.spines, self.links, up, self.per_leaf, self.cores,
+                    self.core_links, self.core_up)  # fmt: skip
+
+    @cached_property
+    def _sizes(self) -> dict[int, int]:
+        sizes: dict[int, int] = defaultdict(int)
+        for pod, _ in self.leaves.values():
+            sizes[pod] += 1
+        return dict(sizes)
+
+    @cached_property
+    def _first(self) -> dict[int, int]:
+        """Each pod's first place among every leaf."""
+        out, total = {}, 0
+        for pod in sorted(self._sizes):
+            out[pod], total = total, total + self._sizes[pod]
+        return out
+
+    @cached_property
+    def plane(self) -> dict[str, tuple[int, int]]:
+        """spine -> (pod, plane)."""
+        return {s: (pod, i) for pod, spines in self.spines.items() for i, s in enumerate(spines)}
+
+    @cached_property
+    def _throughs(self) -> dict[tuple[int, int, int], list[int]]:
+        return {}
+
+    def _through(self, n: int, core: int, cores: int) -> list[int]:
+        """[p]: the targets of the pods before pod p that a spine sends through its plane's
+        core number `core` (of `cores`), at `n` targets a leaf."""
+        key = (n, core, cores)
+        if key not in self._throughs:
+            out = [0]
+            for pod in sorted(self._sizes):
+                out.append(out[-1] + (self._sizes[pod] * n - core + cores - 1) // cores)
+            self._throughs[key] = out
+        return self._throughs[key]
+
+    def place(self, leaf: str) -> int:
+        """A leaf's place among every leaf, in ftree's order."""
+        pod, i = self.leaves[leaf]
+        return self._first[pod] + i
+
+    def target(self, server: Server) -> tuple[int, int, int]:
+        """(plane, k, n): the spine `server` is reached through, its round on its leaf
+        (rank // S), and the targets of a leaf through one spine of that plane."""
+        spines = len(self.spines[self.leaves[server.leaf][0]])
+        plane = server.rank % spines
+        return plane, server.rank // spines, (self.per_leaf - plane + spines - 1) // spines
+
+    def climb(self, before: bool, server: Server) -> int:
+        """The link a leaf climbs to `server`'s spine plane over: every target of that plane
+        before it moved that group's load on by one, but the leaf's own (`before`: the leaf
+        comes before the server's)."""
+        _, k, n = self.target(server)
+        return (self.place(server.leaf) * n + k - (n if before else 0)) % self.links
+
+    @cached_property
+    def _descents(self) -> dict[tuple[Server, int], Descent]:
+        return {}
+
+    def descent(self, server: Server, pod: int) -> Descent:
+        """From a leaf of `pod`: the spine it climbs to for `server`, and the cables from that
+        spine down to the server's leaf (None where one is not installed); None when no path
+        the rule describes joins them. Every client leaf of a pod shares it."""
+        key = (server, pod)
+        if key not in self._descents:
+            self._descents[key] = self._descent(server, pod)
+        return self._descents[key]
+
+    def _descent(self, server: Server, pod: int) -> Descent:
+        home, i = self.leaves[server.leaf]
+        plane, k, n = self.target(server)
+        spine = self.spines[home][plane]
+        down = self.up.get((server.leaf, spine, k % self.links))
+        if pod == home:
+            return spine, (down,)
+        cores = self.cores.get(plane, ())
+        if plane >= len(self.spines.get(pod, ())) or not cores:
+            return None
+        m = i * n + k  # the server's place among its spine's targets
+        c = m % len(cores)
+        # The core's link down to `mine`: one step for every earlier target through that
+        # core from a pod other than `pod`, in pod order.
+        through = self._through(n, c, len(cores))
+        earlier = m // len(cores) + through[home] - (through[pod + 1] - through[pod]) * (pod < home)
+        mine = self.spines[pod][plane]
+        return mine, (
+            self.core_up.get((mine, cores[c], earlier % self.core_links)),
+            self.core_up.get((spine, cores[c], (m // len(cores)) % self.core_links)),
+            down,
+        )
+
+    def route(self, client: Server, server: Server) -> Pair | None:
+        """The pair and the cables its writes cross; None on one leaf, or when a cable on
+        the way is not installed."""
+        if client.leaf == server.leaf:
+            return None
+        found = self.descent(server, self.leaves[client.leaf][0])
+        if found is None:
+            return None
+        spine, below = found
+        before = self.place(client.leaf) < self.place(server.leaf)
+        first = self.up.get((client.leaf, spine, self.climb(before, server)))
+        cables = [client.cable, first, *below, server.cable]
+        if any(c is None for c in cables):
+            return None
+        return Pair(client.name, server.name, tuple(c for c in cables if c is not None))
 
 
-def plan_rounds(
-    servers: Iterable[Server], spines: Sequence[str], links: int, up: Uplinks
-) -> FabricTest:
-    """Rounds of disjoint pairs covering every uplink some host route crosses."""
+def plan_rounds(servers: Iterable[Server], tree: Tree) -> FabricTest:
+    """Rounds of disjoint pairs covering every uplink and core link some host route
+    crosses."""
     hosts = sorted(servers)
-    if not spines:
+    if not any(tree.spines.values()):
         return FabricTest((), ())
     leaves = sorted({h.leaf for h in hosts})
     on: dict[str, list[Server]] = {leaf: [h for h in hosts if h.leaf == leaf] for leaf in leaves}
@@ -100,28 +247,20 @@ def plan_rounds(
                 # Shifted by the round, so a server's own cable meets a different spine in
                 # each round and a bad one is told apart from the uplink it used.
                 y = on[leaves[j]][(k + bit) % m]
-                pair = route(x, y, spines, links, up) if x.rank % 2 == 0 else None
-                pair = pair or route(y, x, spines, links, up)
+                pair = tree.route(x, y) if x.rank % 2 == 0 else None
+                pair = pair or tree.route(y, x)
                 if pair is not None:
                     pairs.append(pair)
         if pairs:
             rounds.append(tuple(pairs))
-    by_slot: dict[tuple[str, int], list[Server]] = defaultdict(list)  # in host order
-    for h in hosts:
-        by_slot[_slot(h, spines, links)].append(h)
-    routable = _routable(hosts, by_slot, up)
+    over = _crossing(hosts, tree)
+    routable = _routable(hosts, tree)
     covered = {c for pairs in rounds for p in pairs for c in p.cables}
-    uplink = {cable: key for key, cable in up.items()}
-    extra = [
-        p
-        for c in sorted(routable - covered)
-        if (p := _crossing(uplink[c], hosts, by_slot, spines, links, up))
-    ]
-    # Two uncovered uplinks may find the same pair: it runs once (one log per pair).
-    rounds += _pack([p for p in dict.fromkeys(extra) if not covered.issuperset(p.cables)])
-    split, inseparable = _split(rounds, hosts, by_slot, spines, links, up)
+    rounds += _cover(sorted(routable - covered), over, covered)
+    split, inseparable = _split(rounds, over)
     rounds += _pack(split)
-    return FabricTest(tuple(rounds), tuple(sorted(set(up.values()) - routable)), inseparable)
+    tested = set(tree.up.values()) | set(tree.core_up.values())
+    return FabricTest(tuple(rounds), tuple(sorted(tested - routable)), inseparable)
 
 
 def signatures(rounds: Iterable[Iterable[Pair]]) -> dict[str, frozenset[Pair]]:
@@ -143,42 +282,21 @@ def _classes(crossing: Mapping[str, frozenset[Pair]]) -> list[list[str]]:
 
 
 def _split(
-    rounds: Sequence[tuple[Pair, ...]],
-    hosts: list[Server],
-    by_slot: Slots,
-    spines: Sequence[str],
-    links: int,
-    up: Uplinks,
+    rounds: Sequence[tuple[Pair, ...]], crossing: Callable[[str], Iterator[Pair]]
 ) -> tuple[list[Pair], tuple[tuple[str, ...], ...]]:
     """Pairs that split every set of cables the rounds cross only together, and the sets no
     route splits. A pair only refines the sets (cables told apart stay apart), so each added
     pair makes progress; the search runs only over the few sets there are."""
-    uplink = {cable: key for key, cable in up.items()}
-    host = {h.cable: h for h in hosts}
-
-    def crossing(cable: str) -> Iterable[Pair]:
-        """Every route over `cable`, in host order."""
-        if cable in uplink:
-            leaf, spine, j = uplink[cable]
-            for client in hosts:
-                for server in by_slot.get((spine, j), ()):
-                    if leaf not in (client.leaf, server.leaf):
-                        continue
-                    if (p := route(client, server, spines, links, up)) is not None:
-                        yield p
-        elif cable in host:
-            h = host[cable]
-            for other in hosts:
-                for client, server in ((h, other), (other, h)):
-                    if (p := route(client, server, spines, links, up)) is not None:
-                        yield p
-
     added: list[Pair] = []
     stuck: set[tuple[str, str]] = set()  # (a, b) no route tells apart
     busy: set[str] = set()  # the hosts of the added pairs
     crossed = signatures(rounds)
+    # A pair adds itself to its cables' sets alike, so sets only ever split: the cables
+    # outside every class stay alone, and only the classes' own are looked at again.
+    classes = _classes(crossed)
     while True:
-        todo = [(a, b) for cs in _classes(crossed) for a, b in pairwise(cs) if (a, b) not in stuck]
+        classes = _classes({c: crossed[c] for cs in classes for c in cs})
+        todo = [(a, b) for cs in classes for a, b in pairwise(cs) if (a, b) not in stuck]
         if not todo:
             break
         a, b = todo[0]
@@ -196,55 +314,145 @@ def _split(
         # signature made anew for each pair added, which grew with the square of the pairs.
         for c in found.cables:
             crossed[c] = crossed.get(c, frozenset()) | {found}
-    return added, tuple(tuple(cs) for cs in _classes(crossed))
+    return added, tuple(tuple(cs) for cs in classes)
 
 
-def _slot(server: Server, spines: Sequence[str], links: int) -> tuple[str, int]:
-    """The (spine, link) ftree reaches `server` through."""
-    return spines[server.rank % len(spines)], (server.rank // len(spines)) % links
+def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]]:
+    """cable -> every route over it, clients in host order, each's servers in host order.
+    Only the servers whose path from the cable's leaf or pod (or down from its spine) leads
+    over it can be the far end of such a route, so only those are tried."""
+    by_plane: dict[int, list[Server]] = defaultdict(list)
+    below: dict[tuple[int | None, str], list[Server]] = defaultdict(list)  # (from pod, cable)
+    pods = sorted({pod for pod, _ in tree.leaves.values()})
+    for h in hosts:
+        by_plane[tree.target(h)[0]].append(h)
+        home = tree.leaves[h.leaf][0]
+        for pod in pods:
+            found = tree.descent(h, pod)
+            cables = found[1] if found else ()
+            # Down from the server's own spine, every client pod's path is one; the core's
+            # link down to the client's spine, the client pod's own.
+            for c in cables[1:] if pod != home else cables:
+                if c is not None and h not in below[(None, c)][-1:]:
+                    below[(None, c)].append(h)
+            if pod != home and cables and cables[0] is not None:
+                below[(pod, cables[0])].append(h)
+    uplink = {cable: key for key, cable in tree.up.items()}
+    core = {cable: key for key, cable in tree.core_up.items()}
+    host = {h.cable: h for h in hosts}
+
+    def pairs(cable: str) -> Iterator[tuple[Server, Server]]:
+        if cable in uplink:
+            leaf, spine, _ = uplink[cable]
+            plane = tree.plane[spine][1]
+            for client in hosts:
+                # From the cable's leaf to any server of its spine's plane; from elsewhere,
+                # to the servers below it.
+                mine = client.leaf == leaf
+                yield from (
+                    (client, s) for s in (by_plane[plane] if mine else below[(None, cable)])
+                )
+        elif cable in core:
+            pod = tree.plane[core[cable][0]][0]
+            for client in hosts:
+                # From the spine's pod, up over it; from another pod, down over it.
+                mine = tree.leaves[client.leaf][0] == pod
+                yield from ((client, s) for s in below[(pod if mine else None, cable)])
+        elif cable in host:
+            h = host[cable]
+            for other in hosts:
+                yield from ((h, other), (other, h))
+
+    def crossing(cable: str) -> Iterator[Pair]:
+        for client, server in pairs(cable):
+            if (p := tree.route(client, server)) is not None and cable in p.cables:
+                yield p
+
+    return crossing
 
 
-Slots = Mapping[tuple[str, int], Sequence[Server]]  # (spine, link) -> servers reached by it
-
-
-def _routable(hosts: list[Server], by_slot: Slots, up: Uplinks) -> set[str]:
-    """Uplinks some pair's route crosses: (L, spine, j) when a server d reached through it
-    sits on another leaf that has the same uplink and L has a server to write from, or d is
-    on L and another leaf with that uplink has a server to write to it."""
-    out = set()
-    leaves_with = {h.leaf for h in hosts}
-    for (leaf, spine, j), cable in up.items():
-        targets = by_slot.get((spine, j), ())
-        elsewhere = [d for d in targets if d.leaf != leaf and (d.leaf, spine, j) in up]
-        writes_out = bool(elsewhere) and leaf in leaves_with
-        written_to = any(d.leaf == leaf for d in targets) and any(
-            other != leaf and (other, spine, j) in up for other in leaves_with
-        )
-        if writes_out or written_to:
+def _routable(hosts: list[Server], tree: Tree) -> set[str]:
+    """Uplinks and core links some pair's route crosses. A route from a leaf of pod P to a
+    server depends on the leaf only through its uplink's link, which takes one of two values
+    (the leaf before the server's, or after): so a server's cables below the spine are
+    routable when some leaf of P with servers has the uplink either value needs, and a
+    leaf's uplink when some server's route from it passes the same test."""
+    out: set[str] = set()
+    with_hosts = {h.leaf for h in hosts}
+    pods = sorted({tree.leaves[leaf][0] for leaf in with_hosts})
+    # (spine, link) -> the places of the leaves with servers whose uplink that is
+    places: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for leaf, spine, j in tree.up:
+        if leaf in with_hosts:
+            places[(spine, j)].append(tree.place(leaf))
+    for ps in places.values():
+        ps.sort()
+    # (leaf's spine) -> (server's place, link from a leaf after it, from one before it)
+    reach: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for d in hosts:
+        g = tree.place(d.leaf)
+        for pod in pods:
+            found = tree.descent(d, pod)
+            if found is None or any(c is None for c in found[1]):
+                continue
+            spine, below = found
+            after, before = tree.climb(False, d), tree.climb(True, d)
+            lower, upper = places.get((spine, before), ()), places.get((spine, after), ())
+            # A leaf of the pod before the server's with the uplink `before` needs, or one
+            # after it with the one `after` needs (the pod's: the spine is the pod's).
+            if (lower and lower[0] < g) or (upper and upper[-1] > g):
+                out.update(c for c in below if c is not None)
+                reach[spine].append((g, after, before))
+    # A leaf after a server climbs over `after`, one before it over `before`: the links
+    # of the servers before each place, and of those after it, as bit masks.
+    masks: dict[str, tuple[list[int], list[int], list[int]]] = {}
+    for spine, targets in reach.items():
+        targets.sort()
+        prefix, suffix = [0], [0]
+        for _, after, _ in targets:
+            prefix.append(prefix[-1] | 1 << after)
+        for _, _, before in reversed(targets):
+            suffix.append(suffix[-1] | 1 << before)
+        masks[spine] = ([t for t, _, _ in targets], prefix, suffix[::-1])
+    for (leaf, spine, j), cable in tree.up.items():
+        if leaf not in with_hosts or spine not in masks:
+            continue
+        g = tree.place(leaf)
+        places_of, prefix, suffix = masks[spine]
+        links = prefix[bisect_left(places_of, g)] | suffix[bisect_right(places_of, g)]
+        if links >> j & 1:
             out.add(cable)
     return out
 
 
-def _crossing(
-    uplink: tuple[str, str, int],
-    hosts: list[Server],
-    by_slot: Slots,
-    spines: Sequence[str],
-    links: int,
-    up: Uplinks,
-) -> Pair | None:
-    """The first pair (in host order) whose route crosses `uplink` (leaf, spine, link): only
-    a server reached through (spine, link) can be the far end of such a route, so only those
-    are tried, and the answer is the one a scan of every pair would find first."""
-    leaf, spine, j = uplink
-    for client in hosts:
-        for server in by_slot.get((spine, j), ()):
-            if leaf not in (client.leaf, server.leaf):
-                continue
-            pair = route(client, server, spines, links, up)
-            if pair is not None:
-                return pair
-    return None
+def _cover(
+    cables: list[str], crossing: Callable[[str], Iterator[Pair]], covered: set[str]
+) -> list[tuple[Pair, ...]]:
+    """A pair over each of `cables` no round covers, in rounds of their own: of the first few
+    routes over a cable, the first that fits a round so far (no host twice), so the pairs
+    share rounds rather than all starting from the first hosts."""
+    rounds: list[list[Pair]] = []
+    busy: list[set[str]] = []
+    for cable in cables:
+        if cable in covered:
+            continue  # an earlier pair of these crosses it too: it runs once
+        few = list(islice(crossing(cable), 32))
+        fits = (
+            (p, i) for p in few for i, used in enumerate(busy) if not {p.client, p.server} & used
+        )
+        found = next(fits, None)
+        if found is not None:
+            pair, i = found
+            rounds[i].append(pair)
+            busy[i] |= {pair.client, pair.server}
+        elif few:
+            pair = few[0]
+            rounds.append([pair])
+            busy.append({pair.client, pair.server})
+        else:
+            continue
+        covered = covered | set(pair.cables)
+    return [tuple(r) for r in rounds]
 
 
 def _pack(pairs: list[Pair]) -> list[tuple[Pair, ...]]:

@@ -25,6 +25,7 @@ from compiler.plan import (
     SLURMD,
     Tiers,
     egress,
+    hca_link,
     ib_mtu,
     ip_str,
     link_gbps,
@@ -39,7 +40,7 @@ from compiler.plan import (
     route_network,
     wires,
 )
-from contract import Route
+from contract import Route, ib
 
 # Baseline keys a model must have, by what the model carries.
 SERVER_KEYS = ("bios", "bmc")
@@ -1184,13 +1185,13 @@ def thresholds(c: Cluster, rep: Report) -> None:
     step's below the NICs of its slowest node (bus bandwidth leaves a node through them)."""
     at = ("acceptance",)
     pair = c.acceptance.ib_write_bw.min_gb_s
-    link = link_gbps(c.fabric) / 8
-    if pair is not None and pair > link:
+    gbps, width, rate = pair_ceiling(c)
+    if pair is not None and pair > gbps / 8:
         rep.add(
             (*at, "ib_write_bw", "min_gb_s"),
             Rule.THRESHOLD_CEILING,
-            f"{pair:g} GB/s per pair is above the ceiling of one {c.fabric.width} "
-            f"{c.fabric.rate} link: {link:g} GB/s ({link_gbps(c.fabric):g} Gb/s)",
+            f"{pair:g} GB/s per pair is above the ceiling of one {width} "
+            f"{rate} link: {gbps / 8:g} GB/s ({gbps:g} Gb/s)",
         )
     bus = c.acceptance.nccl_tests.min_gb_s
     ceiling = nccl_ceiling(c)
@@ -1206,14 +1207,24 @@ def thresholds(c: Cluster, rep: Report) -> None:
 
 def nccl_ceiling(c: Cluster) -> tuple[float, int, str] | None:
     """(GB/s, HCAs, model) of the GPU model with the least InfiniBand bandwidth per node."""
-    link = link_gbps(c.fabric)
     found = []
     for model in sorted({n.model for r in c.racks for n in r.nodes if n.role == Role.GPU}):
         server = c.hardware.servers.get(model)
         hcas = [nic for nic in server.nics if nic.device] if server else []
         if hcas:
-            found.append((sum(min(n.speed_gbps, link) for n in hcas) / 8, len(hcas), model))
+            gbps = sum(min(n.speed_gbps, ib.link_gbps(*hca_link(c.fabric, n))) for n in hcas)
+            found.append((gbps / 8, len(hcas), model))
     return min(found) if found else None
+
+
+def pair_ceiling(c: Cluster) -> tuple[float, str, str]:
+    """(Gb/s, width, rate) of the slowest link a GPU server's HCA is planned at: the
+    ceiling of an `ib_write_bw` pair over it (the fabric's own link at most)."""
+    links = {(c.fabric.width, c.fabric.rate)}
+    for model in {n.model for r in c.racks for n in r.nodes if n.role == Role.GPU}:
+        server = c.hardware.servers.get(model)
+        links |= {hca_link(c.fabric, n) for n in server.nics if n.device} if server else set()
+    return min((ib.link_gbps(w, r), w, r) for w, r in links)
 
 
 _VERSION_KEY = re.compile(r"\{([a-z_]+)\}")

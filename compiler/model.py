@@ -347,6 +347,13 @@ class Nic(Strict_):
     rail: int | None = Field(None, ge=0)
     numa_node: int | None = Field(None, ge=0)
     pcie_switch: str | None = None
+    # An HCA's own link where it is not the fabric's `width` and `rate`: a port split to two
+    # lanes (NDR200: 2x NDR) on a 4x NDR fabric. Its contract port, its cable's planned rate,
+    # its alert and the acceptance ceilings follow it.
+    width: Annotated[str, _pattern(r"(1x|2x|4x|8x|12x)", "a link width")] | None = None
+    rate: (
+        Annotated[str, _pattern(r"(SDR|DDR|QDR|FDR|EDR|HDR|NDR)", "an InfiniBand rate")] | None
+    ) = None
 
 
 class GpuSocket(Strict_):

@@ -34,6 +34,7 @@ from compiler.model import (
     Hardware,
     Medium,
     Network,
+    Nic,
     Node,
     Partition,
     Provisioning,
@@ -81,6 +82,11 @@ MAX_CORES = HOST_LID_BASE - CORE_LID_BASE - 1
 def link_gbps(fabric: Fabric) -> float:
     """The planned rate of one InfiniBand link: lanes times the per-lane rate (4x HDR = 200)."""
     return ib.link_gbps(fabric.width, fabric.rate)
+
+
+def hca_link(fabric: Fabric, nic: Nic) -> tuple[str, str]:
+    """(width, rate) an HCA's port is planned at: its own, else the fabric's."""
+    return nic.width or fabric.width, nic.rate or fabric.rate
 
 
 def host_lid(rack: Rack, node: Node) -> int:
@@ -665,15 +671,15 @@ def _host(
         assert nic.device is not None, "hca_order lists HCAs"
         guid = node.guids.get(nic.device, node.guid)
         if guid:
-            fabric = cluster.fabric
+            width, rate = hca_link(cluster.fabric, nic)
             ib_ports.append(
                 IbPort(
                     nic.device,
                     nic.port or 1,
                     guid,
-                    int(link_gbps(fabric)),
-                    fabric.width,
-                    fabric.rate,
+                    int(ib.link_gbps(width, rate)),
+                    width,
+                    rate,
                     railed.host_lid(rack, node, nic) if railed else host_lid(rack, node),
                 )
             )
@@ -1027,6 +1033,18 @@ def cables(cluster: Cluster) -> list[Cable]:
     ib = {n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND}
     overrides = overrides_of(cluster)
     ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
+    # A host cable at its HCA's own link, where the model gives it one.
+    own = {
+        name: [(f"{n.device}/{n.port or 1}", "".join(hca_link(cluster.fabric, n))) for n in m.nics
+               if n.device and (n.width or n.rate)]
+        for name, m in cluster.hardware.servers.items()
+    }  # fmt: skip
+    hca_rate = {
+        (node.name, end): rate
+        for rack in cluster.racks
+        for node in rack.nodes
+        for end, rate in own.get(node.model, ())
+    }
     railed = rails(cluster)
     rail_leaves = railed.leaf if railed else {}
 
@@ -1055,7 +1073,8 @@ def cables(cluster: Cluster) -> list[Cable]:
             )
         length = standard_length(run)
         if wire.network in ib:
-            medium, rate = ("DAC" if length <= DAC_MAX_M else "AOC"), ib_rate
+            rate = hca_rate.get((b.device, b.port), ib_rate) if hca_rate else ib_rate
+            medium = "DAC" if length <= DAC_MAX_M else "AOC"
         else:
             # A port's own speed (an uplink's, a management port's), else its switch's.
             gbps = min(

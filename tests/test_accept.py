@@ -18,11 +18,10 @@ from audits.accept import blame, judge, read_inputs
 from clusterforge.cli import main
 from clusterforge.lab.ibsim import SimFabric
 from compiler import generate, pipeline
-from compiler.acceptance import Server, plan_rounds, route
+from compiler.acceptance import Server, Tree, plan_rounds
 from compiler.load import load
 from compiler.output import write
-from compiler.plan import build
-from compiler.targets import acceptance
+from compiler.pipeline import Compiled
 from compiler.targets.acceptance import servers
 from draw.report import readiness
 from tests.conftest import REPO, require_tool
@@ -60,7 +59,8 @@ def test_rounds_cover_every_routable_uplink_and_use_a_host_once_per_round(
     fabric: tuple[list[Server], list[str], int, dict[Any, str]],
 ) -> None:
     found, spines, links, up = fabric
-    test = plan_rounds(found, spines, links, up)
+    tree = Tree.two_tier(found, spines, links, up)
+    test = plan_rounds(found, tree)
     covered = set()
     for pairs in test.rounds:
         hosts = [h for p in pairs for h in (p.client, p.server)]
@@ -75,7 +75,7 @@ def test_rounds_cover_every_routable_uplink_and_use_a_host_once_per_round(
         c
         for a in found
         for b in found
-        if (pair := route(a, b, spines, links, up)) is not None
+        if (pair := tree.route(a, b)) is not None
         for c in pair.cables
     }
     assert set(test.idle) == uplinks - routable
@@ -100,36 +100,94 @@ def test_reference_rounds_and_idle_uplinks(generated: Path) -> None:
     assert "#SBATCH --nodelist=gpu[001-016]" in sbatch and "#SBATCH --switches=4" in sbatch
 
 
-def test_ftree_routes_as_the_plan_says(tmp_path: Path) -> None:
-    """The path rule against OpenSM itself: ftree on ibsim, with the planned static LIDs; each
-    leaf's forwarding table sends a server on another leaf out of the uplink the plan names."""
+@pytest.mark.realtool
+@pytest.mark.parametrize("which", ["reference", "three-tier", "rails-three-tier"])
+def test_ftree_routes_as_the_plan_says(which: str, tmp_path: Path) -> None:
+    """The path rule against OpenSM itself: ftree on ibsim, with the planned static LIDs.
+    From every leaf to every compute node on another, the forwarding tables lead over the
+    cables the rule names (through the cores of a three-tier fabric too), and every pair
+    of the plan crosses exactly the cables it says it tests."""
+    from tests.test_fabric import rails_three_tier, three_tier
+
+    source = {
+        "reference": lambda: load(REPO / "cluster"), "three-tier": three_tier,
+        "rails-three-tier": rails_three_tier,
+    }[which]()  # fmt: skip
+    compiled = pipeline.compile_source(source)
+    lfts = ftree_tables(compiled, tmp_path)
+    found, tree = servers(compiled.plan)
+    checked = 0
+    for server in found:
+        for leaf in set(tree.leaves) - {server.leaf}:
+            client = next((s for s in found if s.leaf == leaf), Server(leaf, 0, "-", "-"))
+            pair = tree.route(client, server)
+            assert pair is not None and path(compiled, lfts, leaf, server) == pair.cables[1:], (
+                leaf, server
+            )  # fmt: skip
+            checked += 1
+    assert checked == len(found) * (len(tree.leaves) - 1) >= 196
+    plan = json.loads(compiled.files["acceptance/plan.json"])
+    by_cable = {s.cable: s for s in found}
+    pairs = [p for r in plan["ib_write_bw"]["rounds"] for p in r["pairs"]]
+    for p in pairs:
+        client, server = by_cable[p["cables"][0]], by_cable[p["cables"][-1]]
+        assert (client.name, server.name) == (p["client"], p["server"])
+        assert [client.cable, *path(compiled, lfts, client.leaf, server)] == p["cables"]
+    crossed = {c for p in pairs for c in p["cables"]}
+    to_core = {c.id for c in compiled.plan.cables if c.b.device.startswith("core")}
+    untested = {e["cable"]: e["reason"] for e in plan["ib_write_bw"]["untested"]}
+    # Every spine-core link is crossed by a pair or idle under ftree, and says so.
+    assert all(c in crossed or untested[c].startswith("a spine-core link") for c in to_core)
+    if to_core:
+        assert len(crossed & to_core) >= 32
+
+
+def ftree_tables(compiled: Compiled, tmp_path: Path) -> dict[str, dict[int, int]]:
+    """OpenSM's forwarding tables for the compiled fabric: ftree once on ibsim, from the
+    generated opensm.conf with the planned static LIDs seeded."""
     for tool in ("ibsim", "opensm"):
         require_tool(tool)
-    compiled = pipeline.compile_source(load(REPO / "cluster"))
     out = tmp_path / "generated"
     write(out, compiled.files)
     opensm = out / "opensm"
-    conf = opensm / "sm01" / "opensm.conf"
+    master = max(compiled.plan.fabric.subnet_managers, key=lambda sm: sm.priority).host
+    conf = opensm / master / "opensm.conf"
     overrides = local_files(conf)
-    overrides["log_flags"] = "0xff"  # OpenSM dumps its forwarding tables at ROUTING level
+    # OpenSM dumps its forwarding tables at ROUTING level (0x40); without FUNCS and FRAMES,
+    # whose lines for hundreds of CAs would overflow log_max_size and lose the engine's
+    # last word.
+    overrides["log_flags"] = "0xc3"
     with SimFabric(out / "fabric" / "topology.net", tmp_path / "sim") as sim:
         result = sim.run_opensm_once(
-            conf, overrides=overrides, sim_host="sm01 mlx5_0", seed_cache=[opensm / "guid2lid"]
+            conf, overrides=overrides, sim_host=f"{master} mlx5_0", seed_cache=[opensm / "guid2lid"]
         )
         assert result.routing_engine == "ftree"
+        assert "ftree tables configured on all switches" in result.log
         dump = (result.run_dir / "dump" / "opensm-lfts.dump").read_text()
-    lfts = _lfts(dump)
-    found, spines, links, up = servers(compiled.plan)
-    lid = {h.name: h.ib_ports[0].lid for h in compiled.plan.hosts if h.ib_ports}
-    port_of = {c.id: int(c.a.port) for c in compiled.plan.cables}
-    checked = 0
-    for server in found:
-        spine = spines[server.rank % len(spines)]
-        j = (server.rank // len(spines)) % links
-        for leaf in {s.leaf for s in found} - {server.leaf}:
-            assert lfts[leaf][lid[server.name]] == port_of[up[(leaf, spine, j)]], (leaf, server)
-            checked += 1
-    assert checked > 1000
+    return _lfts(dump)
+
+
+def path(
+    compiled: Compiled, lfts: dict[str, dict[int, int]], leaf: str, server: Server
+) -> tuple[str, ...]:
+    """The cables OpenSM's tables lead over from `leaf` to `server`'s HCA (its own cable
+    last), switch by switch."""
+    plan = compiled.plan
+    switches = {s.name for s in plan.switches}
+    far: dict[tuple[str, int], tuple[str, str]] = {}
+    for c in plan.cables:
+        if c.installed and c.network in plan.ib_networks:
+            far[(c.a.device, int(c.a.port))] = (c.b.device, c.id)
+            if c.b.device in switches:
+                far[(c.b.device, int(c.b.port))] = (c.a.device, c.id)
+    device = next(c.b.port.split("/")[0] for c in plan.cables if c.id == server.cable)
+    lid = next(p.lid for p in plan.host(server.name).ib_ports if p.device == device)
+    hops: list[str] = []
+    at = leaf
+    while at in switches and len(hops) < 8:
+        at, cable = far[(at, lfts[at][lid])]
+        hops.append(cable)
+    return tuple(hops)
 
 
 def local_files(conf: Path) -> dict[str, str]:
@@ -278,20 +336,47 @@ def test_cli_without_a_plan_cannot_run(tmp_path: Path) -> None:
     assert main(["-C", str(tmp_path), "accept", str(tmp_path / "results")]) == 4
 
 
-def test_a_three_tier_fabric_plans_no_pairs_and_says_why() -> None:
-    """Two-tier paths only: on a tree with cores, every cable is untested with the reason,
-    and admission and the NCCL steps are planned all the same."""
-    plan = build(
-        pipeline.check(
-            generate.source(64, per_rack=4, racks_per_pod=4, spines=4, cores_per_plane=2)
-        )
-    )
-    body = json.loads(acceptance.render(plan)["acceptance/plan.json"])
-    assert body["ib_write_bw"]["rounds"] == []
-    reasons = {e["reason"] for e in body["ib_write_bw"]["untested"]}
-    assert any(r.startswith("three-tier fabric") for r in reasons)
+@pytest.fixture(scope="module")
+def three_tier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A compiled three-tier fat tree: four pods of four racks, two cores a plane."""
+    repo = tmp_path_factory.mktemp("three-tier")
+    source = generate.source(64, per_rack=4, racks_per_pod=4, spines=4, cores_per_plane=2)
+    write(repo / "generated", pipeline.compile_source(source).files)
+    return repo
+
+
+def test_a_three_tier_plan_crosses_the_spine_core_links(three_tier: Path) -> None:
+    """Pairs between pods cross the spines' links to the cores; the links ftree leaves
+    without host traffic (a spine routes 16 targets over 2 cores of 10 links) are untested,
+    with why; admission and the NCCL steps are planned all the same."""
+    body = json.loads((three_tier / "generated/acceptance/plan.json").read_text())
+    bw = body["ib_write_bw"]
+    pairs = [p for r in bw["rounds"] for p in r["pairs"]]
+    through = [p for p in pairs if len(p["cables"]) == 6]
+    assert through and all(p["cables"][2].startswith("SPINE") for p in through)
+    cores = {c for p in through for c in p["cables"][2:4]}
+    idle = {e["cable"] for e in bw["untested"] if e["reason"].startswith("a spine-core link")}
+    assert len(cores) == 192 and len(idle) == 128 and not cores & idle  # 16 spines x 20 links
+    for r in bw["rounds"]:
+        hosts = [h for p in r["pairs"] for h in (p["client"], p["server"])]
+        assert len(hosts) == len(set(hosts))
+    assert len(bw["rounds"]) <= 20
     assert [s["step"] for s in body["nccl_tests"]["steps"]] == ["nccl-004", "nccl-016", "nccl-all"]
     assert len(body["nodes"]) >= 64
+
+
+@pytest.mark.parametrize("cable", ["SPINE02-33", "SPINE07-22"])
+def test_accept_names_the_one_slow_core_link(three_tier: Path, cable: str, tmp_path: Path) -> None:
+    """A spine's link to a core training slow: every pair between pods over it fails, and
+    it is the one cable `accept` blames, as it would a leaf's uplink."""
+    run = Run.load(three_tier / "generated")
+    run.slow[cable] = 9.6
+    report = judge(read_inputs(three_tier), run.write(tmp_path / "results"))
+    assert report["exit_code"] == 1
+    assert [c["cable"] for c in report["cables"] if c["status"] == "failed"] == [cable]
+    assert report["suspects"] == [cable]
+    failing = [p for p in report["pairs"] if p["status"] == "failed"]
+    assert failing and all(cable in p["cables"] for p in failing)
 
 
 # -- honest blame ------------------------------------------------------------------------------
@@ -312,8 +397,7 @@ def _results(test: Any, bad: str, skipped: frozenset[int] = frozenset()) -> list
 def test_one_bad_cable_anywhere_is_named_alone_or_in_a_set_that_says_so(
     fabric: tuple[list[Server], list[str], int, dict[Any, str]], data: st.DataObject
 ) -> None:
-    found, spines, links, up = fabric
-    test = plan_rounds(found, spines, links, up)
+    test = plan_rounds(fabric[0], Tree.two_tier(*fabric))
     crossed = sorted({c for pairs in test.rounds for p in pairs for c in p.cables})
     if not crossed:
         return
@@ -344,11 +428,11 @@ def test_plan_splits_cables_the_rounds_cross_only_together() -> None:
     spines = ["s0"]
     two = [Server("l0", 0, "a", "A"), Server("l1", 0, "b", "B")]
     up2 = {("l0", "s0", 0): "L0-UP", ("l1", "s0", 0): "L1-UP"}
-    test = plan_rounds(two, spines, 1, up2)
+    test = plan_rounds(two, Tree.two_tier(two, spines, 1, up2))
     assert test.inseparable == (("A", "B", "L0-UP", "L1-UP"),)
     three = [*two, Server("l2", 0, "c", "C"), Server("l2", 1, "d", "D")]
     up3 = {**up2, ("l2", "s0", 0): "L2-UP"}
-    test = plan_rounds(three, spines, 1, up3)
+    test = plan_rounds(three, Tree.two_tier(three, spines, 1, up3))
     crossing = {c: {p for r in test.rounds for p in r if c in p.cables} for c in "ABCD"}
     crossing |= {c: {p for r in test.rounds for p in r if c in p.cables} for c in up3.values()}
     groups = {frozenset(ps) for ps in crossing.values()}

@@ -21,7 +21,6 @@ from audits.collect import Collected
 from audits.compare import compare_host
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet, as_record
-from clusterforge.lab.ibsim import SimFabric
 from common.errors import SourceError
 from common.rules import Rule
 from compiler import generate_rails, pipeline
@@ -37,7 +36,7 @@ from compiler.targets.routes import ipoib_hwaddr
 from contract.probes import nvidia_smi_topo
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
-from tests.test_accept import _lfts, local_files
+from tests.test_accept import ftree_tables, path
 
 EXAMPLE = REPO / "examples" / "rails"
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
@@ -245,40 +244,18 @@ def test_slurm_sees_a_unit_as_one_switch(example: Compiled) -> None:
 def test_ftree_routes_each_rail_as_the_pair_plan_says(example: Compiled, tmp_path: Path) -> None:
     """The pair rule of compiler/acceptance.py against OpenSM itself, on the example's two
     units: ftree on ibsim with the planned static LIDs; on every rail, each leaf's forwarding
-    table sends rail k of a server of the other unit out of the uplink the plan names."""
-    for tool in ("ibsim", "opensm"):
-        require_tool(tool)
-    out = tmp_path / "generated"
-    write(out, example.files)
-    opensm = out / "opensm"
-    conf = opensm / "sm01" / "opensm.conf"
-    overrides = local_files(conf)
-    # OpenSM dumps its forwarding tables at ROUTING level (0x40); without FUNCS and FRAMES,
-    # whose lines for 508 CAs would overflow log_max_size and lose the engine's last word.
-    overrides["log_flags"] = "0xc3"
-    with SimFabric(out / "fabric" / "topology.net", tmp_path / "sim") as sim:
-        result = sim.run_opensm_once(
-            conf, overrides=overrides, sim_host="sm01 mlx5_0", seed_cache=[opensm / "guid2lid"]
-        )
-        assert result.routing_engine == "ftree"
-        dump = (result.run_dir / "dump" / "opensm-lfts.dump").read_text()
-    lfts = _lfts(dump)
+    table leads rail k of a server of the other unit over the cables the plan names."""
+    lfts = ftree_tables(example, tmp_path)
     rails = example.plan.rails
     assert rails is not None
-    found, spines, links, up = servers(example.plan)
-    port_of = {c.id: int(c.a.port) for c in example.plan.cables}
-    device = {c.id: c.b.port.split("/")[0] for c in example.plan.cables}
+    found, tree = servers(example.plan)
     checked = 0
     for server in found:
         rail = rails.leaf[server.leaf][1]
-        lid = next(
-            p.lid for p in example.plan.host(server.name).ib_ports
-            if p.device == device[server.cable]
-        )  # fmt: skip
-        spine = spines[server.rank % len(spines)]
-        j = (server.rank // len(spines)) % links
         for leaf in {s.leaf for s in found if rails.leaf[s.leaf][1] == rail} - {server.leaf}:
-            assert lfts[leaf][lid] == port_of[up[(leaf, spine, j)]], (leaf, server)
+            client = next(s for s in found if s.leaf == leaf)
+            pair = tree.route(client, server)
+            assert pair is not None and path(example, lfts, leaf, server) == pair.cables[1:]
             checked += 1
     assert checked == 63 * 8  # every rail HCA, from the other unit's leaf of its rail
 
@@ -403,6 +380,51 @@ def test_gpudirect_checks_each_gpu_against_its_own_rail_hca(example: Compiled) -
     result = compare_host(as_record(contract), Collected(fleet.outputs("gpu001"), {}), NOW)
     assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
         ("gpudirect", "affinity[GPU5].mlx5_5", "PIX", "SYS")
+    ]
+
+
+def test_an_hca_of_two_lanes_is_planned_and_audited_at_its_own_width(tmp_path: Path) -> None:
+    """The example with its servers' mlx5_3 an NDR200 port (2x NDR, 200 Gb/s) on the 4x NDR
+    fabric: that port's contract, cable, alert and acceptance marks are 2x NDR, the other
+    seven's 4x; the host audit passes it at 200 Gb/s and names it at 100."""
+    repo = _copy(tmp_path)
+    hardware = repo / "cluster" / "hardware.yaml"
+    text = hardware.read_text()
+    rail3 = "speed_gbps: 400, device: mlx5_3, port: 1,"
+    assert text.count(rail3) == 1
+    hardware.write_text(text.replace(rail3, "speed_gbps: 200, device: mlx5_3, port: 1, width: 2x,"))
+    compiled = pipeline.compile_repo(repo)
+    write(repo / "generated", compiled.files)
+    host = json.loads(compiled.files["expected/hosts/gpu001.json"])
+    assert [(p["device"], p["width"], p["rate"]) for p in host["ib_ports"]] == [
+        (f"mlx5_{k}", "2x" if k == 3 else "4x", 200 if k == 3 else 400) for k in range(8)
+    ]
+    fabric = json.loads(compiled.files["expected/fabric.json"])
+    rates = Counter(c["rate"] for c in fabric["cables"] if c["b"]["name"].startswith("gpu"))
+    assert rates == {"4xNDR": 63 * 7, "2xNDR": 63}
+    alerts = compiled.files["monitoring/alerts.yml"].decode()
+    assert 'device="mlx5_3",port="1"} * 8 / 1e9 < 200 ' in alerts
+    assert 'device="mlx5_4",port="1"} * 8 / 1e9 < 400 ' in alerts
+    plan = json.loads(compiled.files["acceptance/plan.json"])
+    assert {s["ceiling_gb_s"] for s in plan["nccl_tests"]["steps"]} == {(7 * 400 + 200) / 8}
+    pairs = [p for r in plan["ib_write_bw"]["rounds"] for p in r["pairs"]]
+    own = {(p.get("hca"), p.get("ceiling_gb_s"), p.get("min_gb_s")) for p in pairs}
+    assert ("mlx5_3", 25.0, 18.0) in own and ("mlx5_4", None, None) in own
+    assert {hca for hca, ceiling, _ in own if ceiling is not None} == {"mlx5_3"}
+    # The synthetic run at each pair's own line rate passes them all.
+    report = judge(read_inputs(repo), Run.load(repo / "generated").write(tmp_path / "run"))
+    assert report["summary"]["pairs"] == {"passed": len(pairs)}
+
+    planned = as_record(host)
+    fleet = Fleet.load(repo / "generated")
+    result = compare_host(planned, Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert result.findings == []
+    port = fleet.hosts["gpu001"].state["ib_ports"][3]
+    assert (port["device"], port["rate"]) == ("mlx5_3", 200)
+    port["rate"] = 100  # trained down to one lane
+    result = compare_host(planned, Collected(fleet.outputs("gpu001"), {}), NOW)
+    assert [(f["kind"], f["path"], f["expected"], f["observed"]) for f in result.findings] == [
+        ("ib-port", "ib_ports[mlx5_3/1].rate", 200, 100)
     ]
 
 

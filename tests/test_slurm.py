@@ -29,7 +29,7 @@ from compiler import pipeline
 from compiler.plan import Host
 from contract.probes import PROBES, sinfo_r, slurmd_c
 from tests import slurm_site
-from tests.conftest import require_tool
+from tests.conftest import REPO, require_tool
 from tests.reference import compile_reference
 from tests.test_audit import audit
 
@@ -218,6 +218,50 @@ def test_slurmctld_reads_the_generated_files_as_planned(
         assert {h["node"]: h["reason"] for h in held} == {"gpu125": "spare", "gpu126": "spare"}
         gpu = site.run("sinfo", "--noheader", "--partition=gpu", "--format=%D").stdout.split()
         assert gpu == ["124"]
+
+
+@pytest.mark.realtool
+def test_slurmctld_reads_the_rail_sites_topology_as_planned(tmp_path: Path) -> None:
+    """examples/rails: a scalable unit is one topology switch (its servers sit under eight
+    rail leaves), the spines join the units; slurmctld reads the generated files and
+    `scontrol show topology` lists each switch with the nodes and switches planned."""
+    _tools()
+    example = REPO / "examples" / "rails"
+    generated = example / "generated"
+    bundles = _bundle(example, tmp_path / "bundles", CONTROLLER, NODE)
+    planned = {
+        f["SwitchName"]: f
+        for line in (generated / "fabric" / "slurm-topology.conf").read_text().splitlines()
+        if line.startswith("SwitchName=")
+        for f in [dict(w.split("=", 1) for w in line.split())]
+    }
+    assert sorted(planned) == ["spine01", "spine02", "spine03", "spine04", "spine05",
+                               "spine06", "spine07", "spine08", "su1", "su2"]  # fmt: skip
+    names = [*_slurm_names(generated), CONTROLLER]
+    with slurm_site.site(bundles, CONTROLLER, NODE, names) as site:
+        out = site.run("scontrol", "show", "topology")
+        assert out.returncode == 0, out.stderr + site.logs()
+        shown = {
+            f["SwitchName"]: f
+            for line in out.stdout.splitlines()
+            if line.startswith("SwitchName=")
+            for f in [dict(re.findall(r"(\w+)=(\S+)", line))]
+        }
+        assert sorted(shown) == sorted(planned)
+        for name, want in planned.items():
+            got = shown[name]
+            # A unit is a leaf of Slurm's tree (level 0) over its own servers; a spine is
+            # level 1 over both units, so over every server.
+            assert got["Level"] == ("0" if "Nodes" in want else "1"), got
+            if "Nodes" in want:
+                assert got["Nodes"] == want["Nodes"]
+            else:
+                assert got["Switches"] == want["Switches"] == "su[1-2]"
+                assert got["Nodes"] == "gpu[001-063]"
+        node = site.node("gpu033")
+        assert node["AvailableFeatures"] == "r009,su2,hgx-h100"
+        gpu = site.run("sinfo", "--noheader", "--format=%D").stdout.split()
+        assert sum(map(int, gpu)) >= 63
 
 
 def slurm_site_reasons(site: slurm_site.Site) -> list[Any]:

@@ -23,11 +23,11 @@ output), `nccl/<step>.log`, `burn_in/<host>.json`, `probes/<host>/<probe>.txt`.
 from __future__ import annotations
 
 import shlex
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from common.hostlist import compact
-from compiler.acceptance import FabricTest, Server, plan_rounds
+from compiler.acceptance import FabricTest, Server, Tree, plan_rounds
 from compiler.model import Role, SwitchRole
 from compiler.plan import Host, Plan, link_gbps
 from compiler.targets.render import to_json
@@ -50,56 +50,140 @@ ADMISSION = (
 )
 
 
-def servers(plan: Plan) -> tuple[list[Server], list[str], int, dict[tuple[str, str, int], str]]:
-    """The compute nodes (GPU role, cabled to a leaf) with their ftree ranks, the spines, links
-    per spine, and the installed uplinks by (leaf, spine, link)."""
+def servers(plan: Plan) -> tuple[list[Server], Tree]:
+    """The compute nodes (GPU role, cabled to a leaf) with their ftree ranks, and the fabric
+    as ftree indexes it: pods, spines in plane order, cores, the installed up-links."""
     role = {s.name: s.role for s in plan.switches}
     gpu = {h.name for h in plan.hosts if h.role == Role.GPU and h.ib_ports}
     by_leaf: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     groups: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+    port_on: dict[tuple[str, str], int] = {}  # (lower, upper switch) -> its first port there
     for c in plan.cables:
-        if c.lifecycle != "installed" or role.get(c.a.device) != SwitchRole.LEAF:
+        if c.lifecycle != "installed" or role.get(c.a.device) not in (LEAF, SPINE):
             continue
-        if c.b.device in gpu:
+        if role[c.a.device] == LEAF and c.b.device in gpu:
             by_leaf[c.a.device].append((int(c.a.port), c.b.device, c.id))
-        elif role.get(c.b.device) == SwitchRole.SPINE:
+        elif (role[c.a.device], role.get(c.b.device)) in ((LEAF, SPINE), (SPINE, CORE)):
             groups[(c.a.device, c.b.device)].append((int(c.a.port), c.id))
+            key = (c.a.device, c.b.device)
+            port_on[key] = min(port_on.get(key, int(c.b.port)), int(c.b.port))
     found = [
         Server(leaf, rank, name, cable)
         for leaf, ports in by_leaf.items()
         for rank, (_, name, cable) in enumerate(sorted(ports))
     ]
-    up = {
-        (leaf, spine, j): cable
-        for (leaf, spine), ports in groups.items()
+    links = {
+        (low, high, j): cable
+        for (low, high), ports in groups.items()
         for j, (_, cable) in enumerate(sorted(ports))
     }
-    spines = sorted(s.name for s in plan.switches if s.role == SwitchRole.SPINE)
-    return sorted(found), spines, plan.fabric.links_per_spine, up
+    up = {key: cable for key, cable in links.items() if role[key[0]] == LEAF}
+    core_up = {key: cable for key, cable in links.items() if role[key[0]] == SPINE}
+    return sorted(found), _tree(plan, found, up, core_up, port_on)
+
+
+LEAF, SPINE, CORE = SwitchRole.LEAF, SwitchRole.SPINE, SwitchRole.CORE
+
+
+def _tree(
+    plan: Plan,
+    found: list[Server],
+    up: dict[tuple[str, str, int], str],
+    core_up: dict[tuple[str, str, int], str],
+    port_on: dict[tuple[str, str], int],
+) -> Tree:
+    """ftree's indexing (opensm/osm_ucast_ftree.c, fabric_make_indexing): a breadth-first
+    walk from the first leaf with compute nodes in its switch table, which is keyed by node
+    GUID in network byte order; up from it to its pod's spines, down each switch's ports in
+    port order. So that leaf's pod comes first and that leaf first in it, the other leaves
+    in their order on the spines, the other pods in their order on the cores."""
+    spines = sorted(s.name for s in plan.switches if s.role == SPINE)
+    guid = {s.name: s.guid for s in plan.switches}
+    reached: dict[str, list[str]] = defaultdict(list)  # leaf -> its spines
+    for leaf, spine, j in sorted(up):
+        if j == 0:
+            reached[leaf].append(spine)
+    # A pod: the spines its leaves reach, joined (a leaf short of an uplink reaches the rest);
+    # without cores, one pod of every spine.
+    pod_of = dict.fromkeys(spines, spines[0] if spines else "")
+    if core_up:
+        pod_of = {s: s for s in spines}
+        for ends in reached.values():
+            root = _root(pod_of, ends[0])
+            for other in ends[1:]:
+                pod_of[_root(pod_of, other)] = root
+        pod_of = {s: _root(pod_of, s) for s in spines}
+    leaf_pod = {leaf: pod_of[ends[0]] for leaf, ends in reached.items()}
+    served = {s.leaf for s in found} & set(leaf_pod)
+    first = min(served, key=lambda leaf: _network_order(guid[leaf]), default=None)
+
+    def on_cores(pod: str) -> int:
+        return min((p for (s, _), p in port_on.items() if pod_of.get(s) == pod), default=0)
+
+    def on_spines(leaf: str) -> int:
+        return min(port_on[(leaf, s)] for s in reached[leaf])
+
+    home = leaf_pod[first] if first is not None else None
+    pods = sorted(set(leaf_pod.values()), key=lambda p: (p != home, on_cores(p), p))
+    ordered = sorted(
+        leaf_pod, key=lambda lf: (pods.index(leaf_pod[lf]), lf != first, on_spines(lf), lf)
+    )
+    # ftree routes from the first leaf with compute nodes to the last, and every leaf-rank
+    # switch between them routes as many targets as the others.
+    keep = [i for i, leaf in enumerate(ordered) if leaf in served]
+    place: dict[str, tuple[int, int]] = {}
+    counts: Counter[int] = Counter()
+    for leaf in ordered[keep[0] : keep[-1] + 1] if keep else []:
+        pod = pods.index(leaf_pod[leaf])
+        place[leaf] = (pod, counts[pod])
+        counts[pod] += 1
+    by_pod = {i: tuple(s for s in spines if pod_of[s] == pod) for i, pod in enumerate(pods)}
+    planes: dict[int, set[str]] = defaultdict(set)
+    for spine, core, _ in core_up:
+        if pod_of.get(spine) in pods:
+            planes[by_pod[pods.index(pod_of[spine])].index(spine)].add(core)
+    per_leaf = max(Counter(s.leaf for s in found).values(), default=0)
+    cores = {plane: tuple(sorted(names)) for plane, names in planes.items()}
+    core_links = plan.fabric.links_per_core if core_up else 1
+    return Tree(
+        place, by_pod, plan.fabric.links_per_spine, up, per_leaf, cores, core_links, core_up
+    )
+
+
+def _root(parent: dict[str, str], spine: str) -> str:
+    while parent[spine] != spine:
+        spine = parent[spine]
+    return spine
+
+
+def _network_order(guid: str | None) -> int:
+    """A GUID as OpenSM's switch table orders it: its bytes as sent, read on a little-endian
+    host."""
+    return int.from_bytes(int(guid or "0", 16).to_bytes(8, "big"), "little")
 
 
 def fabric_test(plan: Plan) -> FabricTest:
-    """The pair test; none on a three-tier fabric, whose paths through the cores the ftree
-    rule of compiler/acceptance.py does not describe (its cables are listed untested)."""
-    if any(s.role == SwitchRole.CORE for s in plan.switches):
-        return FabricTest((), ())
-    found, spines, links, up = servers(plan)
+    """The pair test: ftree's paths, through the cores of a three-tier fabric too."""
+    found, tree = servers(plan)
     if plan.rails is None:
-        return plan_rounds(found, spines, links, up)
+        return plan_rounds(found, tree)
     # Rail k talks to rail k (NCCL's traffic stays on its rail: within a unit on the rail's
-    # leaf, across units through the spines), so each rail is a fat tree of its own leaves,
-    # planned alone; round r runs every rail's round r at once, each pair on its own HCAs.
+    # leaf, across units through the spines and cores), so each rail is a fat tree of its
+    # own leaves, planned alone (on ftree's routes of the whole fabric); round r runs every
+    # rail's round r at once, each pair on its own HCAs. The spines' links to the cores carry
+    # every rail: idle when no rail's pairs cross them.
     tests = []
     for rail in range(plan.rails.per_server):
         leaves = {leaf for leaf, (_, r) in plan.rails.leaf.items() if r == rail}
-        ups = {key: cable for key, cable in up.items() if key[0] in leaves}
-        tests.append(plan_rounds([s for s in found if s.leaf in leaves], spines, links, ups))
+        ups = {key: cable for key, cable in tree.up.items() if key[0] in leaves}
+        tests.append(plan_rounds([s for s in found if s.leaf in leaves], tree.testing(ups)))
     count = max((len(t.rounds) for t in tests), default=0)
+    crossed = {c for t in tests for pairs in t.rounds for p in pairs for c in p.cables}
     return FabricTest(
         tuple(
             tuple(p for t in tests if i < len(t.rounds) for p in t.rounds[i]) for i in range(count)
         ),
-        tuple(sorted(c for t in tests for c in t.idle)),
+        tuple(sorted({c for t in tests for c in t.idle} - crossed)),
         tuple(x for t in tests for x in t.inseparable),
     )
 
@@ -152,7 +236,7 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
 
 def render(plan: Plan) -> dict[str, str]:
     acc = plan.acceptance
-    found, _, _, _ = servers(plan)
+    found, _ = servers(plan)
     test = fabric_test(plan)
     link = link_gbps(plan.fabric) / 8
     pair_mark = _mark(link, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
@@ -173,18 +257,23 @@ def render(plan: Plan) -> dict[str, str]:
         for p in pairs:
             port = host_end[p.cables[0]]
             device = port.split("/")[0]
-            lids = [
-                next(q.lid for q in hosts[h].ib_ports if q.device == host_end[c].split("/")[0])
+            ends = [
+                next(q for q in hosts[h].ib_ports if q.device == host_end[c].split("/")[0])
                 for h, c in ((p.client, p.cables[0]), (p.server, p.cables[-1]))
             ]
-            row = {
+            row: dict[str, Any] = {
                 "client": p.client,
                 "server": p.server,
                 "cables": list(p.cables),
                 # Static LIDs: the log's local and remote LID prove which ports ran it.
-                "lids": lids,
+                "lids": [q.lid for q in ends],
                 "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
             }
+            # An end whose HCA is planned below the fabric's link (2x NDR) caps the pair.
+            own = min(min(q.rate_gbps for q in ends) / 8, link)
+            if own < link:
+                mark = _mark(own, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
+                row |= {"ceiling_gb_s": own, "min_gb_s": mark}
             if plan.rails:
                 # A rail's pair names its HCA, in its log and for `accept`: the same two
                 # servers run a pair on every rail at once.
@@ -225,9 +314,14 @@ def render(plan: Plan) -> dict[str, str]:
     # Cables no pair can cross, each with why, so `accept` does not wait for them.
     crossed = {c for pairs in test.rounds for p in pairs for c in p.cables}
     role_of = {h.name: h.role for h in plan.hosts}
-    why = {c: "an uplink no host route crosses under ftree: its spine's index is above every "
-           "leaf's server count" for c in test.idle}  # fmt: skip
-    three_tier = any(s.role == SwitchRole.CORE for s in plan.switches)
+    role = {s.name: s.role for s in plan.switches}
+    to_core = {c.id for c in plan.cables if role.get(c.b.device) == SwitchRole.CORE}
+    why = {
+        c: "a spine-core link no host route crosses under ftree: its spine and core route "
+        "fewer servers than they have links" if c in to_core else
+        "an uplink no host route crosses under ftree: its spine's index is above every "
+        "leaf's server count" for c in test.idle
+    }  # fmt: skip
     for c in plan.cables:
         if (
             c.lifecycle != "installed"
@@ -238,8 +332,6 @@ def render(plan: Plan) -> dict[str, str]:
             continue
         if role_of.get(c.b.device, Role.GPU) != Role.GPU:
             why[c.id] = f"{c.b.device} is no compute node: pairs run between GPU servers"
-        elif three_tier:
-            why[c.id] = "three-tier fabric: pair paths through the cores are not planned"
         else:
             why[c.id] = "no pair of the plan crosses it"
     untested = [{"cable": c, "reason": r} for c, r in sorted(why.items())]

@@ -38,9 +38,11 @@ class Run:
     def logs(self) -> dict[str, str]:
         """Every log of the run, by its path under RESULTS_DIR."""
         out: dict[str, str] = {}
-        line = self.plan["ib_write_bw"]["ceiling_gb_s"] * LINE
+        ceiling = self.plan["ib_write_bw"]["ceiling_gb_s"]
         for round_ in self.plan["ib_write_bw"]["rounds"]:
             for p in round_["pairs"]:
+                # A pair over an HCA planned narrower than the fabric runs at its own line.
+                line = p.get("ceiling_gb_s", ceiling) * LINE
                 gb_s = min([line, *(self.slow.get(c, line) for c in p["cables"])])
                 out[p["log"]] = write_bw(p["lids"][0], p["lids"][1], gb_s)
         for step in self.plan["nccl_tests"]["steps"]:
