@@ -310,6 +310,10 @@ _FILES: Check[Any] = Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _fi
 _UNITS: Check[Any] = Check(
     "units", Kind.SERVICE, lambda c: bool(_units_of(c)), _fixed("systemctl_show"), _units
 )
+# Each planned cable's far end as LLDP hears it: a host's NICs, a switch's switch-facing ports.
+_ETHERNET: Check[Any] = Check(
+    ethernet.CHECK, Kind.CABLE, lambda c: bool(c.ethernet), _fixed(ethernet.PROBE), ethernet.check
+)
 
 
 CHECKS: Registry[Check[Host]] = Registry(
@@ -360,13 +364,7 @@ CHECKS: Registry[Check[Host]] = Registry(
                 _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
                 admission.gpus,
             ),
-            Check(
-                ethernet.CHECK,
-                Kind.CABLE,
-                lambda c: bool(c.ethernet),
-                _fixed(ethernet.PROBE),
-                ethernet.check,
-            ),
+            _ETHERNET,
             _FILES,
             _UNITS,
             Check(
@@ -397,12 +395,14 @@ CHECKS: Registry[Check[Host]] = Registry(
 SNAPSHOT_PROBE = file_texts.PROBE
 
 
-# A Cumulus switch's: its deploy map's files and units, as a host's, and its BGP sessions.
+# A Cumulus switch's: its cables to other switches, its deploy map's files and units, as a
+# host's, and its BGP sessions.
 SWITCH_CHECKS: Registry[Check[EthernetSwitch]] = Registry(
     "switch check",
     (
         (check.name, check)
         for check in (
+            _ETHERNET,
             _FILES,
             _UNITS,
             Check[EthernetSwitch]("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp),

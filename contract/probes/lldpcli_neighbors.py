@@ -46,6 +46,8 @@ PROBE = "lldpcli_neighbors"
 # Not root: EPEL's lldpd (Fedora's lldpd.spec: --with-privsep-group=lldpd, the socket
 # /run/lldpd/lldpd.socket) makes its control socket 0770 root:lldpd (lldpd.c chowns it to the
 # privsep group), so the audit account is put in that group (`group`, compiler/targets/access.py).
+# Debian's (Cumulus's) names the group _lldpd (its postinst's adduser; Debian 12's 1.0.16 makes
+# the socket 0770 _lldpd:_lldpd): the `cumulus` service renames it (`groups`, services.yaml).
 SPEC = Probe(
     PROBE,
     ("lldpcli", "-f", "json", "show", "neighbors"),
