@@ -88,6 +88,7 @@ from contract.deploy import file_arguments
 from contract.probes import file_texts
 from contract.probes.vtysh_bgp_summary import ESTABLISHED
 from contract.probes.vtysh_bgp_summary import PROBE as BGP_PROBE
+from contract.probes.vtysh_running_config import PROBE as RUNNING_PROBE
 
 INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault
 
@@ -304,6 +305,22 @@ def _bgp(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
             sink.drift(f"{where}.prefixes_received", "> 0", 0, Severity.CRITICAL, text)
 
 
+def _running_config(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
+    """FRR's running configuration against the deployed frr.conf's, line by canonical line
+    (contract/probes/vtysh_running_config.py): a line of one side only was changed live in
+    vtysh and not written to the file (or the file was never loaded), and is lost, or comes
+    back, at FRR's next reload."""
+    running = facts[RUNNING_PROBE]
+    planned = c.running_config or ()
+    seen, want = set(running), set(planned)
+    for line in (p for p in planned if p not in seen):
+        text = f"FRR runs without `{line}`, which frr.conf holds: removed live, not in the file"
+        sink.drift(f"running-config[{line}]", line, None, Severity.CRITICAL, text)
+    for line in (r for r in running if r not in want):
+        text = f"FRR runs `{line}`, which frr.conf does not hold: set live, not in the file"
+        sink.drift(f"running-config[{line}]", None, line, Severity.CRITICAL, text)
+
+
 # In order: a host's findings come out check by check; a name given twice fails at import.
 # A deploy map's files and units: a host's and a Cumulus switch's alike.
 _FILES: Check[Any] = Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files)
@@ -396,7 +413,7 @@ SNAPSHOT_PROBE = file_texts.PROBE
 
 
 # A Cumulus switch's: its cables to other switches, its deploy map's files and units, as a
-# host's, and its BGP sessions.
+# host's, its BGP sessions and FRR's running configuration against its frr.conf.
 SWITCH_CHECKS: Registry[Check[EthernetSwitch]] = Registry(
     "switch check",
     (
@@ -406,6 +423,13 @@ SWITCH_CHECKS: Registry[Check[EthernetSwitch]] = Registry(
             _FILES,
             _UNITS,
             Check[EthernetSwitch]("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp),
+            Check[EthernetSwitch](
+                "running_config",
+                Kind.CONFIG,
+                lambda c: bool(c.running_config),
+                _fixed(RUNNING_PROBE),
+                _running_config,
+            ),
         )
     ),
 )

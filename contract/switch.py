@@ -58,6 +58,13 @@ class EthernetSwitch(File, Sparse):
         "rack switches, management-port patches), by its port: what its lldpd must hear on each. "
         "A host's cable is checked from the host's end alone; absent on a switch with none.",
     )
+    running_config: tuple[str, ...] | Absent = Field(
+        default=None,
+        description="A routed Cumulus switch's FRR configuration as `vtysh -c 'show "
+        "running-config'` must print it for the generated frr.conf: its lines, each prefixed by "
+        "its blocks' (`router bgp N > neighbor ...`), as contract/probes/vtysh_running_config.py "
+        "normalises both; a line of one side only was changed live, not in the file.",
+    )
     # Not in this file: generated/deploy/<switch>.json, which the reader puts beside it.
     deploy: SkipJsonSchema[Deploy | None] = Field(default=None, exclude=True)
 

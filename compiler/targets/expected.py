@@ -11,6 +11,7 @@ from compiler.ethernet import MGMT_PORT
 from compiler.model import Rollout, SwitchOs
 from compiler.plan import SLURMCTLD, Plan
 from compiler.plan import Host as PlannedHost
+from compiler.targets.cumulus import frr_conf
 from compiler.targets.shared import SPARE_REASON, gpu_hosts, nccl_settings
 from contract import (
     Accept,
@@ -34,6 +35,7 @@ from contract import (
     SlurmController,
     Switch,
 )
+from contract.probes.vtysh_running_config import canonical
 
 
 def host_contract(
@@ -283,6 +285,11 @@ def switch_contracts(plan: Plan) -> list[EthernetSwitch]:
                 router_id=sw.router_id,
                 bgp=peers,
                 ethernet=links.get(sw.name),
+                running_config=(
+                    tuple(canonical(frr_conf(plan, sw)))
+                    if sw.os == SwitchOs.CUMULUS and sw.asn is not None
+                    else None
+                ),
             )
         )
     return out
