@@ -31,7 +31,7 @@ from audits.collect import Collected
 from audits.model import FABRIC, Finding, ProbeFailure, Status, finding_order
 from audits.observe import Observed, observe
 from audits.versions import same
-from contract import End, Fabric, Kind, Severity, Switch
+from contract import End, Fabric, Host, Kind, Severity, Switch
 
 PROBES = ("ibnetdiscover",)
 FIRMWARE_PROBE = "mlxfwmanager"
@@ -71,11 +71,21 @@ class _Cable:
     rate: str
 
 
+def port_names(hosts: Mapping[str, Host]) -> dict[str, str]:
+    """Every planned HCA port GUID's name: its host's, and the HCA's too where the host has
+    several (`gpu001 mlx5_3`), so the eight rails of a server read apart in a finding."""
+    return {
+        p.port_guid: name if len({q.device for q in c.ib_ports}) == 1 else f"{name} {p.device}"
+        for name, c in hosts.items()
+        for p in c.ib_ports
+    }
+
+
 def compare_fabric(
     contract: Fabric, host_ports: Mapping[str, str], collected: Collected
 ) -> FabricAudit:
-    """Audit the fabric. `host_ports` maps every planned HCA port GUID to its host's name: it
-    tells host ends from switch ends, and names host ports that no cable plans."""
+    """Audit the fabric. `host_ports` maps every planned HCA port GUID to its name
+    (`port_names`): it tells host ends from switch ends, and names host ports."""
     return compare_fabric_observed(
         contract, host_ports, observe(FABRIC, collected), collected.unreachable
     )
@@ -182,7 +192,10 @@ def _cables(
 
     for c in contract.cables:
         ends = (key(c.a), key(c.b))
-        names = (f"{c.a.name}/{c.a.port}", f"{c.b.name}/{c.b.port}")
+        names = (
+            f"{host_ports.get(str(c.a.guid), c.a.name)}/{c.a.port}",
+            f"{host_ports.get(str(c.b.guid), c.b.name)}/{c.b.port}",
+        )
         cable = _Cable(c.id, ends, names, c.rate)
         (installed if c.lifecycle == "installed" else planned)[frozenset(ends)] = cable
     return installed, planned

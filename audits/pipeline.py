@@ -22,7 +22,14 @@ from audits.compare import (
     crashed_host,
     host_probes,
 )
-from audits.fabric import FabricAudit, compare_fabric, crashed_fabric, fabric_probes, not_scanned
+from audits.fabric import (
+    FabricAudit,
+    compare_fabric,
+    crashed_fabric,
+    fabric_probes,
+    not_scanned,
+    port_names,
+)
 from audits.model import AuditError
 from audits.report import Report, build, to_json
 from audits.sanitize import clean
@@ -93,7 +100,7 @@ def audit(
     named = ethernet.name_swaps([a.findings for a in audits])
     audits = [HostAudit(a.entry, findings) for a, findings in zip(audits, named, strict=True)]
     # Every planned HCA port, not only the chosen hosts': the scan sees the whole fabric.
-    ports = {p.port_guid: name for name, c in expectations.hosts.items() for p in c.ib_ports}
+    ports = port_names(expectations.hosts)
     try:
         if not scan:
             fabric = FabricAudit(not_scanned(), [])

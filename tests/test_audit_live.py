@@ -39,6 +39,8 @@ from tests.conftest import require_tool
 from tests.lab.small import compile_lab
 
 SCAN_HOST = "sm01"  # the lab's one subnet manager: the default host to scan the fabric from
+# The rack switches of the lab's two racks, played beside the hosts and audited as planned.
+SWITCHES = {"mgmt01": "ok", "stor01": "ok", "mgmt-s01": "ok", "stor-s01": "ok"}
 OLD_OFED = "5.8-1.0.1.1"
 
 
@@ -47,7 +49,7 @@ class Run:
     code: int
     out: Path
     commands: list[twin.Command]  # what the lab's hosts were asked to run, in order
-    # The tree the audit read: the lab's view (it plays hosts only, so no switch is in it).
+    # The tree the audit read: the repository the lab plays, or its view of the hosts played.
     repo: Path
 
     @property
@@ -145,7 +147,8 @@ def clean(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def test_a_clean_lab_audits_ok(clean: Run) -> None:
     report = clean.report
     assert clean.code == 0 == report["exit_code"]
-    assert report["summary"]["status"] == {"ok": 5, "drift": 0, "unreachable": 0, "error": 0}
+    assert report["summary"]["status"] == {"ok": 9, "drift": 0, "unreachable": 0, "error": 0}
+    assert {h["host"]: h["status"] for h in report["hosts"]}.items() >= SWITCHES.items()
     assert report["findings"] == [] and report["fabric"]["status"] == "ok"
     assert report["fabric"]["checked"]  # the lab has cables, and every one was seen
     assert most_at_once(clean.commands) > 2  # hosts in parallel: what the bound test measures
@@ -299,13 +302,17 @@ def faults(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 def test_every_host_that_cannot_be_collected_says_why(faults: Faults) -> None:
     run = faults.run
     assert run.code == 2
-    assert run.status() == {
-        "gpu001": "unreachable",
-        "gpu002": "unreachable",
-        "mon01": "error",  # reached; its probes hang
-        "prov01": "error",
-        "sm01": "unreachable",
-    }
+    assert (
+        run.status()
+        == {
+            "gpu001": "unreachable",
+            "gpu002": "unreachable",
+            "mon01": "error",  # reached; its probes hang
+            "prov01": "error",
+            "sm01": "unreachable",
+        }
+        | SWITCHES
+    )
     status = json.loads((run.out / "recording/hosts/gpu002/status.json").read_text("utf-8"))
     assert status == {"status": "unreachable", "reason": run.host("gpu002")["reason"]}
 
@@ -562,7 +569,7 @@ def test_a_probe_stalled_mid_output_fails_alone_and_the_hosts_other_answers_are_
     run = stalled.run
     assert run.code == 2
     assert run.status() == {h: "error" if h == STALLS else "ok" for h in run.status()}
-    assert len(run.status()) == 5 and run.report["fabric"]["status"] == "ok"
+    assert len(run.status()) == 5 + len(SWITCHES) and run.report["fabric"]["status"] == "ok"
     entry = run.host(STALLS)
     assert [(f["probe"], f["message"][:30]) for f in entry["failures"]] == [
         (STALLED, "timed out after 5s: the host a")
@@ -625,13 +632,17 @@ def unruly(lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 @pytest.mark.realtool
 def test_each_unruly_host_gets_its_status_and_every_other_is_reported(unruly: Run) -> None:
     assert unruly.code == 2
-    assert unruly.status() == {
-        "gpu001": "drift",
-        "gpu002": "error",
-        "mon01": "error",  # reached; its probes hang
-        "prov01": "error",  # one probe fails, saying why on stderr
-        "sm01": "ok",
-    }
+    assert (
+        unruly.status()
+        == {
+            "gpu001": "drift",
+            "gpu002": "error",
+            "mon01": "error",  # reached; its probes hang
+            "prov01": "error",  # one probe fails, saying why on stderr
+            "sm01": "ok",
+        }
+        | SWITCHES
+    )
     assert unruly.host("prov01")["failures"] == [
         {"probe": "uname_r", "message": f"exit 3: {LAST_WORD}"}
     ]

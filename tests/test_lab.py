@@ -104,6 +104,54 @@ def test_ethernet_cables_staged_swapped_and_unplugged_are_named_by_cable_id(
     }
 
 
+@pytest.mark.realtool
+def test_the_rails_site_plays_eight_hcas_a_server_and_names_a_rail_swap(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/rails in the lab: ibsim plays its NDR fabric as HDR (all it trains), the scans
+    read back as NDR, so the plan audits clean but for what is staged: gpu001's rail-3 and
+    rail-4 cables in each other's HCA, named as a swapped pair by both cable IDs and by HCA;
+    gpu002's rail-5 cable trained at EDR, named by its ID, and seen by its host too."""
+    _tools()
+    staged = tmp_path / "faults.yaml"
+    staged.write_text(
+        "- fault: cable-swapped\n  cables: [SU1-LEAF3-01, SU1-LEAF4-01]\n"
+        "- fault: cable-degraded\n  cable: SU1-LEAF5-02\n  rate: 4xEDR\n",
+        encoding="utf-8",
+    )
+    site = repo / "examples" / "rails"
+    state = _state()
+    audit = _up(site, state, capsys, "--hosts", "gpu[001-004]", "--faults", str(staged))
+    try:
+        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
+    finally:
+        lab.down(state)
+    report = _report(tmp_path / "report")
+    fabric = report["fabric"]
+    assert fabric["swapped"] == [["SU1-LEAF3-01", "SU1-LEAF4-01"]]
+    assert fabric["degraded"] == ["SU1-LEAF5-02"]
+    assert fabric["missing"] == fabric["unexpected"] == []
+    found = {(f["host"], f["path"]): f["observed"] for f in report["findings"]}
+    assert found == {
+        ("fabric", "SU1-LEAF3-01"): "su1-leaf3/1 - gpu001 mlx5_4/1",
+        ("fabric", "SU1-LEAF4-01"): "su1-leaf4/1 - gpu001 mlx5_3/1",
+        ("fabric", "SU1-LEAF5-02"): "4xEDR",
+        ("gpu002", "ib_ports[mlx5_5/1].rate"): 100,
+    }
+
+
+def test_a_fabric_faster_than_ibsim_plays_at_hdr_and_reads_back_as_planned() -> None:
+    net = '[1]\t"H-01"[1]\t# "gpu001 mlx5_0" lid 0 4xNDR\n[2]\t"H-02"[1]\t# "x" lid 0 4xEDR\n'
+    played, speed = topology.stand_in(net)
+    assert speed == "NDR" and played == net.replace("4xNDR", "4xHDR")
+    assert topology.stand_in(played) == (played, None)  # HDR and slower play as they are
+    script = topology.played_back("NDR")
+    assert "s/xHDR/xNDR/g" in script and "53\\.125 Gbps/ 106.25 Gbps" in script
+    # A cable at HDR on an NDR fabric would read back as NDR: refused, not played wrong.
+    with pytest.raises(LabError, match="degrade a cable to EDR or slower"):
+        topology.stand_in(net.replace("4xEDR", "4xHDR"))
+
+
 # -- faults as data -----------------------------------------------------------------------------
 
 
@@ -279,7 +327,8 @@ def test_the_reference_cluster_is_up_audits_ok_and_leaves_nothing_behind(
         assert "lab up" in capsys.readouterr().out
         assert main([*audit, "--out", str(tmp_path / "report")]) == 0
         report = _report(tmp_path / "report")
-        hosts = len(expected.read(repo).hosts)
+        # Every host and every audited switch, each through its own forced command.
+        hosts = len(expected.read(repo).machines)
         assert report["summary"]["status"] == {
             "ok": hosts,
             "drift": 0,

@@ -188,3 +188,36 @@ def test_a_base_this_clusterforge_no_longer_compiles_is_planned_from_its_committ
     }
     assert changed["stor01"] == ["/etc/network/interfaces"]
     assert "/etc/chrony.conf" in changed["prov01"]
+
+
+@pytest.mark.realtool
+def test_in_the_lab_a_switch_edited_by_hand_is_drift_and_blocks_its_part_of_the_plan(
+    site: Path, reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The SSH lab plays the switches as it plays hosts (their forced command, over sshd):
+    stor01's frr.conf edited on the switch is file drift, the run keeps the edited file, and
+    the plan from it refuses stor01, naming the line."""
+    from clusterforge.lab import lab
+    from tests.test_lab import _state, _tools, _up
+
+    _tools()
+    staged = tmp_path / "faults.yaml"
+    staged.write_text(f"- fault: file-changed\n  hosts: stor01\n  path: {FRR}\n", "utf-8")
+    state = _state()
+    audit = _up(reference, state, capsys, "--hosts", "gpu001,stor01", "--faults", str(staged))
+    try:
+        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
+    finally:
+        lab.down(state)
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    drift = {(f["host"], f["path"]) for f in report["findings"]}
+    assert drift == {("stor01", f"files[{FRR}]")}
+    assert {h["host"] for h in report["hosts"]} == {"gpu001", "stor01", "sm01", "sm02"}
+    assert snapshot.read(tmp_path / "report")["stor01"][FRR].endswith(b"# edited by hand\n")
+    capsys.readouterr()
+    argv = ["-C", str(site), "plan", "base", "HEAD", "--snapshots", str(tmp_path / "report")]
+    assert main([*argv, "--out", str(tmp_path / "plan")]) == 1
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert {d["device"]: d["precheck"]["drift"] for d in plan["refused"]} == {
+        "stor01": [f"{FRR}: +# edited by hand"]
+    }

@@ -308,11 +308,13 @@ def _problems(
                     ("probe", f"{fault.probe!r} is not a probe ({', '.join(probes.PROBES)})")
                 )
                 break
-            if isinstance(fault, VersionDrift) and fault.version not in c["versions"]:
-                known = ", ".join(sorted(c["versions"]))
+            if isinstance(fault, VersionDrift) and fault.version not in c.get("versions", {}):
+                known = ", ".join(sorted(c.get("versions", {})))
                 found.append(("version", f"{host} has no version {fault.version!r} ({known})"))
                 break
-            if isinstance(fault, RouteMissing) and fault.dst not in {r["dst"] for r in c["routes"]}:
+            if isinstance(fault, RouteMissing) and fault.dst not in {
+                r["dst"] for r in c.get("routes", ())
+            }:
                 found.append(("dst", f"{host} has no planned route to {fault.dst!r}"))
                 break
             deploy = c.get("deploy", {})

@@ -79,9 +79,9 @@ class HostState:
         return cls(contract, files=files, texts=texts, units=units)
 
 
-def as_state(contract: Host) -> dict[str, Any]:
-    """A host's contract as the JSON the fleet plays and faults edit, its deploy map under
-    "deploy" (the fleet renders probe outputs from it)."""
+def as_state(contract: Host | EthernetSwitch) -> dict[str, Any]:
+    """A host's (or switch's) contract as the JSON the fleet plays and faults edit, its deploy
+    map under "deploy" (the fleet renders probe outputs from it)."""
     deploy = {"deploy": contract.deploy.as_dict()} if contract.deploy else {}
     return contract.as_dict() | deploy
 
@@ -141,7 +141,7 @@ class Fleet:
         """A host's state, or an Ethernet switch's."""
         return self.hosts[name] if name in self.hosts else self.ethernet[name]
 
-    def _record(self, name: str) -> Host | EthernetSwitch:
+    def record_of(self, name: str) -> Host | EthernetSwitch:
         state = self._machine(name).state
         return as_record(state) if name in self.hosts else as_switch_record(state)
 
@@ -264,7 +264,7 @@ class Fleet:
 
     def arguments(self, host: str) -> dict[str, tuple[str, ...]]:
         """What the audit passes to the probes that take arguments on `host`."""
-        return probe_arguments(self._record(host))
+        return probe_arguments(self.record_of(host))
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -292,7 +292,7 @@ class Fleet:
         h = self._machine(host)
         now = self.now(host)
         # A switch answers only its checks' probes: the hosts' renderers read a host's record.
-        wanted = set(host_probes(self._record(host))) if host in self.ethernet else None
+        wanted = set(host_probes(self.record_of(host))) if host in self.ethernet else None
         out: dict[str, str] = {}
         for name, entry in probes.PROBES.items():
             if entry.render is None or entry.spec.scope != "host":
@@ -330,14 +330,7 @@ class Fleet:
         (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         for key, text in self.fabric_outputs().items():
             (folder / "fabric" / f"{key}.txt").write_text(text, encoding="utf-8")
-        for name in self.hosts:
-            self._record_one(folder, name)
-        return self.record_switches(folder)
-
-    def record_switches(self, folder: Path) -> Path:
-        """Write the Ethernet switches' part of the recording into `folder`: what completes a
-        recording of the SSH lab, which plays hosts only (docs/lab.md)."""
-        for name in self.ethernet:
+        for name in [*self.hosts, *self.ethernet]:
             self._record_one(folder, name)
         return folder
 

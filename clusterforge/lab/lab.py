@@ -56,7 +56,7 @@ from audits.collect import probe_of
 from audits.compare import host_probes
 from clusterforge.lab import faults as fault
 from clusterforge.lab import topology
-from clusterforge.lab.fleet import Fleet, as_record, as_state
+from clusterforge.lab.fleet import Fleet, as_state
 from clusterforge.lab.ibsim import LabError, find_umad2sim, require
 from common import atomic
 from common.hostlist import expand
@@ -164,15 +164,22 @@ def up(
         raise LabError(f"{state} exists and is not an empty folder; name another")
     expectations = expected.read(repo)
     contracts = {h: as_state(c) for h, c in expectations.hosts.items()}
-    played = _played(contracts, hosts)
+    # The audited switches are played as hosts are, through their OS's forced command; one
+    # whose OS has no audit account compiled is left out of the view.
+    switches = {
+        s: as_state(c)
+        for s, c in expectations.switches.items()
+        if (repo / "generated" / "access" / c.os / FORCED).is_file()
+    }
+    played = _played(contracts | switches, hosts)
     gone = contracts.keys() - set(played)
     cables = {
         c["id"]: c
         for c in expectations.fabric.as_dict()["cables"]
         if c["lifecycle"] == "installed" and not {c["a"]["name"], c["b"]["name"]} & gone
     }
-    # Faults may name only what is played: the hosts, and the cables still installed.
-    on = {h: contracts[h] for h in played}
+    # Faults may name only what is played: the hosts, the switches, the cables still installed.
+    on = {h: (contracts | switches)[h] for h in played}
     staged = fault.read(faults_file, on, list(cables)) if faults_file else fault.NONE
     tools = {name: require(name) for name in ("sshd", "ssh-keygen", "ibsim", *FABRIC_SCANS)}
     try:
@@ -186,13 +193,13 @@ def up(
         user = _user(state, record)
         if user.uid != os.getuid():
             _reachable(state)
-        # The lab plays hosts only: a tree with audited switches (expected/switches/) gets a
-        # view without them, as one of some hosts leaves the others out.
-        switches = any((repo / "generated" / "expected" / "switches").glob("*.json"))
-        whole = played == sorted(contracts) and not switches
+        # A view without the switches the lab cannot play, as one of some hosts leaves the
+        # others out.
+        every = contracts | switches
+        whole = played == sorted(every) and switches.keys() == expectations.switches.keys()
         view = repo if whole else _view(repo, state, played, list(contracts))
         record["view"] = str(view)
-        lab = _start(state, view, user, contracts, cables, played, staged, tools, record, linger)
+        lab = _start(state, view, user, every, cables, played, staged, tools, record, linger)
     except BaseException as exc:
         with contextlib.suppress(LabError):
             down(state)
@@ -213,15 +220,21 @@ def _played(contracts: Mapping[str, Any], hosts: Sequence[str] | None) -> list[s
 
 
 def _view(repo: Path, state: Path, played: Sequence[str], every: Sequence[str]) -> Path:
-    """A repository as if only the played hosts were installed: their contracts, the fabric
-    without the others' cables, for the lab to play and the audit to compare it with; no
-    switch of expected/switches/ (the lab plays none)."""
+    """A repository as if only the played hosts and switches were installed: their contracts,
+    the fabric without the others' cables, for the lab to play and the audit to compare it
+    with."""
     source, view = repo / "generated", state / "view" / "generated"
     (view / "expected" / "hosts").mkdir(parents=True)
+    (view / "expected" / "switches").mkdir()
     (view / "fabric").mkdir()
     (view / "deploy").mkdir()
     for host in played:
-        for name in (f"expected/hosts/{host}.json", f"deploy/{host}.json"):
+        contract = next(
+            f"expected/{kind}/{host}.json"
+            for kind in ("hosts", "switches")
+            if (source / "expected" / kind / f"{host}.json").is_file()
+        )
+        for name in (contract, f"deploy/{host}.json"):
             if (source / name).is_file():
                 shutil.copyfile(source / name, view / name)
         placed = source / "deploy" / f"{host}.json"
@@ -241,7 +254,7 @@ def _view(repo: Path, state: Path, played: Sequence[str], every: Sequence[str]) 
     net = (source / "fabric" / "topology.net").read_text(encoding="utf-8")
     (view / "fabric" / "topology.net").write_text(topology.only(net, played, every), "utf-8")
     if (source / "access").is_dir():
-        shutil.copytree(source / "access", view / "access")
+        shutil.copytree(source / "access", view / "access", dirs_exist_ok=True)
     # The view is a tree of its own, its manifest made as a compile makes one, so the audit's
     # check that it reads a whole compiled tree holds for it too.
     manifest.seal(view, manifest.load(source).source_sha256)
@@ -296,19 +309,30 @@ def _start(
     # The fabric: ibsim on the planned topology as cabled now.
     net = (repo / "generated" / "fabric" / "topology.net").read_text(encoding="utf-8")
     (state / "fabric").mkdir()
-    (state / "fabric" / "topology.net").write_text(
-        topology.stage(net, cables, staged.faults), encoding="utf-8"
-    )
+    net, stood_in = topology.stand_in(topology.stage(net, cables, staged.faults))
+    (state / "fabric" / "topology.net").write_text(net, encoding="utf-8")
     sockname = f"cflab{os.getpid()}x{uuid.uuid4().hex[:8]}"
     scan_env = {
         "LD_PRELOAD": str(find_umad2sim()),
         "IBSIM_SOCKNAME": sockname,
     }
+    read_back = topology.played_back(stood_in) if stood_in else None
     # What every host answers.
     hang = staged.probes(fault.Kind.PROBE_HANGS)
     missing = staged.probes(fault.Kind.PROBE_MISSING)
     for host in played:
-        _serve(state, host, addresses[host], contracts[host], fleet, hang, missing, scan_env, tools)
+        _serve(
+            state,
+            host,
+            addresses[host],
+            contracts[host],
+            fleet,
+            hang,
+            missing,
+            scan_env,
+            tools,
+            read_back,
+        )
     shutil.copyfile(RESPONDER, state / RESPONDER.name)
     # Keys: the audit's, one host key per sshd, and an impostor's for changed keys.
     _keygen(tools, state / "client" / "id_ed25519", "lab-audit")
@@ -352,8 +376,10 @@ def _addresses(contracts: Mapping[str, Mapping[str, Any]], played: Sequence[str]
     taken: set[str] = set()
     for host in played:
         contract = contracts[host]
-        out_by = {r["dev"] for r in contract["routes"] if r["dst"] == "default"}
-        mgmt = [i["address"] for i in contract["interfaces"] if i["name"] in out_by]
+        out_by = {r["dev"] for r in contract.get("routes", ()) if r["dst"] == "default"}
+        mgmt = [i["address"] for i in contract.get("interfaces", ()) if i["name"] in out_by]
+        if "management" in contract:  # a switch: its management port's address
+            mgmt = [contract["management"]]
         address = twin(mgmt[0]) if mgmt and ":" not in mgmt[0] else None
         while address is None or address in taken:
             address = next(spare)
@@ -372,28 +398,39 @@ def _serve(
     missing: Mapping[str, set[str] | None],
     scan_env: Mapping[str, str],
     tools: Mapping[str, str],
+    read_back: str | None,
 ) -> None:
     """Write what `host` answers (`answers.sh`, a case over command lines; see respond.sh):
-    its probes' outputs, and on a subnet manager the real fabric scans; a probe missing is
-    left out, a hanging one calls `hang` first."""
+    its probes' outputs, and on a subnet manager the real fabric scans (through `read_back`,
+    a sed script, when ibsim plays a stand-in speed); a probe missing is left out, a hanging
+    one calls `hang` first."""
     folder = state / "hosts" / host
     folder.mkdir(parents=True)
     (folder / "name").write_text(f"{host}\n", encoding="utf-8")
-    (folder / "role").write_text(f"{contract['role']}\n", encoding="utf-8")
+    # The audit account's forced command to run: a host's role's, a switch's OS's.
+    role = contract["os"] if "os" in contract else contract["role"]
+    (folder / "role").write_text(f"{role}\n", encoding="utf-8")
     (state / "at").mkdir(exist_ok=True)
     (state / "at" / address).symlink_to(Path("..") / "hosts" / host)
     outputs = fleet.outputs(host)
     answers: dict[str, str] = {}
-    for key in host_probes(as_record(fleet.hosts[host].state)):
+    for key in host_probes(fleet.record_of(host)):
         if key in outputs:
             answers[key] = f"printf %s {shlex.quote(outputs[key])}"
-    if contract["role"] == SUBNET_MANAGER and contract["ib_ports"]:
+    if contract["role"] == SUBNET_MANAGER and contract.get("ib_ports"):
         env = {**scan_env, "SIM_HOST": f"{host} {contract['ib_ports'][0]['device']}"}
         assigned = [f"{k}={v}" for k, v in sorted(env.items())]
         for name in FABRIC_SCANS:
             # A scan whose ibsim is gone would retry for ever.
             run = ["env", *assigned, "timeout", "-s", "KILL", "60", tools[name]]
-            answers[name] = f"exec {shlex.join([*run, *probes.PROBES[name].spec.argv[1:]])}"
+            scan = shlex.join([*run, *probes.PROBES[name].spec.argv[1:]])
+            # sh has no pipefail: the scan's own exit status is kept by hand.
+            answers[name] = (
+                f"exec {scan}"
+                if read_back is None
+                else f"out=$({scan}); rc=$?\n"
+                f"printf '%s\\n' \"$out\" | sed {shlex.quote(read_back)}; exit $rc"
+            )
         rendered = fleet.fabric_outputs()
         if "mlxfwmanager" in rendered:
             # ibsim has no switch firmware to read: the fabric host plays mlxfwmanager's answer.
@@ -406,7 +443,8 @@ def _serve(
     def line(key: str) -> str:
         iface = key.split("@", 1)[1] if "@" in key else None
         argv = probes.PROBES[probe_of(key)].spec.argv_for(iface, arguments.get(probe_of(key), ()))
-        return shlex.quote(shlex.join(argv))
+        # As the shims hand it over: the words joined by spaces ("$*"), as sh quotes none.
+        return shlex.quote(" ".join(argv))
 
     script = ["case $SSH_ORIGINAL_COMMAND in"]
     for key, answer in sorted(answers.items()):
@@ -479,7 +517,8 @@ def _access(state: Path, access: Path) -> None:
         if program == SUDO:
             body = 'shift 2\nexec "$@"\n'  # `sudo -n -- COMMAND...`
         else:
-            # The probes' words need no quoting (they are checked): "$*" is their shlex.join.
+            # "$*": the words as the forced command passed them, joined by spaces; answers.sh
+            # matches the probes' command lines joined so (`vtysh -c show bgp summary json`).
             body = f'set -- {name} "$@"\nexport SSH_ORIGINAL_COMMAND="$*"\nexec {respond}\n'
         shim.write_text(f"#!/bin/sh\n{body}", encoding="utf-8")
         shim.chmod(0o755)

@@ -5,6 +5,12 @@ cable fault applied to the port lines of both of the cable's ends: a swap exchan
 ends of two cables, an unplug removes the cable, a degraded cable carries the lower rate that
 ibsim then trains the link at. Everything else in the file is kept byte for byte.
 
+A fabric planned faster than ibsim can train (NDR: ibsim 0.10's extended speeds stop at HDR's
+bit, and it refuses NDR's, "bad extended speed 8 = should be between 0 to 7") plays at HDR in
+its place: `stand_in` rewrites the planned rate, and `played_back` turns the scans' text of
+that stand-in back into the planned speed, so the audit reads the fabric as planned and only a
+cable degraded below the stand-in reads slow.
+
 ibsim names a switch `S-<node GUID>` and a CA `H-<node GUID>`, where a CA's node GUID is its
 port 1 GUID - 1 (see `clusterforge.lab.ibsim`); the plan's cable ends carry port GUIDs.
 """
@@ -65,6 +71,38 @@ def stage(net: str, cables: Mapping[str, Mapping[str, Any]], faults: Iterable[Fa
                 old = _rate(lines[index])
                 lines[index] = lines[index].rstrip("\n").removesuffix(old) + fault.rate + "\n"
     return "".join(lines)
+
+
+IBSIM_TOP = "HDR"  # the fastest speed ibsim 0.10 trains a link at
+# How the scans print a speed: ibnetdiscover's port lines `4xHDR`, iblinkinfo's per-lane rate
+# (contract/probes/iblinkinfo.py); HDR's and NDR's texts are the same length, so the scans'
+# columns stay aligned.
+_SCAN_TEXT = {"HDR": "53.125", "NDR": "106.25"}
+
+
+def stand_in(net: str) -> tuple[str, str | None]:
+    """`net` with a planned speed ibsim cannot train replaced by IBSIM_TOP, and that speed
+    (None when ibsim plays the plan as it is). Raises LabError when a link already runs at
+    IBSIM_TOP (planned so, or degraded to it): the scans could not tell it from the stand-in."""
+    speeds = set(re.findall(r"lid \d+ \d+x([A-Z]+)$", net, flags=re.MULTILINE))
+    beyond = sorted(speeds - {"SDR", "DDR", "QDR", "FDR", "EDR", IBSIM_TOP})
+    if not beyond:
+        return net, None
+    if len(beyond) > 1 or beyond[0] not in _SCAN_TEXT or IBSIM_TOP in speeds:
+        raise LabError(
+            f"ibsim trains links at {IBSIM_TOP} at most, so the lab plays {'/'.join(beyond)} "
+            f"links as {IBSIM_TOP}, and cannot also play links at {IBSIM_TOP} apart from them "
+            "(degrade a cable to EDR or slower)"
+        )
+    speed = beyond[0]
+    played = re.sub(rf"(lid \d+ \d+x){speed}$", rf"\g<1>{IBSIM_TOP}", net, flags=re.MULTILINE)
+    return played, speed
+
+
+def played_back(speed: str) -> str:
+    """A sed script turning the scans' text of IBSIM_TOP into `speed`'s."""
+    top, planned = _SCAN_TEXT[IBSIM_TOP].replace(".", r"\."), _SCAN_TEXT[speed]
+    return f"s/x{IBSIM_TOP}/x{speed}/g; s/ {top} Gbps/ {planned} Gbps/g"
 
 
 def only(net: str, hosts: Collection[str], every: Collection[str]) -> str:

@@ -1,4 +1,5 @@
-"""A small cluster for the lab tests: the reference cluster cut down to five hosts.
+"""A small cluster for the lab tests: the reference cluster cut down to five hosts (and the
+four switches of their two racks).
 
 ``compile_lab(repo, into)`` compiles it into ``into/generated/``: two GPU servers (rack r01),
 the provisioning, monitoring and subnet-manager hosts (rack s01), two spines. A lab of it is
