@@ -37,6 +37,11 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 |              |          |                               | of work, named by that node; spares   |
 |              |          |                               | drained as "spare" are as planned     |
 
+A Cumulus switch's checks (`SWITCH_CHECKS`) are ethernet, files and units as above (its
+switch-to-switch cables, its deploy map), then bgp (vtysh_bgp_summary: each planned session
+Established, with prefixes) and running_config (vtysh_running_config: FRR's running lines
+against its frr.conf's; docs/audit.md).
+
 Versions compare semantically (`audits.versions`) and in full, unless the contract's `mask`
 (the baseline's, in cluster/firmware.yaml) says to compare a key's first N parts only, as
 for a BMC whose probe, ipmitool, prints major.minor; the part left out is reported. A

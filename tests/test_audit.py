@@ -506,7 +506,8 @@ def test_a_cumulus_switch_is_audited_like_a_host(reference: Path, tmp_path: Path
     )
     rows = {h["host"]: h for h in report["hosts"]}
     assert rows[SWITCH]["status"] == "drift" and rows["stor03"]["status"] == "ok"
-    assert [c["check"] for c in rows["stor03"]["checks"]] == ["ethernet", "files", "units", "bgp"]
+    checks = [c["check"] for c in rows["stor03"]["checks"]]
+    assert checks == ["ethernet", "files", "units", "bgp", "running_config"]
     assert {c["outcome"] for c in rows["stor03"]["checks"]} == {"complies"}
     assert f"{SESSION_SWITCH}" in run.text("report.md")
 

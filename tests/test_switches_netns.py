@@ -41,7 +41,7 @@ from compiler.ethernet import EthernetSwitch as PlannedSwitch
 from compiler.pipeline import Compiled, compile_repo
 from compiler.plan import Host
 from contract import EthernetSwitch, Kind
-from contract.probes import lldpcli_neighbors, vtysh_bgp_summary
+from contract.probes import lldpcli_neighbors, vtysh_bgp_summary, vtysh_running_config
 from tests.conftest import require_tool, stop
 
 RACK_A, RACK_B = ("stor01", "gpu001"), ("stor02", "gpu006")
@@ -366,4 +366,37 @@ def test_real_lldpd_on_the_switches_names_their_uplinks_by_cable_id(
     assert sorted((f["host"], f["path"], f["message"]) for f in found) == [
         (a, "R01-ST49", "R01-ST49 and R02-ST49 look swapped: far ends exchanged"),
         (b, "R02-ST49", "R01-ST49 and R02-ST49 look swapped: far ends exchanged"),
+    ]
+
+
+def test_frr_runs_its_generated_frr_conf_and_a_live_change_is_named(
+    lab: Lab, compiled: Compiled
+) -> None:
+    """Real FRR's `show running-config` for the generated frr.conf, normalised by the probe's
+    parser, is exactly the switch record's `running_config` (the generated file normalised):
+    on a rack switch and on the spine. Then one session added live in vtysh, not written to
+    the file: the running_config check names exactly that line."""
+    _, b = build(lab, compiled)
+    b_subnet = b.interface("storage").subnet  # type: ignore[union-attr]
+    _wait(lambda: _bgp_route(lab, RACK_A[0], b_subnet), f"{b_subnet} on {RACK_A[0]}", lab.runs)
+
+    def running(name: str) -> str:
+        vty = ("vtysh", "--vty_socket", str(lab.runs / name))
+        return lab.exec(name, *vty, "-c", "show running-config").stdout
+
+    def record(name: str) -> EthernetSwitch:
+        return EthernetSwitch.from_json(compiled.files[f"expected/switches/{name}.json"])
+
+    for name in (RACK_A[0], SPINE):
+        assert vtysh_running_config.parse(running(name)) == list(record(name).running_config or ())
+    asn = record(RACK_A[0]).asn
+    vty = ("vtysh", "--vty_socket", str(lab.runs / RACK_A[0]))
+    live = ("-c", "configure terminal", "-c", f"router bgp {asn}")
+    lab.exec(RACK_A[0], *vty, *live, "-c", "neighbor swp51 interface remote-as external")
+    sink = Sink(RACK_A[0], "running_config", Kind.CONFIG, date(2026, 5, 4))
+    facts = {vtysh_running_config.PROBE: vtysh_running_config.parse(running(RACK_A[0]))}
+    SWITCH_CHECKS["running_config"].run(record(RACK_A[0]), facts, sink)
+    line = f"router bgp {asn} > neighbor swp51 interface remote-as external"
+    assert [(f["path"], f["observed"]) for f in sink.findings] == [
+        (f"running-config[{line}]", line)
     ]

@@ -6,7 +6,7 @@ them, rendered from `generated/expected/` and written in the replay layout of
 injected by changing a host's ``state`` (a copy of its contract: ``versions``, ``routes``,
 ``interfaces``, ``ib_ports``) or through the hooks (``unreachable``, ``fail``, ``xid``,
 ``nvlink_down``, ``ecc``, ``swap_far_ends``, ``degrade``, ``unplug``, ``swap_ethernet``,
-``unplug_ethernet``, ``unload``, ``pcie_path``); GPUDirect's probes render from the
+``unplug_ethernet``, ``frr_live``, ``unload``, ``pcie_path``); GPUDirect's probes render from the
 contract's ``gpudirect``, LLDP's from its ``ethernet``; ``record(folder)`` writes the
 recording. Each host probe's output is its module's renderer's
 (``contract/probes/<probe>.py``, shaped as ``tests/fixtures/<probe>/``), given the host's
@@ -246,6 +246,12 @@ class Fleet:
     def bgp_down(self, switch: str, port: str) -> None:
         """The BGP session on `switch`'s routed `port` dropped (the link, or the far end)."""
         self.ethernet[switch].bgp_down.add(port)
+
+    def frr_live(self, switch: str, line: str) -> None:
+        """Someone set `line` in FRR live (vtysh `configure`), and never wrote it to
+        frr.conf: the switch's running configuration holds it, its file does not. `line` is
+        canonical (contract/probes/vtysh_running_config.py): `router bgp N > neighbor ...`."""
+        self.ethernet[switch].state["running_config"].append(line)
 
     def unload(self, host: str, module: str) -> None:
         self.hosts[host].unloaded.add(module)
