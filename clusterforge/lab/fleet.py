@@ -6,9 +6,10 @@ them, rendered from `generated/expected/` and written in the replay layout of
 injected by changing a host's ``state`` (a copy of its contract: ``versions``, ``routes``,
 ``interfaces``, ``ib_ports``) or through the hooks (``unreachable``, ``fail``, ``xid``,
 ``nvlink_down``, ``ecc``, ``swap_far_ends``, ``degrade``, ``unplug``, ``swap_ethernet``,
-``unplug_ethernet``, ``frr_live``, ``unload``, ``pcie_path``); GPUDirect's probes render from the
-contract's ``gpudirect``, LLDP's from its ``ethernet``; ``record(folder)`` writes the
-recording. Each host probe's output is its module's renderer's
+``unplug_ethernet``, ``frr_live``, ``unload``, ``pcie_path``); GPUDirect's probes render
+from the contract's ``gpudirect``, LLDP's from its ``ethernet`` (a host's NICs, a switch's
+ports to other switches), FRR's running configuration from a switch's ``running_config``;
+``record(folder)`` writes the recording. Each host probe's output is its module's renderer's
 (``contract/probes/<probe>.py``, shaped as ``tests/fixtures/<probe>/``), given the host's
 state and what its faults make it show (``Fleet.now``); the lab's SSH hosts answer from the
 same (``Fleet.outputs(host)``). The fabric probes' renderers take the fabric as cabled now

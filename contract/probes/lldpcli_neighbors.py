@@ -143,8 +143,9 @@ def _id(iface: str, what: str, value: Any) -> tuple[str, str]:
 
 
 def render(host: str, state: Mapping[str, Any], now: Now) -> dict[str, str]:
-    """What each cabled Ethernet NIC hears from its switch, as Cumulus announces itself (the
-    port's ifname as its ID, its description the host's end)."""
+    """What each cabled Ethernet port (a host's NIC, a switch's port to another switch)
+    hears from its far switch, as Cumulus announces itself (the port's ifname as its ID and
+    its description, as lldpd does without an alias)."""
     links = state.get("ethernet") or []
     entries = [
         {
