@@ -37,6 +37,11 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 |              |          |                               | of work, named by that node; spares   |
 |              |          |                               | drained as "spare" are as planned     |
 
+A Cumulus switch's checks (`SWITCH_CHECKS`) are ethernet, files and units as above (its
+switch-to-switch cables, its deploy map), then bgp (vtysh_bgp_summary: each planned session
+Established, with prefixes) and running_config (vtysh_running_config: FRR's running lines
+against its frr.conf's; docs/audit.md).
+
 Versions compare semantically (`audits.versions`) and in full, unless the contract's `mask`
 (the baseline's, in cluster/firmware.yaml) says to compare a key's first N parts only, as
 for a BMC whose probe, ipmitool, prints major.minor; the part left out is reported. A
@@ -88,6 +93,7 @@ from contract.deploy import file_arguments
 from contract.probes import file_texts
 from contract.probes.vtysh_bgp_summary import ESTABLISHED
 from contract.probes.vtysh_bgp_summary import PROBE as BGP_PROBE
+from contract.probes.vtysh_running_config import PROBE as RUNNING_PROBE
 
 INTERNAL_ERROR = "internal error"  # how a reason starts when a bug, not the host, is at fault
 
@@ -304,11 +310,31 @@ def _bgp(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
             sink.drift(f"{where}.prefixes_received", "> 0", 0, Severity.CRITICAL, text)
 
 
+def _running_config(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
+    """FRR's running configuration against the deployed frr.conf's, line by canonical line
+    (contract/probes/vtysh_running_config.py): a line of one side only was changed live in
+    vtysh and not written to the file (or the file was never loaded), and is lost, or comes
+    back, at FRR's next reload."""
+    running = facts[RUNNING_PROBE]
+    planned = c.running_config or ()
+    seen, want = set(running), set(planned)
+    for line in (p for p in planned if p not in seen):
+        text = f"FRR runs without `{line}`, which frr.conf holds: removed live, not in the file"
+        sink.drift(f"running-config[{line}]", line, None, Severity.CRITICAL, text)
+    for line in (r for r in running if r not in want):
+        text = f"FRR runs `{line}`, which frr.conf does not hold: set live, not in the file"
+        sink.drift(f"running-config[{line}]", None, line, Severity.CRITICAL, text)
+
+
 # In order: a host's findings come out check by check; a name given twice fails at import.
 # A deploy map's files and units: a host's and a Cumulus switch's alike.
 _FILES: Check[Any] = Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files)
 _UNITS: Check[Any] = Check(
     "units", Kind.SERVICE, lambda c: bool(_units_of(c)), _fixed("systemctl_show"), _units
+)
+# Each planned cable's far end as LLDP hears it: a host's NICs, a switch's switch-facing ports.
+_ETHERNET: Check[Any] = Check(
+    ethernet.CHECK, Kind.CABLE, lambda c: bool(c.ethernet), _fixed(ethernet.PROBE), ethernet.check
 )
 
 
@@ -360,13 +386,7 @@ CHECKS: Registry[Check[Host]] = Registry(
                 _fixed("nvidia_smi_gpus", "nvidia_smi_nvlink", "nvidia_smi_ecc", "xid"),
                 admission.gpus,
             ),
-            Check(
-                ethernet.CHECK,
-                Kind.CABLE,
-                lambda c: bool(c.ethernet),
-                _fixed(ethernet.PROBE),
-                ethernet.check,
-            ),
+            _ETHERNET,
             _FILES,
             _UNITS,
             Check(
@@ -397,15 +417,24 @@ CHECKS: Registry[Check[Host]] = Registry(
 SNAPSHOT_PROBE = file_texts.PROBE
 
 
-# A Cumulus switch's: its deploy map's files and units, as a host's, and its BGP sessions.
+# A Cumulus switch's: its cables to other switches, its deploy map's files and units, as a
+# host's, its BGP sessions and FRR's running configuration against its frr.conf.
 SWITCH_CHECKS: Registry[Check[EthernetSwitch]] = Registry(
     "switch check",
     (
         (check.name, check)
         for check in (
+            _ETHERNET,
             _FILES,
             _UNITS,
             Check[EthernetSwitch]("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp),
+            Check[EthernetSwitch](
+                "running_config",
+                Kind.CONFIG,
+                lambda c: bool(c.running_config),
+                _fixed(RUNNING_PROBE),
+                _running_config,
+            ),
         )
     ),
 )

@@ -1,5 +1,10 @@
-"""The Ethernet cabling, checked from the host end: each planned link of the contract's
-`ethernet` against what the host's lldpd hears on that NIC (`lldpcli_neighbors`).
+"""The Ethernet cabling, checked by cable ID from each audited end: each planned link of the
+contract's `ethernet` against what the machine's lldpd hears on that port
+(`lldpcli_neighbors`). One check for both kinds of end: a host's NICs, and a Cumulus switch's
+ports to other switches (its uplinks, its management-port patch). A cable between two
+audited switches is checked from both ends, so a fault on it is named twice, once by each
+switch, under the same cable ID; a host's cable only from the host (the switch's record
+leaves it out: the host's NIC name is the plan's, one fault there one finding).
 
 The switch announces itself by its system name and the port by its ifname (`swp5` on
 Cumulus), which the contract holds as the plan's port in the switch model's `port_name`
@@ -25,7 +30,7 @@ from typing import Any
 
 from audits.model import Finding
 from audits.sink import Facts, Sink
-from contract import Host, Kind, Severity
+from contract import EthernetSwitch, Host, Kind, Severity
 from contract.probes import lldpcli_neighbors
 
 CHECK = "ethernet"
@@ -33,7 +38,7 @@ PROBE = lldpcli_neighbors.PROBE
 _SWAPPED = "{one} and {two} look swapped: far ends exchanged"
 
 
-def check(c: Host, facts: Facts, sink: Sink) -> None:
+def check(c: Host | EthernetSwitch, facts: Facts, sink: Sink) -> None:
     heard: dict[str, list[str]] = {}
     for n in facts[PROBE]:
         heard.setdefault(n["iface"], []).append(_far_end(n))
@@ -62,9 +67,9 @@ def _far_end(n: Any) -> str:
 
 
 def name_swaps(hosts: Sequence[Sequence[Finding]]) -> list[list[Finding]]:
-    """Each host's findings, with every two miswired Ethernet links that each hear the other's
-    planned far end (on one host or two) renamed as a swapped pair, as the fabric audit
-    names them."""
+    """Each machine's findings, with every two miswired Ethernet links that each hear the
+    other's planned far end (on one machine or two) renamed as a swapped pair, as the fabric
+    audit names them; a swapped uplink is named so by the switches at both of its ends."""
     miswired = [
         f
         for findings in hosts

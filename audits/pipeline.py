@@ -38,6 +38,7 @@ from contract import EthernetSwitch, Host, snapshot
 from contract.deploy import file_arguments
 from contract.probes import file_texts
 from contract.probes.base import ParseError
+from contract.probes.vtysh_running_config import PROBE as RUNNING_PROBE
 
 
 def audit(
@@ -118,17 +119,21 @@ def audit(
 
 def snapshot_of(c: Host | EthernetSwitch, collected: Collected) -> dict[str, str]:
     """The device's snapshot from its `file_texts` output: each file asked for that it
-    printed, by path (contract/snapshot.py); empty when it printed nothing usable. Only the
+    printed, by path (contract/snapshot.py), and a switch's FRR running configuration
+    (`vtysh_running_config`, as `snapshot.RUNNING`); empty when it printed nothing usable. Only the
     paths its deploy map marks are kept, so a device cannot write a file of its choosing."""
+    running = collected.outputs.get(RUNNING_PROBE)
+    # FRR's running configuration as it printed it, whole (masked only when compared).
+    kept = {snapshot.RUNNING: running} if isinstance(c, EthernetSwitch) and running else {}
     text = collected.outputs.get(SNAPSHOT_PROBE)
     if text is None:
-        return {}
+        return kept
     try:
         texts = file_texts.parse(text)
     except ParseError:
-        return {}
+        return kept
     asked = set(file_arguments(c.deploy.files if c.deploy else ()).get(SNAPSHOT_PROBE, ()))
-    return {path: body for path, body in texts.items() if path in asked}
+    return {path: body for path, body in texts.items() if path in asked} | kept
 
 
 def read_previous(path: Path | None) -> Any | None:

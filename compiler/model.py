@@ -127,6 +127,8 @@ Mac = Annotated[str, AfterValidator(normal_mac)]
 Guid = Annotated[str, _pattern(r"0x[0-9a-f]{16}", "a GUID (quoted '0x' + 16 hex digits)")]
 Serial = Annotated[str, _pattern(r"[A-Z0-9][A-Z0-9-]{3,31}", "a serial number (A-Z, 0-9, '-')")]
 Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z._-]*", "a version (quote it)")]
+# A group as useradd(8) takes one (Debian's system groups start with `_`).
+GroupName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a group name (a-z, 0-9, _, -)")]
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 # Kernel names (nvme0n1, sda) follow probe order, which changes across boots and kernels; a
@@ -754,6 +756,10 @@ class Service(Strict_):
     ports: tuple[PortSpec, ...] = ()
     files: tuple[FileHome, ...] = ()
     scrape: Scrape | None = None
+    # The groups the audit's probes name (as EPEL's packages name them: lldpd) as this
+    # service's OS names them where it differs (Debian's lldpd: _lldpd): the account joins
+    # these instead (`access/{role}/sysusers.conf`).
+    groups: dict[GroupName, GroupName] = {}
 
 
 class ServiceCatalog(Strict_):

@@ -24,6 +24,7 @@ class Kind(StrEnum):
     GPUDIRECT = "gpudirect"
     SLURM = "slurm"
     BGP = "bgp"  # a switch's planned BGP session not Established, or learning nothing
+    CONFIG = "config"  # a switch's running configuration other than its deployed file's
 
 
 class Severity(StrEnum):

@@ -63,10 +63,12 @@ class IbPort(Record):
 
 
 class EthernetLink(Record):
-    """One of the host's Ethernet NICs as cabled: what LLDP must see on it (`lldpcli
-    show neighbors`), read from the host end."""
+    """One Ethernet port as cabled: what LLDP must see on it (`lldpcli show neighbors`), read
+    from this end (a host's NIC, or a switch's port to another switch)."""
 
-    iface: str = Field(description="The NIC's name on the host (eno1).")
+    iface: str = Field(
+        description="The port's name here: a host's NIC (eno1), a Cumulus switch's swp49 or eth0."
+    )
     cable: str = Field(description="The cable's ID, as its label prints it.")
     switch: str = Field(description="The switch at its far end, as its LLDP system name.")
     port: str = Field(

@@ -3,12 +3,16 @@
 The audit writes one per snapshotted device and run, into its recording and its report folder:
 
     snapshots/<device>/files/<path on the device, without the leading />
+    snapshots/<device>/running-config/frr
 
-(e.g. `snapshots/stor01/files/etc/frr/frr.conf`). The change plan (`compiler.change`) reads
-the latest to refuse a device whose files are not what the base commit generated, and
-`clusterforge audit history` shows what changed between two runs' snapshots, device by device.
-Lines that change without anyone changing anything (a timestamp a device writes into its
-running configuration) are masked before comparing, as Oxidized does.
+(e.g. `snapshots/stor01/files/etc/frr/frr.conf`); the second, a Cumulus switch's FRR running
+configuration as `vtysh -c 'show running-config'` printed it, is kept under the name
+`running-config/frr` (`RUNNING`: no leading /, so never a file's path). The change plan
+(`compiler.change`) reads the latest to refuse a device whose files are not what the base
+commit generated, and `clusterforge audit history` shows what changed between two runs'
+snapshots, device by device, the running configuration as one more text. Lines that change
+without anyone changing anything (a timestamp a device writes into its running
+configuration) are masked before comparing, as Oxidized does.
 """
 
 from __future__ import annotations
@@ -20,15 +24,18 @@ from pathlib import Path
 
 FOLDER = "snapshots"
 FILES = "files"
+RUNNING = "running-config/frr"  # the name a device's FRR running configuration is kept by
 MASKED = b"<masked>"
 
 # Volatile lines, whole lines: EOS's and IOS-style running-config headers, which carry the
-# time the config was shown or last changed (Oxidized's models drop the same lines).
+# time the config was shown or last changed (Oxidized's models drop the same lines); FRR's
+# header lines too, which carry nothing (FRR 8.4 prints no timestamp; its `frr version` line
+# is kept, a version change being a real one).
 VOLATILE = re.compile(
     rb"^(! (Time|Command|device|Startup-config last modified at)\b.*"
     rb"|! Last configuration change at .*"
     rb"|Building configuration\.\.\."
-    rb"|Current configuration ?: \d+ bytes)$",
+    rb"|Current configuration ?:( \d+ bytes)?)$",
     re.MULTILINE,
 )
 
@@ -39,7 +46,10 @@ def mask(text: bytes) -> bytes:
 
 
 def relative(device: str, path: str) -> str:
-    """Where a device's file's snapshot lives, under a recording or report folder."""
+    """Where a device's file's snapshot lives (or its running configuration's, by its
+    name), under a recording or report folder."""
+    if not path.startswith("/"):
+        return f"{FOLDER}/{device}/{path}"
     return f"{FOLDER}/{device}/{FILES}/{path.lstrip('/')}"
 
 
@@ -57,6 +67,9 @@ def read(folder: Path) -> dict[str, dict[str, bytes]]:
             for f in sorted(files.rglob("*"))
             if f.is_file() and not f.is_symlink()
         }
+        running = device / RUNNING
+        if running.is_file() and not running.is_symlink():
+            out[device.name][RUNNING] = running.read_bytes()
     return out
 
 

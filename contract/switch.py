@@ -1,5 +1,6 @@
 """`generated/expected/switches/<switch>.json`: what one configured Ethernet switch must look
-like, as far as the audit reads it: where to reach it, and its BGP sessions. Its files and
+like, as far as the audit reads it: where to reach it, its BGP sessions and its cables to
+other switches. Its files and
 units are its deploy map's (`generated/deploy/<switch>.json`), put beside it by the reader.
 
 Only the Cumulus Linux switches are audited (their OS is Debian with sshd and the audit
@@ -12,7 +13,8 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from contract.deploy import Deploy
-from contract.record import File, Record, Sparse
+from contract.host import EthernetLink
+from contract.record import Absent, File, Record, Sparse
 
 AUDITED_OS = ("cumulus",)  # the switch OSes the audit logs into
 
@@ -49,6 +51,19 @@ class EthernetSwitch(File, Sparse):
     router_id: str | None
     bgp: tuple[BgpPeer, ...] = Field(
         description="Every planned session, by port: each Established, with prefixes received."
+    )
+    ethernet: tuple[EthernetLink, ...] | Absent = Field(
+        default=None,
+        description="Its installed cables to other switches (uplinks to its spines or from its "
+        "rack switches, management-port patches), by its port: what its lldpd must hear on each. "
+        "A host's cable is checked from the host's end alone; absent on a switch with none.",
+    )
+    running_config: tuple[str, ...] | Absent = Field(
+        default=None,
+        description="A routed Cumulus switch's FRR configuration as `vtysh -c 'show "
+        "running-config'` must print it for the generated frr.conf: its lines, each prefixed by "
+        "its blocks' (`router bgp N > neighbor ...`), as contract/probes/vtysh_running_config.py "
+        "normalises both; a line of one side only was changed live, not in the file.",
     )
     # Not in this file: generated/deploy/<switch>.json, which the reader puts beside it.
     deploy: SkipJsonSchema[Deploy | None] = Field(default=None, exclude=True)

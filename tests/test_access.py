@@ -145,6 +145,30 @@ def test_the_sysusers_file_creates_the_account_with_a_shell(tmp_path: Path) -> N
     assert entry[5:] == ["/var/lib/clusterforge-audit", "/bin/sh"]
 
 
+@pytest.mark.parametrize(
+    ("conf", "group"), [("sysusers.conf", "lldpd"), ("cumulus/sysusers.conf", "_lldpd")]
+)
+def test_the_account_joins_lldpds_socket_group_as_its_os_names_it(
+    tmp_path: Path, conf: str, group: str
+) -> None:
+    """EPEL's lldpd makes its socket 0770 root:lldpd, Debian's (a Cumulus switch's) 0770
+    _lldpd:_lldpd (its postinst's `adduser --system --group _lldpd`; lldpd 1.0.16 on Debian
+    12 shows it): systemd-sysusers puts the account in the one the OS has."""
+    sysusers = require_tool("systemd-sysusers")
+    (tmp_path / "etc").mkdir()
+    done = subprocess.run(
+        [sysusers, f"--root={tmp_path}", str(ACCESS / conf)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    groups = {
+        line.split(":")[0]: line.split(":")[3].split(",")
+        for line in (tmp_path / "etc/group").read_text(encoding="utf-8").splitlines()
+    }
+    assert "clusterforge-audit" in groups[group]
+    other = ({"lldpd", "_lldpd"} - {group}).pop()  # the other OS's name: not made at all
+    assert other not in groups
+
+
 def test_the_authorized_keys_line_restricts_the_key_to_the_forced_command() -> None:
     keygen = require_tool("ssh-keygen")
     line = next(

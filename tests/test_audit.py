@@ -473,7 +473,7 @@ def test_hosts_narrows_the_audit_to_a_host_range(
     assert "does not: ['gpu998', 'gpu999']" in capsys.readouterr().err
 
 
-# -- Ethernet switches: files, units and BGP, as a host's ------------------------------------
+# -- Ethernet switches: cabling, files, units and BGP, as a host's -------------------------
 
 SWITCH, SESSION_SWITCH, SESSION_PORT = "stor01", "stor02", "swp49"
 
@@ -506,7 +506,8 @@ def test_a_cumulus_switch_is_audited_like_a_host(reference: Path, tmp_path: Path
     )
     rows = {h["host"]: h for h in report["hosts"]}
     assert rows[SWITCH]["status"] == "drift" and rows["stor03"]["status"] == "ok"
-    assert [c["check"] for c in rows["stor03"]["checks"]] == ["files", "units", "bgp"]
+    checks = [c["check"] for c in rows["stor03"]["checks"]]
+    assert checks == ["ethernet", "files", "units", "bgp", "running_config"]
     assert {c["outcome"] for c in rows["stor03"]["checks"]} == {"complies"}
     assert f"{SESSION_SWITCH}" in run.text("report.md")
 
@@ -532,4 +533,56 @@ def test_a_switch_session_up_without_prefixes_and_one_missing_are_findings(
             "bgp[swp50]",
             "no BGP session on swp50 (to stor-spine02): frr.conf has no such neighbour",
         ),
+    ]
+
+
+# stor01's two uplinks, to stor-spine01's and stor-spine02's port 1 (expected/switches/).
+UPLINKS = ("R01-ST49", "R01-ST50")
+
+
+def test_clean_switches_hear_every_planned_switch_cable(reference: Path, tmp_path: Path) -> None:
+    """Every Cumulus switch's uplinks and management-port patches, heard by its lldpd as
+    planned: no finding, each switch's ethernet check complies."""
+    fleet = Fleet.load(reference / "generated")
+    run = audit(reference, fleet.record(tmp_path / "recording"), tmp_path / "report")
+    report = run.json()
+    assert run.code == 0 and report["findings"] == []
+    rows = {h["host"]: h for h in report["hosts"] if h["host"] in fleet.ethernet}
+    checked = [r for r in rows.values() if any(c["check"] == "ethernet" for c in r["checks"])]
+    assert len(checked) == len(fleet.ethernet)
+    stor01 = json.loads(fleet.outputs(SWITCH)["lldpcli_neighbors"])["lldp"]["interface"]
+    heard = {iface: body["port"]["id"]["value"] for e in stor01 for iface, body in e.items()}
+    assert heard == {"eth0": "swp46", "swp49": "swp1", "swp50": "swp1"}
+
+
+def test_a_swapped_uplink_pair_is_named_from_both_ends(reference: Path, tmp_path: Path) -> None:
+    """stor01's two uplinks plugged into each other's spine: stor01 names both as a swapped
+    pair by cable ID, and so does each spine on its own port; nothing else."""
+    fleet = Fleet.load(reference / "generated")
+    fleet.swap_ethernet(*UPLINKS)
+    run = audit(reference, fleet.record(tmp_path / "recording"), tmp_path / "report")
+    report = run.json()
+    assert run.code == 1
+    found = {(f["host"], f["path"]): f for f in report["findings"]}
+    assert sorted(found) == [
+        ("stor-spine01", "R01-ST49"),
+        ("stor-spine02", "R01-ST50"),
+        (SWITCH, "R01-ST49"),
+        (SWITCH, "R01-ST50"),
+    ]
+    assert {(f["kind"], f["check"]) for f in found.values()} == {("cable", "ethernet")}
+    swap = "R01-ST49 and R01-ST50 look swapped: far ends exchanged"
+    assert {f["message"] for f in found.values()} == {swap}
+    assert found[SWITCH, "R01-ST49"]["expected"] == "stor-spine01/swp1 - stor01/swp49"
+    assert found[SWITCH, "R01-ST49"]["observed"] == "stor-spine02/swp1 - stor01/swp49"
+    assert found["stor-spine01", "R01-ST49"]["observed"] == "stor01/swp50 - stor-spine01/swp1"
+
+
+def test_an_unplugged_uplink_is_named_by_both_switches(reference: Path, tmp_path: Path) -> None:
+    fleet = Fleet.load(reference / "generated")
+    fleet.unplug_ethernet(UPLINKS[0])
+    report = audit(reference, fleet.record(tmp_path / "recording"), tmp_path / "report").json()
+    assert sorted((f["host"], f["path"], f["message"]) for f in report["findings"]) == [
+        ("stor-spine01", "R01-ST49", "R01-ST49 not seen (stor01/swp49 - stor-spine01/swp1)"),
+        (SWITCH, "R01-ST49", "R01-ST49 not seen (stor-spine01/swp1 - stor01/swp49)"),
     ]

@@ -26,7 +26,7 @@ from audits.fabric import compare_fabric_observed
 from audits.model import ProbeFailure
 from audits.observe import Observed
 from audits.report import EXIT_BUG
-from clusterforge.lab.fleet import Fleet, as_record
+from clusterforge.lab.fleet import Fleet, as_record, as_switch_record
 from contract import Fabric, Host
 from contract.probes import PROBES, ParseError
 from tests.reference import compile_reference
@@ -35,6 +35,8 @@ NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 FIXTURES = Path(__file__).parent / "fixtures"
 # One host of each kind the reference cluster has: GPU server, login, subnet manager.
 HOSTS = ("gpu001", "login01", "sm01")
+# A rack switch, a spine, a management switch (its patches to the other switches' eth0).
+SWITCHES = ("stor01", "stor-spine01", "mgmt01")
 
 
 @functools.cache
@@ -111,6 +113,24 @@ def test_every_host_check_is_total(
     facts = {k: data.draw(facts_of(probe_of(k)), label=k) for k in sorted(present)}
     failures = [ProbeFailure(probe=k, message="not recorded") for k in keys if k not in facts]
     result = compare_observed(as_record(contract), Observed(facts, failures), None, NOW)
+    assert result.entry["status"] == ("error" if failures else "drift" if result.findings else "ok")
+    ran = {c["check"] for c in result.entry["checks"] if c["outcome"] != "skipped"}
+    assert {f["check"] for f in result.findings} <= ran
+
+
+@pytest.mark.parametrize("switch", SWITCHES)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_switch_check_is_total(switch: str, reference: Path, data: st.DataObject) -> None:
+    """The same for a Cumulus switch's checks: its cables, files, units, BGP, running config."""
+    state = json.loads((reference / "expected" / "switches" / f"{switch}.json").read_text())
+    state["deploy"] = json.loads((reference / "deploy" / f"{switch}.json").read_text())
+    record = as_switch_record(state)
+    keys = host_probes(record)
+    present = data.draw(st.sets(st.sampled_from(keys)), label="present")
+    facts = {k: data.draw(facts_of(probe_of(k)), label=k) for k in sorted(present)}
+    failures = [ProbeFailure(probe=k, message="not recorded") for k in keys if k not in facts]
+    result = compare_observed(record, Observed(facts, failures), None, NOW)
     assert result.entry["status"] == ("error" if failures else "drift" if result.findings else "ok")
     ran = {c["check"] for c in result.entry["checks"] if c["outcome"] != "skipped"}
     assert {f["check"] for f in result.findings} <= ran

@@ -105,6 +105,39 @@ def test_ethernet_cables_staged_swapped_and_unplugged_are_named_by_cable_id(
 
 
 @pytest.mark.realtool
+def test_a_swapped_uplink_is_named_by_the_switches_at_both_ends(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lab's switches answer lldpcli through their OS's forced command as cabled now:
+    stor01's two uplinks swapped on the spines, its management patch pulled."""
+    _tools()
+    staged = tmp_path / "faults.yaml"
+    staged.write_text(
+        "- fault: ethernet-swapped\n  cables: [R01-ST49, R01-ST50]\n"
+        "- fault: ethernet-unplugged\n  cable: R01-MG46\n",
+        encoding="utf-8",
+    )
+    state = _state()
+    played = ("--hosts", "stor01,stor-spine01,stor-spine02,mgmt01")
+    audit = _up(repo, state, capsys, *played, "--faults", str(staged))
+    try:
+        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
+    finally:
+        lab.down(state)
+    report = _report(tmp_path / "report")
+    found = {(f["host"], f["path"]): f["message"] for f in report["findings"]}
+    swap = "R01-ST49 and R01-ST50 look swapped: far ends exchanged"
+    assert found == {
+        ("stor01", "R01-ST49"): swap,
+        ("stor01", "R01-ST50"): swap,
+        ("stor-spine01", "R01-ST49"): swap,
+        ("stor-spine02", "R01-ST50"): swap,
+        ("stor01", "R01-MG46"): "R01-MG46 not seen (mgmt01/swp46 - stor01/eth0)",
+        ("mgmt01", "R01-MG46"): "R01-MG46 not seen (stor01/eth0 - mgmt01/swp46)",
+    }
+
+
+@pytest.mark.realtool
 def test_the_rails_site_plays_eight_hcas_a_server_and_names_a_rail_swap(
     repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -178,7 +211,7 @@ def test_a_fabric_faster_than_ibsim_plays_at_hdr_and_reads_back_as_planned() -> 
         ),
         (
             "- fault: ethernet-unplugged\n  cable: R01-IB01\n",
-            "2:3: unknown-cable: not Ethernet cables of the hosts this lab plays",
+            "2:3: unknown-cable: not Ethernet cables of the hosts or switches this lab plays",
         ),
         (
             "- fault: ethernet-swapped\n  cables: [R01-MG01, R01-MG01]\n",

@@ -25,6 +25,8 @@ DHCPD = "/etc/dhcp/dhcpd.conf"
 ROGUE = "host rogue { hardware ethernet 02:00:00:00:00:99; fixed-address 10.60.2.250; }"
 FRR = "/etc/frr/frr.conf"
 FIX = " neighbor swp52 interface remote-as external"  # an emergency fix, made by hand
+# A session set live in vtysh on stor02 and never written to its frr.conf.
+LIVE = "router bgp 4200070002 > neighbor swp51 interface remote-as external"
 
 
 def git(repo: Path, *args: str) -> None:
@@ -82,12 +84,13 @@ def _run(reference: Path, fleet: Fleet, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def runs(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two runs: as planned, then with a host line added to prov01's dhcpd.conf and a BGP
-    neighbour to stor01's frr.conf, by hand."""
+    neighbour to stor01's frr.conf, by hand, and one set live in stor02's FRR."""
     tmp = tmp_path_factory.mktemp("runs")
     fleet = Fleet.load(reference / "generated")
     first = _run(reference, fleet, tmp / "first")
     fleet.edit_file("prov01", DHCPD, ROGUE)
     fleet.edit_file("stor01", FRR, FIX)
+    fleet.frr_live("stor02", LIVE)
     second = _run(reference, fleet, tmp / "second")
     return first, second
 
@@ -131,7 +134,32 @@ def test_history_names_the_changed_line_of_the_device(
     assert "**prov01** `/etc/dhcp/dhcpd.conf`" in section
     assert f"+{ROGUE}" in section
     assert "**stor01** `/etc/frr/frr.conf`" in section and f"+{FIX}" in section
-    assert section.count("**") == 4  # two devices, one file each, and nothing else
+    # FRR's running configuration, kept as its own text: the live line, as FRR prints it.
+    assert f"**stor02** `{snapshot.RUNNING}`" in section
+    assert "+ neighbor swp51 interface remote-as external" in section
+    assert section.count("**") == 6  # three devices, one text each, and nothing else
+
+
+def test_a_run_keeps_each_switch_running_config_and_a_live_change_is_drift(
+    reference: Path, runs: tuple[Path, Path]
+) -> None:
+    """Every routed switch's `show running-config` kept whole beside its files; a line set
+    live in FRR and not in frr.conf is the one running_config finding, named by that line."""
+    first, second = runs
+    kept = first / "snapshots" / "stor02" / "running-config" / "frr"
+    assert kept.read_text().startswith("Building configuration...\n")
+    assert snapshot.read(first)["stor02"][snapshot.RUNNING] == kept.read_bytes()
+    assert "neighbor swp51" in snapshot.read(second)["stor02"][snapshot.RUNNING].decode()
+    first_report = json.loads((first / "report.json").read_text())
+    assert first_report["findings"] == []
+    report = json.loads((second / "report.json").read_text())
+    live = [f for f in report["findings"] if f["check"] == "running_config"]
+    assert [(f["host"], f["kind"], f["path"], f["observed"]) for f in live] == [
+        ("stor02", "config", f"running-config[{LIVE}]", LIVE)
+    ]
+    assert live[0]["message"] == (
+        f"FRR runs `{LIVE}`, which frr.conf does not hold: set live, not in the file"
+    )
 
 
 def test_the_plan_refuses_a_device_whose_snapshot_drifted_and_names_the_line(

@@ -174,11 +174,12 @@ def test_every_switch_has_a_deploy_map_of_its_generated_files(compiled: Compiled
         mine = {p for p in compiled.files if p.startswith(f"switches/{sw.name}/")}
         placed_here = {f.source for f in deploy.files}
         assert placed_here & {p for p in compiled.files if p.startswith("switches/")} == mine
-        # Beside its own files, the drift audit's account, its forced command its OS's.
+        # Beside its own files, the drift audit's account, its forced command, sudoers and
+        # groups its OS's (Debian's lldpd group is _lldpd).
         assert {p for p in placed_here - mine} == {
             "access/authorized_keys",
             "access/sshd_config",
-            "access/sysusers.conf",
+            "access/cumulus/sysusers.conf",
             "access/tmpfiles.conf",
             "access/limits.conf",
             "access/cumulus/clusterforge-probe",

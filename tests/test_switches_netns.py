@@ -34,13 +34,14 @@ from typing import Any
 
 import pytest
 
+from audits import ethernet
 from audits.compare import SWITCH_CHECKS
 from audits.sink import Sink
 from compiler.ethernet import EthernetSwitch as PlannedSwitch
 from compiler.pipeline import Compiled, compile_repo
 from compiler.plan import Host
 from contract import EthernetSwitch, Kind
-from contract.probes import vtysh_bgp_summary
+from contract.probes import lldpcli_neighbors, vtysh_bgp_summary, vtysh_running_config
 from tests.conftest import require_tool, stop
 
 RACK_A, RACK_B = ("stor01", "gpu001"), ("stor02", "gpu006")
@@ -257,3 +258,145 @@ def test_the_audit_reads_real_frr_sessions_against_the_planned_peers(
     sink = Sink(RACK_A[0], "bgp", Kind.BGP, date(2026, 5, 4))
     SWITCH_CHECKS["bgp"].run(record, {vtysh_bgp_summary.PROBE: sessions}, sink)
     assert [(f["path"], f["observed"]) for f in sink.findings] == [("bgp[swp50].state", "Idle")]
+
+
+def start_lldpd(lab: Lab, compiled: Compiled, name: str) -> Path:
+    """lldpd in the switch's namespace with its generated lldpd.d/clusterforge.conf (its
+    system name, ports and port ID subtype), plus a one-second transmit interval so a moved
+    cable shows within seconds (the default is 30); its socket in the lab's folder."""
+    require_tool("lldpd")
+    confs = lab.runs / name / "lldpd.d"
+    confs.mkdir(parents=True)
+    (confs / "clusterforge.conf").write_bytes(
+        compiled.files[f"switches/{name}/etc/lldpd.d/clusterforge.conf"]
+    )
+    (confs / "zz-test.conf").write_text("configure lldp tx-interval 1\n")
+    socket = lab.runs / name / "lldpd.socket"
+    log = (lab.runs / name / "lldpd.log").open("w")
+    # Debian's lldpd drops to _lldpd in the chroot it was built with (/run/lldpd).
+    Path("/run/lldpd").mkdir(exist_ok=True)
+    binary = require_tool("lldpd")
+    lab.daemons.append(
+        subprocess.Popen(
+            [
+                lab.ip,
+                "netns",
+                "exec",
+                lab.ns(name),
+                binary,
+                "-d",
+                "-u",
+                str(socket),
+                "-O",
+                str(confs),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    )
+    _wait(socket.exists, f"{name}'s lldpd socket", lab.runs)
+    return socket
+
+
+def _neighbours(lab: Lab, name: str, socket: Path) -> str:
+    lldpcli = require_tool("lldpcli")
+    return lab.exec(name, lldpcli, "-u", str(socket), "-f", "json", "show", "neighbors").stdout
+
+
+def _heard(lab: Lab, name: str, socket: Path) -> dict[str, str]:
+    """Port -> the neighbours heard on it, as `chassis/port`, comma-joined."""
+    heard: dict[str, list[str]] = {}
+    for n in lldpcli_neighbors.parse(_neighbours(lab, name, socket)):
+        heard.setdefault(n["iface"], []).append(f"{n['chassis']}/{n['port_id']}")
+    return {iface: ",".join(sorted(seen)) for iface, seen in heard.items()}
+
+
+def _cabling(compiled: Compiled, name: str, text: str) -> list[Any]:
+    record = EthernetSwitch.from_json(compiled.files[f"expected/switches/{name}.json"])
+    sink = Sink(name, "ethernet", Kind.CABLE, date(2026, 5, 4))
+    SWITCH_CHECKS["ethernet"].run(
+        record, {lldpcli_neighbors.PROBE: lldpcli_neighbors.parse(text)}, sink
+    )
+    return sink.findings
+
+
+def test_real_lldpd_on_the_switches_names_their_uplinks_by_cable_id(
+    lab: Lab, compiled: Compiled
+) -> None:
+    """Real lldpd per switch, running the generated lldpd config over veths named as the
+    switches name their ports: each rack switch hears its spine on the planned port, and the
+    audit's ethernet check on its `lldpcli -f json show neighbors` names only the cables the
+    lab leaves out (the second spine's, the management patch). Then the spine's two ports
+    to the racks are exchanged (its ends of two uplinks swapped): both rack switches name
+    the pair as a swap, by cable ID."""
+    build(lab, compiled)
+    sockets = {name: start_lldpd(lab, compiled, name) for name in (RACK_A[0], RACK_B[0], SPINE)}
+    a, b = RACK_A[0], RACK_B[0]
+    a_port, b_port = (f"swp{_spine_port(compiled, s)}" for s in (a, b))
+    _wait(lambda: len(_heard(lab, SPINE, sockets[SPINE])) == 2, "the spine's neighbours", lab.runs)
+    _wait(lambda: "swp49" in _heard(lab, a, sockets[a]), f"{a}'s spine", lab.runs)
+    assert _heard(lab, SPINE, sockets[SPINE]) == {a_port: f"{a}/swp49", b_port: f"{b}/swp49"}
+    shown = _neighbours(lab, a, sockets[a])
+    assert [(f["path"], f["observed"]) for f in _cabling(compiled, a, shown)] == [
+        ("R01-MG46", None),
+        ("R01-ST50", None),
+    ]
+    # The spine's two ends exchanged: each rack switch's swp49 hears the other's spine port
+    # (alone, once the old neighbour's TTL, 4 transmit intervals, has passed).
+    for port, to in ((a_port, "swpx"), (b_port, a_port), ("swpx", b_port)):
+        lab.exec(SPINE, "ip", "link", "set", port, "down")
+        lab.exec(SPINE, "ip", "link", "set", port, "name", to)
+        lab.exec(SPINE, "ip", "link", "set", to, "up")
+
+    def moved() -> bool:
+        return (
+            _heard(lab, a, sockets[a]).get("swp49") == f"{SPINE}/{b_port}"
+            and _heard(lab, b, sockets[b]).get("swp49") == f"{SPINE}/{a_port}"
+        )
+
+    _wait(moved, "the moved cables", lab.runs)
+    found = [
+        f
+        for findings in ethernet.name_swaps(
+            [_cabling(compiled, s, _neighbours(lab, s, sockets[s])) for s in (a, b)]
+        )
+        for f in findings
+        if f["path"].endswith("-ST49")
+    ]
+    assert sorted((f["host"], f["path"], f["message"]) for f in found) == [
+        (a, "R01-ST49", "R01-ST49 and R02-ST49 look swapped: far ends exchanged"),
+        (b, "R02-ST49", "R01-ST49 and R02-ST49 look swapped: far ends exchanged"),
+    ]
+
+
+def test_frr_runs_its_generated_frr_conf_and_a_live_change_is_named(
+    lab: Lab, compiled: Compiled
+) -> None:
+    """Real FRR's `show running-config` for the generated frr.conf, normalised by the probe's
+    parser, is exactly the switch record's `running_config` (the generated file normalised):
+    on a rack switch and on the spine. Then one session added live in vtysh, not written to
+    the file: the running_config check names exactly that line."""
+    _, b = build(lab, compiled)
+    b_subnet = b.interface("storage").subnet  # type: ignore[union-attr]
+    _wait(lambda: _bgp_route(lab, RACK_A[0], b_subnet), f"{b_subnet} on {RACK_A[0]}", lab.runs)
+
+    def running(name: str) -> str:
+        vty = ("vtysh", "--vty_socket", str(lab.runs / name))
+        return lab.exec(name, *vty, "-c", "show running-config").stdout
+
+    def record(name: str) -> EthernetSwitch:
+        return EthernetSwitch.from_json(compiled.files[f"expected/switches/{name}.json"])
+
+    for name in (RACK_A[0], SPINE):
+        assert vtysh_running_config.parse(running(name)) == list(record(name).running_config or ())
+    asn = record(RACK_A[0]).asn
+    vty = ("vtysh", "--vty_socket", str(lab.runs / RACK_A[0]))
+    live = ("-c", "configure terminal", "-c", f"router bgp {asn}")
+    lab.exec(RACK_A[0], *vty, *live, "-c", "neighbor swp51 interface remote-as external")
+    sink = Sink(RACK_A[0], "running_config", Kind.CONFIG, date(2026, 5, 4))
+    facts = {vtysh_running_config.PROBE: vtysh_running_config.parse(running(RACK_A[0]))}
+    SWITCH_CHECKS["running_config"].run(record(RACK_A[0]), facts, sink)
+    line = f"router bgp {asn} > neighbor swp51 interface remote-as external"
+    assert [(f["path"], f["observed"]) for f in sink.findings] == [
+        (f"running-config[{line}]", line)
+    ]

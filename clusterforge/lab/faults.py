@@ -39,9 +39,9 @@
     - fault: cable-degraded     # trains at a lower rate; a host on it sees that rate too
       cable: R05-IB01
       rate: 4xEDR
-    - fault: ethernet-swapped   # two Ethernet cables' switch ends exchanged (LLDP shows it)
-      cables: [R01-MG03, R01-MG04]
-    - fault: ethernet-unplugged # the host's NIC hears no switch
+    - fault: ethernet-swapped   # two Ethernet cables' switch ends exchanged (LLDP shows it;
+      cables: [R01-MG03, R01-MG04]  # two uplinks too: R01-ST49, R01-ST50, seen from both ends)
+    - fault: ethernet-unplugged # the port at each end hears nothing
       cable: R02-ST05
 
 `hosts` is a host list (`gpu[001-003],sm01`). `read` checks every name against the cluster
@@ -332,7 +332,7 @@ def _problems(
                 found.append(("gib", f"{host} has {c['slurm']['memory_mib'] // 1024} GiB"))
                 break
     ethernet = isinstance(fault, EthernetSwapped | EthernetUnplugged)
-    if ethernet:  # the hosts' cabled NICs, from their contracts
+    if ethernet:  # the hosts' cabled NICs and the switches' switch-facing ports, from contracts
         cables = {e["cable"] for c in contracts.values() for e in c.get("ethernet", ())}
     ids = (
         list(fault.cables)
@@ -344,7 +344,7 @@ def _problems(
     field = "cables" if isinstance(fault, CableSwapped | EthernetSwapped) else "cable"
     unknown_cables = [c for c in ids if c not in cables]
     if unknown_cables:
-        what = "Ethernet cables of the hosts" if ethernet else "cables"
+        what = "Ethernet cables of the hosts or switches" if ethernet else "cables"
         found.append((field, f"not {what} this lab plays (installed): {', '.join(unknown_cables)}"))
     elif isinstance(fault, CableSwapped | EthernetSwapped) and fault.cables[0] == fault.cables[1]:
         found.append((field, "a cable cannot be swapped with itself"))

@@ -6,9 +6,10 @@ them, rendered from `generated/expected/` and written in the replay layout of
 injected by changing a host's ``state`` (a copy of its contract: ``versions``, ``routes``,
 ``interfaces``, ``ib_ports``) or through the hooks (``unreachable``, ``fail``, ``xid``,
 ``nvlink_down``, ``ecc``, ``swap_far_ends``, ``degrade``, ``unplug``, ``swap_ethernet``,
-``unplug_ethernet``, ``unload``, ``pcie_path``); GPUDirect's probes render from the
-contract's ``gpudirect``, LLDP's from its ``ethernet``; ``record(folder)`` writes the
-recording. Each host probe's output is its module's renderer's
+``unplug_ethernet``, ``frr_live``, ``unload``, ``pcie_path``); GPUDirect's probes render
+from the contract's ``gpudirect``, LLDP's from its ``ethernet`` (a host's NICs, a switch's
+ports to other switches), FRR's running configuration from a switch's ``running_config``;
+``record(folder)`` writes the recording. Each host probe's output is its module's renderer's
 (``contract/probes/<probe>.py``, shaped as ``tests/fixtures/<probe>/``), given the host's
 state and what its faults make it show (``Fleet.now``); the lab's SSH hosts answer from the
 same (``Fleet.outputs(host)``). The fabric probes' renderers take the fabric as cabled now
@@ -38,6 +39,7 @@ from contract.probes._ids import digest
 from contract.switch import AUDITED_OS
 
 COLLECTED_AT = "2026-05-04T06:00:00+00:00"
+End = tuple[str, str]  # an Ethernet cable's end: (device, its port as LLDP names it)
 FABRIC = "fabric"  # the subject the fabric probes render for
 
 
@@ -187,21 +189,44 @@ class Fleet:
         del self.cables[cable]
 
     def swap_ethernet(self, one: str, two: str) -> None:
-        """Exchange the switch ends of two Ethernet cables (of one host or two): each NIC
-        hears the other's planned switch port."""
-        a, b = self._ethernet(one), self._ethernet(two)
-        for key in ("switch", "port"):
-            a[key], b[key] = b[key], a[key]
+        """Exchange one end each of two Ethernet cables (of one host or two, or switch
+        uplinks): a host's NIC hears the other's planned switch port; between two switches,
+        the switch holding both cables (else the one first by name) keeps its ports and the
+        far ends trade places, and the switches at both ends hear it."""
+        (xs, x), (ys, y) = self._cable(one), self._cable(two)
+        (ax, bx), (ay, by) = self._oriented(x, y), self._oriented(y, x)
+        joined = {ax: by, by: ax, ay: bx, bx: ay}
+        for views, ends in ((xs, (ax, bx)), (ys, (ay, by))):
+            for name, link in views:
+                here = next(end for end in ends if end[0] == name)
+                link["switch"], link["port"] = joined[here]
 
     def unplug_ethernet(self, cable: str) -> None:
-        """Ethernet cable `cable` is pulled: its NIC hears no neighbour."""
-        link = self._ethernet(cable)
-        for h in self.hosts.values():
-            h.state["ethernet"] = [e for e in h.state.get("ethernet", ()) if e is not link]
+        """Ethernet cable `cable` is pulled: the port at each of its ends hears no neighbour."""
+        for m in (*self.hosts.values(), *self.ethernet.values()):
+            if m.state.get("ethernet"):
+                m.state["ethernet"] = [e for e in m.state["ethernet"] if e["cable"] != cable]
 
-    def _ethernet(self, cable: str) -> dict[str, Any]:
-        links = (e for h in self.hosts.values() for e in h.state.get("ethernet", ()))
-        return next(e for e in links if e["cable"] == cable)
+    def _cable(self, cable: str) -> tuple[list[tuple[str, dict[str, Any]]], list[End]]:
+        """An Ethernet cable's views (each audited end's link record, by machine) and its two
+        ends as (device, port as its LLDP names it)."""
+        machines = (*self.hosts.items(), *self.ethernet.items())
+        views = [
+            (name, e)
+            for name, m in machines
+            for e in m.state.get("ethernet") or ()
+            if e["cable"] == cable
+        ]
+        ends = {name: e["iface"] for name, e in views} | {e["switch"]: e["port"] for _, e in views}
+        return views, sorted(ends.items())
+
+    def _oriented(self, ends: list[End], other: list[End]) -> tuple[End, End]:
+        """A cable's ends as (moved, kept): a host's NIC stays, as does a switch holding both
+        cables; else the end first by name moves."""
+        shared = {d for d, _ in ends} & {d for d, _ in other}
+        kept = [e for e in ends if e[0] in self.hosts or e[0] in shared]
+        b = kept[0] if kept else ends[1]
+        return next(e for e in ends if e != b), b
 
     def edit_file(self, host: str, path: str, line: str = "# edited by hand") -> None:
         """Someone changed a deployed file by hand (on a host or a switch): `line` added at
@@ -222,6 +247,12 @@ class Fleet:
     def bgp_down(self, switch: str, port: str) -> None:
         """The BGP session on `switch`'s routed `port` dropped (the link, or the far end)."""
         self.ethernet[switch].bgp_down.add(port)
+
+    def frr_live(self, switch: str, line: str) -> None:
+        """Someone set `line` in FRR live (vtysh `configure`), and never wrote it to
+        frr.conf: the switch's running configuration holds it, its file does not. `line` is
+        canonical (contract/probes/vtysh_running_config.py): `router bgp N > neighbor ...`."""
+        self.ethernet[switch].state["running_config"].append(line)
 
     def unload(self, host: str, module: str) -> None:
         self.hosts[host].unloaded.add(module)

@@ -59,7 +59,7 @@ def switch_files(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
         ),
     }
     if sw.asn is not None:
-        files["etc/frr/frr.conf"] = template("frr.conf.j2", site=plan.site, sw=sw)
+        files["etc/frr/frr.conf"] = frr_conf(plan, sw)
         files["etc/frr/daemons"] = template("frr-daemons.j2", site=plan.site, sw=sw)
     roce = plan.roce.of_switch(sw.name)
     if roce:
@@ -68,6 +68,11 @@ def switch_files(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
     if snmpd is not None:
         files[SNMPD_CONF] = snmpd
     return files
+
+
+def frr_conf(plan: Plan, sw: EthernetSwitch) -> str:
+    """A routed switch's frr.conf: eBGP unnumbered on its routed ports."""
+    return template("frr.conf.j2", site=plan.site, sw=sw)
 
 
 def snmpd_conf(plan: Plan, sw: EthernetSwitch) -> str | None:

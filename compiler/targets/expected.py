@@ -7,9 +7,11 @@ from __future__ import annotations
 from datetime import date
 from typing import cast
 
+from compiler.ethernet import MGMT_PORT
 from compiler.model import Rollout, SwitchOs
 from compiler.plan import SLURMCTLD, Plan
 from compiler.plan import Host as PlannedHost
+from compiler.targets.cumulus import frr_conf
 from compiler.targets.shared import SPARE_REASON, gpu_hosts, nccl_settings
 from contract import (
     Accept,
@@ -33,6 +35,7 @@ from contract import (
     SlurmController,
     Switch,
 )
+from contract.probes.vtysh_running_config import canonical
 
 
 def host_contract(
@@ -149,6 +152,54 @@ def ethernet_links(plan: Plan) -> dict[str, tuple[EthernetLink, ...]]:
     return {h: tuple(sorted(ls, key=lambda e: e.iface)) for h, ls in links.items()}
 
 
+# A switch's port as its OS names the interface: BGP's session key, as frr.conf.j2 and eos.py
+# write the neighbours, and lldpcli's (not the model's LLDP `port_name`, which only relabels
+# what LLDP says).
+_PORT_NAME = {SwitchOs.CUMULUS: "swp{n}", SwitchOs.EOS: "Ethernet{n}"}
+# A switch's management port, as its own OS names the interface (and its LLDP the port ID):
+# the Cumulus Linux user guide's eth0, EOS's Management1.
+_MGMT_IFNAME = {SwitchOs.CUMULUS: "eth0", SwitchOs.EOS: "Management1"}
+
+
+def switch_links(plan: Plan) -> dict[str, tuple[EthernetLink, ...]]:
+    """Each configured switch's installed cables to another (uplinks, management-port patches),
+    from each end: its port as its OS names the interface (what `lldpcli` keys a neighbour
+    by), the far end as the far switch's LLDP names its port. A host's cable is left to the
+    host's end (`ethernet_links`), so one fault there is one finding."""
+    models = {s.name: plan.hardware.switches[s.model] for s in plan.switches}
+    os = {sw.name: sw.os for sw in plan.ethernet.switches}
+
+    def here(device: str, port: str) -> str:
+        """The port as its own OS names the interface (as `switch_contracts` keys BGP)."""
+        return (
+            _MGMT_IFNAME[os[device]] if port == MGMT_PORT else _PORT_NAME[os[device]].format(n=port)
+        )
+
+    def far(device: str, port: str) -> str:
+        """The far port as its switch's LLDP announces it (a model's `port_name`)."""
+        return here(device, port) if port == MGMT_PORT else models[device].port_label(port)
+
+    links: dict[str, list[EthernetLink]] = {}
+    for c in plan.cables:
+        ends = (c.a, c.b)
+        if c.network in plan.ib_networks or not c.installed:
+            continue
+        # Both ends configured here (so running the plan's lldpd): an InfiniBand switch's or
+        # another unmanaged device's management port may announce anything, or nothing; a
+        # management switch's own patch loops back to itself.
+        if not all(e.device in os for e in ends) or c.a.device == c.b.device:
+            continue
+        for one, other in (ends, ends[::-1]):
+            link = EthernetLink(
+                iface=here(one.device, one.port),
+                cable=c.id,
+                switch=other.device,
+                port=far(other.device, other.port),
+            )
+            links.setdefault(one.device, []).append(link)
+    return {s: tuple(sorted(ls, key=lambda e: e.iface)) for s, ls in links.items()}
+
+
 def gpudirect_contracts(plan: Plan) -> dict[str, GpuDirect]:
     """The `gpudirect` section of each host NCCL runs on."""
     hosts = gpu_hosts(plan)
@@ -213,13 +264,11 @@ def switch_contracts(plan: Plan) -> list[EthernetSwitch]:
     and its BGP sessions, one per routed port in service (a spare cable's port stays down)."""
     asn = {sw.name: sw.asn for sw in plan.ethernet.switches}
     u = {sw.name: sw.u for sw in plan.switches}
-    # The session's key as the OS's BGP names it: its interface, as frr.conf.j2 and eos.py write
-    # the neighbours (not the model's LLDP `port_name`, which only relabels what LLDP says).
-    port_name = {SwitchOs.CUMULUS: "swp{n}", SwitchOs.EOS: "Ethernet{n}"}
+    links = switch_links(plan)
     out = []
     for sw in plan.ethernet.switches:
         peers = tuple(
-            BgpPeer(port=port_name[sw.os].format(n=p.port), peer=p.peer, remote_as=asn.get(p.peer))
+            BgpPeer(port=_PORT_NAME[sw.os].format(n=p.port), peer=p.peer, remote_as=asn.get(p.peer))
             for p in sw.routed
             if p.peer is not None and p.enabled and sw.asn is not None
         )
@@ -235,6 +284,12 @@ def switch_contracts(plan: Plan) -> list[EthernetSwitch]:
                 asn=sw.asn,
                 router_id=sw.router_id,
                 bgp=peers,
+                ethernet=links.get(sw.name),
+                running_config=(
+                    tuple(canonical(frr_conf(plan, sw)))
+                    if sw.os == SwitchOs.CUMULUS and sw.asn is not None
+                    else None
+                ),
             )
         )
     return out

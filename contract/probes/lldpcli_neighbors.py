@@ -46,6 +46,8 @@ PROBE = "lldpcli_neighbors"
 # Not root: EPEL's lldpd (Fedora's lldpd.spec: --with-privsep-group=lldpd, the socket
 # /run/lldpd/lldpd.socket) makes its control socket 0770 root:lldpd (lldpd.c chowns it to the
 # privsep group), so the audit account is put in that group (`group`, compiler/targets/access.py).
+# Debian's (Cumulus's) names the group _lldpd (its postinst's adduser; Debian 12's 1.0.16 makes
+# the socket 0770 _lldpd:_lldpd): the `cumulus` service renames it (`groups`, services.yaml).
 SPEC = Probe(
     PROBE,
     ("lldpcli", "-f", "json", "show", "neighbors"),
@@ -141,8 +143,9 @@ def _id(iface: str, what: str, value: Any) -> tuple[str, str]:
 
 
 def render(host: str, state: Mapping[str, Any], now: Now) -> dict[str, str]:
-    """What each cabled Ethernet NIC hears from its switch, as Cumulus announces itself (the
-    port's ifname as its ID, its description the host's end)."""
+    """What each cabled Ethernet port (a host's NIC, a switch's port to another switch)
+    hears from its far switch, as Cumulus announces itself (the port's ifname as its ID and
+    its description, as lldpd does without an alias)."""
     links = state.get("ethernet") or []
     entries = [
         {

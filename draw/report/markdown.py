@@ -240,6 +240,10 @@ REMEDIES = {
     "Established: the port or its cable down (the LLDP and link state of both ends), the far "
     "switch's frr.conf without the neighbour, or FRR stopped; a session up with no prefixes "
     "means the far end announces nothing (its frr.conf `network` lines, its SVIs down)",
+    Kind.CONFIG: "FRR runs a line its frr.conf does not hold (or lacks one it does): a change "
+    "made live in vtysh and never written to the file, lost at the next reload or reboot. "
+    "Keep it: put it in cluster/, compile and deploy; drop it: `frr-reload.py --reload "
+    "/etc/frr/frr.conf` brings FRR back to the file",
 }
 
 
