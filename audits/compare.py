@@ -37,6 +37,11 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 |              |          |                               | of work, named by that node; spares   |
 |              |          |                               | drained as "spare" are as planned     |
 
+A switch has its own checks (`SWITCH_CHECKS`): a Cumulus Linux switch's files, units (as a
+host's) and BGP sessions (vtysh_bgp_summary); an EOS switch's `running_config`
+(eos_running_config: `show running-config` against its generated startup-config by
+hier_config, contract/eos.py), and nothing else: it has no Linux files, units or FRR to read.
+
 Versions compare semantically (`audits.versions`) and in full, unless the contract's `mask`
 (the baseline's, in cluster/firmware.yaml) says to compare a key's first N parts only, as
 for a BMC whose probe, ipmitool, prints major.minor; the part left out is reported. A
@@ -63,7 +68,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
@@ -83,9 +88,9 @@ from audits.model import (
 from audits.observe import Observed, observe
 from audits.sink import Facts, Sink
 from common.registry import Registry
-from contract import EthernetSwitch, Host, Kind, Placed, Severity, normal_routes
+from contract import EthernetSwitch, Host, Kind, Placed, Severity, eos, normal_routes
 from contract.deploy import file_arguments
-from contract.probes import file_texts
+from contract.probes import eos_running_config, file_texts
 from contract.probes.vtysh_bgp_summary import ESTABLISHED
 from contract.probes.vtysh_bgp_summary import PROBE as BGP_PROBE
 
@@ -304,6 +309,35 @@ def _bgp(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
             sink.drift(f"{where}.prefixes_received", "> 0", 0, Severity.CRITICAL, text)
 
 
+def _running_config(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
+    """An EOS switch's running-config against its generated startup-config (contract/eos.py):
+    one finding naming every line that differs, `-` generated and not running, `+` running
+    and not generated (a diff from generated/ to the switch, as a drifted file's)."""
+    source = f"generated/switches/{c.host}/startup-config"
+    where = f"running_config[{eos.STARTUP}]"
+    if c.intended is None:
+        text = f"no startup-config in {c.host}'s deploy map to compare its running-config with"
+        sink.drift(where, source, None, Severity.CRITICAL, text)
+        return
+    running = eos_running_config.text(facts[eos_running_config.PROBE])
+    found = eos.difference(running, c.intended)
+    if found:
+        lines = found.lines()
+        shown = "; ".join(lines[:_SHOWN_LINES])
+        more = f"; … {len(lines) - _SHOWN_LINES} more" if len(lines) > _SHOWN_LINES else ""
+        text = f"running-config differs from {source}: {shown}{more}"
+        sink.drift(where, list(found.missing), list(found.extra), Severity.CRITICAL, text)
+
+
+_SHOWN_LINES = 10  # differing lines a finding's message names; its expected/observed hold all
+
+
+def _linux(check: Check[Any]) -> Check[Any]:
+    """`check` on a switch whose OS is Linux only (Cumulus): an EOS switch has no files to
+    read nor units to ask, and no FRR; its running-config check covers what they would."""
+    return replace(check, applies=lambda c: not c.eos and check.applies(c))
+
+
 # In order: a host's findings come out check by check; a name given twice fails at import.
 # A deploy map's files and units: a host's and a Cumulus switch's alike.
 _FILES: Check[Any] = Check("files", Kind.FILE, lambda c: bool(_deployed(c)), _file_probes, _files)
@@ -397,15 +431,23 @@ CHECKS: Registry[Check[Host]] = Registry(
 SNAPSHOT_PROBE = file_texts.PROBE
 
 
-# A Cumulus switch's: its deploy map's files and units, as a host's, and its BGP sessions.
+# A Cumulus switch's: its deploy map's files and units, as a host's, and its BGP sessions; an
+# EOS switch's: its running-config.
 SWITCH_CHECKS: Registry[Check[EthernetSwitch]] = Registry(
     "switch check",
     (
         (check.name, check)
         for check in (
-            _FILES,
-            _UNITS,
-            Check[EthernetSwitch]("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp),
+            _linux(_FILES),
+            _linux(_UNITS),
+            _linux(Check("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp)),
+            Check[EthernetSwitch](
+                "running_config",
+                Kind.FILE,
+                lambda c: c.eos,
+                _fixed(eos_running_config.PROBE),
+                _running_config,
+            ),
         )
     ),
 )

@@ -3,10 +3,15 @@
 The audit writes one per snapshotted device and run, into its recording and its report folder:
 
     snapshots/<device>/files/<path on the device, without the leading />
+    snapshots/<device>/<name>          the output of a probe that is a snapshot (its
+                                       `Probe.snapshot`: `running-config`)
 
-(e.g. `snapshots/stor01/files/etc/frr/frr.conf`). The change plan (`compiler.change`) reads
-the latest to refuse a device whose files are not what the base commit generated, and
-`clusterforge audit history` shows what changed between two runs' snapshots, device by device.
+(e.g. `snapshots/stor01/files/etc/frr/frr.conf`, `snapshots/stor01/running-config`). In
+memory a snapshot maps each file's path on the device (`/etc/frr/frr.conf`) and each probe
+snapshot's name (`running-config`, no leading `/`) to its bytes. The change plan
+(`compiler.change`) reads the latest to refuse a device whose files are not what the base
+commit generated, and `clusterforge audit history` shows what changed between two runs'
+snapshots, device by device.
 Lines that change without anyone changing anything (a timestamp a device writes into its
 running configuration) are masked before comparing, as Oxidized does.
 """
@@ -39,7 +44,10 @@ def mask(text: bytes) -> bytes:
 
 
 def relative(device: str, path: str) -> str:
-    """Where a device's file's snapshot lives, under a recording or report folder."""
+    """Where a device's file's snapshot (or a probe snapshot's, a name without `/`) lives,
+    under a recording or report folder."""
+    if not path.startswith("/"):
+        return f"{FOLDER}/{device}/{path}"
     return f"{FOLDER}/{device}/{FILES}/{path.lstrip('/')}"
 
 
@@ -55,6 +63,10 @@ def read(folder: Path) -> dict[str, dict[str, bytes]]:
         out[device.name] = {
             "/" + f.relative_to(files).as_posix(): f.read_bytes()
             for f in sorted(files.rglob("*"))
+            if f.is_file() and not f.is_symlink()
+        } | {
+            f.name: f.read_bytes()
+            for f in sorted(device.iterdir())
             if f.is_file() and not f.is_symlink()
         }
     return out
