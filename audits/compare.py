@@ -320,7 +320,11 @@ def _running_config(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
         sink.drift(where, source, None, Severity.CRITICAL, text)
         return
     running = eos_running_config.text(facts[eos_running_config.PROBE])
-    found = eos.difference(running, c.intended)
+    try:
+        found = eos.difference(running, c.intended)
+    except eos.ConfigError as exc:
+        sink.drift(where, source, None, Severity.CRITICAL, f"cannot compare: {exc}")
+        return
     if found:
         lines = found.lines()
         shown = "; ".join(lines[:_SHOWN_LINES])

@@ -160,7 +160,10 @@ def _eos_drift(
     if running is None or placed is None:
         return None
     want = compiled.files[placed.source].decode(errors="replace")
-    lines = eos.difference(running.decode(errors="replace"), want).lines()
+    try:
+        lines = eos.difference(running.decode(errors="replace"), want).lines()
+    except eos.ConfigError as exc:
+        return (f"{eos.RUNNING}: cannot compare: {exc}",)  # refused: nothing known is safe
     if len(lines) > DRIFT_LINES:
         lines = [*lines[:DRIFT_LINES], f"… {len(lines) - DRIFT_LINES} more lines"]
     return tuple(f"{eos.RUNNING}: {line}" for line in lines)

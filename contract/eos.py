@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
-from common.errors import SetupError
+from common.errors import ClusterforgeError, SetupError
 
 if TYPE_CHECKING:
     from hier_config import HConfig
@@ -83,18 +83,30 @@ class Difference(NamedTuple):
         return bool(self.missing or self.extra)
 
 
+class ConfigError(ClusterforgeError):
+    """Raised when hier_config cannot read a text as an EOS config (a section given twice:
+    EOS never prints one, a broken or hostile switch may)."""
+
+
 def difference(running: str, intended: str) -> Difference:
     """How `running` (a switch's `show running-config`) differs from `intended` (its
-    generated startup-config), the lines of `IGNORED` left out; raises SetupError when
-    hier_config is not installed."""
+    generated startup-config), the lines of `IGNORED` left out; raises ConfigError for a
+    text that is no config, SetupError when hier_config is not installed."""
     try:
         from hier_config import Platform, get_hconfig
+        from hier_config.exceptions import DuplicateChildError
     except ImportError:
         raise SetupError(
             "EOS configs are compared by hier_config: pip install 'clusterforge[eos]'"
         ) from None
-    have = get_hconfig(Platform.ARISTA_EOS, running)
-    want = get_hconfig(Platform.ARISTA_EOS, intended)
+    try:
+        have = get_hconfig(Platform.ARISTA_EOS, running)
+    except DuplicateChildError as exc:
+        raise ConfigError(f"the running-config is no EOS config: {exc}") from None
+    try:
+        want = get_hconfig(Platform.ARISTA_EOS, intended)
+    except DuplicateChildError as exc:
+        raise ConfigError(f"the generated startup-config is no EOS config: {exc}") from None
     return Difference(
         _paths(want.difference(have), IGNORED["missing"]),
         _paths(have.difference(want), IGNORED["extra"]),

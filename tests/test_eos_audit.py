@@ -14,22 +14,26 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from audits import expected
 from audits.compare import SWITCH_CHECKS, host_probes
+from audits.sink import Sink
 from audits.ssh import probe_command, probe_words
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet
 from compiler.load import load
 from compiler.pipeline import compile_source
 from compiler.targets import access, eos
+from contract import EthernetSwitch, Kind, snapshot
 from contract import eos as eos_config
-from contract import snapshot
 from contract.probes import eos_running_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eos_running_config"
@@ -337,3 +341,34 @@ def _trimmed_stor01() -> dict[str, Any]:
         ],
         "aaa_authorization": {"exec": {"default": "local"}},
     }
+
+
+_LINE = st.tuples(
+    st.integers(0, 9), st.text(st.characters(exclude_characters="\n\r\x00"), max_size=20)
+).map(lambda t: " " * t[0] + t[1])
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(_LINE, max_size=20))
+def test_the_running_config_check_is_total(
+    reference_switch: EthernetSwitch, lines: list[str]
+) -> None:
+    """Whatever lines a switch printed that parsed, the check gives findings, never raises: a
+    section given twice (which hier_config cannot hold) is a finding that it cannot compare."""
+    sink = Sink("stor01", "running_config", Kind.FILE, date(2026, 5, 4))
+    SWITCH_CHECKS["running_config"].run(reference_switch, {eos_running_config.PROBE: lines}, sink)
+    for f in sink.findings:
+        assert f["severity"] == "critical" and f["message"]
+
+
+def test_a_section_printed_twice_cannot_be_compared(reference_switch: EthernetSwitch) -> None:
+    lines = ["! Command: show running-config", "hostname a", "hostname a", "end"]
+    sink = Sink("stor01", "running_config", Kind.FILE, date(2026, 5, 4))
+    SWITCH_CHECKS["running_config"].run(reference_switch, {eos_running_config.PROBE: lines}, sink)
+    [finding] = sink.findings
+    assert "cannot compare: the running-config is no EOS config" in finding["message"]
+
+
+@pytest.fixture(scope="module")
+def reference_switch(reference: Path) -> EthernetSwitch:
+    return expected.read(reference).switches["stor01"]
