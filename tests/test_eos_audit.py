@@ -11,10 +11,13 @@ EOS switches print their generated startup-config under EOS's header.
 
 from __future__ import annotations
 
+import getpass
 import json
 import shutil
+import socket
 import subprocess
-from datetime import date
+import time
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,9 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from audits import expected
-from audits.compare import SWITCH_CHECKS, host_probes
+from audits.compare import SWITCH_CHECKS, compare_host, host_probes
 from audits.sink import Sink
-from audits.ssh import probe_command, probe_words
+from audits.ssh import SshCollector, SshOptions, Target, probe_command, probe_words
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet
 from compiler.load import load
@@ -35,6 +38,7 @@ from compiler.targets import access, eos
 from contract import EthernetSwitch, Kind, snapshot
 from contract import eos as eos_config
 from contract.probes import eos_running_config
+from tests.conftest import require_tool
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eos_running_config"
 PORT3 = "   description gpu003 ens2f0 R01-ST03\n"
@@ -372,3 +376,60 @@ def test_a_section_printed_twice_cannot_be_compared(reference_switch: EthernetSw
 @pytest.fixture(scope="module")
 def reference_switch(reference: Path) -> EthernetSwitch:
     return expected.read(reference).switches["stor01"]
+
+
+def test_the_collector_reads_the_running_config_over_ssh(
+    reference: Path, reference_switch: EthernetSwitch, tmp_path: Path
+) -> None:
+    """A real sshd on loopback whose forced command stands in for EOS's CLI (the account's
+    login shell there): it answers `show running-config` with the switch's config under
+    EOS's header and refuses anything else, as a CLI does. The live collector sends exactly
+    that command line, and the switch, judged from what it read, is ok."""
+    sshd, keygen = require_tool("sshd"), require_tool("ssh-keygen")
+    for name in ("host_key", "client_key"):
+        subprocess.run(
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True
+        )
+    fleet = Fleet.load(reference / "generated")
+    config = tmp_path / "running-config"
+    config.write_text(fleet.outputs("stor01")[eos_running_config.PROBE], encoding="utf-8")
+    cli = tmp_path / "eos-cli.sh"
+    cli.write_text(
+        f'printf "%s\\n" "$SSH_ORIGINAL_COMMAND" >> {tmp_path / "commands.log"}\n'
+        f'if [ "$SSH_ORIGINAL_COMMAND" = "show running-config" ]; then exec cat {config}; fi\n'
+        'echo "% Invalid input" >&2\nexit 1\n',
+        encoding="utf-8",
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    (tmp_path / "sshd_config").write_text(
+        f"ListenAddress 127.0.0.1:{port}\nHostKey {tmp_path / 'host_key'}\nPidFile none\n"
+        "UsePAM no\nStrictModes no\nLogLevel ERROR\n"
+        f"AuthorizedKeysFile {tmp_path / 'client_key.pub'}\nForceCommand /bin/sh {cli}\n",
+        encoding="utf-8",
+    )
+    host_key = (tmp_path / "host_key.pub").read_text(encoding="utf-8").split()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"stor01 {host_key[0]} {host_key[1]}\n", encoding="utf-8")
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(tmp_path / "sshd_config")])
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        options = SshOptions(tmp_path / "client_key", known, user=getpass.getuser(), timeout=30)
+        collector = SshCollector({"stor01": Target("127.0.0.1", port)}, options, None)
+        collected = collector.collect({"stor01": host_probes(reference_switch)}, []).hosts
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    stor01 = collected["stor01"]
+    assert stor01.unreachable is None and stor01.failed == {}, stor01
+    assert stor01.outputs[eos_running_config.PROBE] == config.read_text(encoding="utf-8")
+    assert (tmp_path / "commands.log").read_text() == "show running-config\n"
+    judged = compare_host(reference_switch, stor01, datetime(2026, 5, 4, tzinfo=UTC))
+    assert judged.entry["status"] == "ok" and judged.findings == []
