@@ -37,7 +37,7 @@ from compiler.pipeline import compile_source
 from compiler.targets import access, eos
 from contract import EthernetSwitch, Kind, snapshot
 from contract import eos as eos_config
-from contract.probes import eos_running_config
+from contract.probes import Probe, ProbeError, eos_running_config
 from tests.conftest import require_tool
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eos_running_config"
@@ -433,3 +433,16 @@ def test_the_collector_reads_the_running_config_over_ssh(
     assert (tmp_path / "commands.log").read_text() == "show running-config\n"
     judged = compare_host(reference_switch, stor01, datetime(2026, 5, 4, tzinfo=UTC))
     assert judged.entry["status"] == "ok" and judged.findings == []
+
+
+def test_an_eos_cli_probe_has_no_program_and_a_snapshot_is_a_plain_name() -> None:
+    with pytest.raises(ProbeError, match="no program"):
+        Probe("show_x", ("show", "x"), "eos", "/usr/bin/show")
+    with pytest.raises(ProbeError, match="no program"):
+        Probe("show_x", ("show", "x"), "eos", "", root=True)
+    with pytest.raises(ProbeError, match="absolute path"):
+        Probe("uname", ("uname", "-r"), "host", "")
+    for name in ("files", "../x", "Running", "a/b"):
+        with pytest.raises(ProbeError, match="not a plain name"):
+            Probe("show_x", ("show", "x"), "eos", "", snapshot=name)
+    assert eos_running_config.SPEC.snapshot == eos_config.RUNNING
