@@ -56,7 +56,19 @@ def git(repo: Path, *args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def site(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where `site` puts `base`'s generated/."""
+    return tmp_path_factory.mktemp("eos-base")
+
+
+@pytest.fixture(scope="module")
+def reference(site: Path, base: Path) -> Path:
+    """What the devices run: `base`'s generated/ (-C for the audit)."""
+    return base
+
+
+@pytest.fixture(scope="module")
+def site(repo: Path, base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The EOS variant's repository: `base` compiled and committed, then HEAD, stor01's
     server cable moved from port 3 to 30 (its startup-config changes), compiled."""
     root = tmp_path_factory.mktemp("eos-site")
@@ -68,7 +80,7 @@ def site(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
     git(root, "tag", "base")
-    shutil.copytree(root / "generated", root.parent / "base-generated" / "generated")
+    shutil.copytree(root / "generated", base / "generated")
     yaml = YAML()
     fabric = yaml.load((root / "cluster" / "fabric.yaml").read_text())
     fabric["cables"] = [{"device": "stor01", "port": 3, "use_port": 30, "note": "bad"}]
@@ -78,12 +90,6 @@ def site(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "stor01 port 3 bad")
     return root
-
-
-@pytest.fixture(scope="module")
-def reference(site: Path) -> Path:
-    """What the devices run: `base`'s generated/ (-C for the audit)."""
-    return site.parent / "base-generated"
 
 
 def _run(reference: Path, fleet: Fleet, folder: Path) -> tuple[Path, Any]:
