@@ -37,10 +37,12 @@ is left out; one whose probes gave nothing usable is skipped with the reason):
 |              |          |                               | of work, named by that node; spares   |
 |              |          |                               | drained as "spare" are as planned     |
 
-A Cumulus switch's checks (`SWITCH_CHECKS`) are ethernet, files and units as above (its
-switch-to-switch cables, its deploy map), then bgp (vtysh_bgp_summary: each planned session
-Established, with prefixes) and running_config (vtysh_running_config: FRR's running lines
-against its frr.conf's; docs/audit.md).
+A switch has its own checks (`SWITCH_CHECKS`). A Cumulus switch's are ethernet, files
+and units as above (its switch-to-switch cables, its deploy map), bgp (vtysh_bgp_summary:
+each planned session Established, with prefixes) and running_config (vtysh_running_config:
+FRR's running lines against its frr.conf's). An EOS switch's is running_config alone
+(eos_running_config: `show running-config` against its generated startup-config by
+hier_config, contract/eos.py): it has no Linux files, units, lldpd or FRR to read.
 
 Versions compare semantically (`audits.versions`) and in full, unless the contract's `mask`
 (the baseline's, in cluster/firmware.yaml) says to compare a key's first N parts only, as
@@ -68,7 +70,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
@@ -88,9 +90,9 @@ from audits.model import (
 from audits.observe import Observed, observe
 from audits.sink import Facts, Sink
 from common.registry import Registry
-from contract import EthernetSwitch, Host, Kind, Placed, Severity, normal_routes
+from contract import EthernetSwitch, Host, Kind, Placed, Severity, eos, normal_routes
 from contract.deploy import file_arguments
-from contract.probes import file_texts
+from contract.probes import eos_running_config, file_texts
 from contract.probes.vtysh_bgp_summary import ESTABLISHED
 from contract.probes.vtysh_bgp_summary import PROBE as BGP_PROBE
 from contract.probes.vtysh_running_config import PROBE as RUNNING_PROBE
@@ -310,7 +312,7 @@ def _bgp(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
             sink.drift(f"{where}.prefixes_received", "> 0", 0, Severity.CRITICAL, text)
 
 
-def _running_config(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
+def _frr_running(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
     """FRR's running configuration against the deployed frr.conf's, line by canonical line
     (contract/probes/vtysh_running_config.py): a line of one side only was changed live in
     vtysh and not written to the file (or the file was never loaded), and is lost, or comes
@@ -324,6 +326,47 @@ def _running_config(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
     for line in (r for r in running if r not in want):
         text = f"FRR runs `{line}`, which frr.conf does not hold: set live, not in the file"
         sink.drift(f"running-config[{line}]", None, line, Severity.CRITICAL, text)
+
+    """An EOS switch's running-config against its generated startup-config (contract/eos.py):
+    one finding naming every line that differs, `-` generated and not running, `+` running
+    and not generated (a diff from generated/ to the switch, as a drifted file's)."""
+    source = f"generated/switches/{c.host}/startup-config"
+    where = f"running_config[{eos.STARTUP}]"
+    if c.intended is None:
+        text = f"no startup-config in {c.host}'s deploy map to compare its running-config with"
+        sink.drift(where, source, None, Severity.CRITICAL, text)
+        return
+    running = eos_running_config.text(facts[eos_running_config.PROBE])
+    try:
+        found = eos.difference(running, c.intended)
+    except eos.ConfigError as exc:
+        sink.drift(where, source, None, Severity.CRITICAL, f"cannot compare: {exc}")
+        return
+    if found:
+        lines = found.lines()
+        shown = "; ".join(lines[:_SHOWN_LINES])
+        more = f"; … {len(lines) - _SHOWN_LINES} more" if len(lines) > _SHOWN_LINES else ""
+        text = f"running-config differs from {source}: {shown}{more}"
+        sink.drift(where, list(found.missing), list(found.extra), Severity.CRITICAL, text)
+
+
+_SHOWN_LINES = 10  # differing lines a finding's message names; its expected/observed hold all
+
+
+def _linux(check: Check[Any]) -> Check[Any]:
+    """`check` on a switch whose OS is Linux only (Cumulus): an EOS switch has no files to
+    read nor units to ask, and no FRR; its running-config check covers what they would."""
+    return replace(check, applies=lambda c: not c.eos and check.applies(c))
+
+
+def _running_config(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
+    """The switch's running configuration against what generated/ says it runs: FRR's on a
+    Cumulus switch, the whole config on an EOS one."""
+    (_eos_running if c.eos else _frr_running)(c, facts, sink)
+
+
+def _running_probes(c: EthernetSwitch) -> tuple[str, ...]:
+    return (eos_running_config.PROBE,) if c.eos else (RUNNING_PROBE,)
 
 
 # In order: a host's findings come out check by check; a name given twice fails at import.
@@ -418,21 +461,22 @@ SNAPSHOT_PROBE = file_texts.PROBE
 
 
 # A Cumulus switch's: its cables to other switches, its deploy map's files and units, as a
-# host's, its BGP sessions and FRR's running configuration against its frr.conf.
+# host's, its BGP sessions and FRR's running configuration against its frr.conf; an EOS
+# switch's: its running-config.
 SWITCH_CHECKS: Registry[Check[EthernetSwitch]] = Registry(
     "switch check",
     (
         (check.name, check)
         for check in (
-            _ETHERNET,
-            _FILES,
-            _UNITS,
-            Check[EthernetSwitch]("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp),
+            _linux(_ETHERNET),
+            _linux(_FILES),
+            _linux(_UNITS),
+            _linux(Check("bgp", Kind.BGP, lambda c: bool(c.bgp), _fixed(BGP_PROBE), _bgp)),
             Check[EthernetSwitch](
                 "running_config",
                 Kind.CONFIG,
-                lambda c: bool(c.running_config),
-                _fixed(RUNNING_PROBE),
+                lambda c: c.eos or bool(c.running_config),
+                _running_probes,
                 _running_config,
             ),
         )

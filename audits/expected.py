@@ -2,10 +2,11 @@
 
 The contract is `contract/`'s records (`Host`, `EthernetSwitch`, `Fabric`, `Deploy`), which
 document every field; this module only reads them, each host (and each audited switch: a
-Cumulus Linux one, `expected/switches/`) with its `generated/deploy/<name>.json` put beside it
-(`Host.deploy`), and names where they came from: the git commit checked out in the
-repository, if it is in one, and `generated/MANIFEST.json`'s `source_sha256` (the digest of
-the `cluster/` it was compiled from), so a report says which expectations it was measured
+Cumulus Linux or EOS one, `expected/switches/`) with its `generated/deploy/<name>.json` put
+beside it (`Host.deploy`; an EOS switch's generated startup-config too, `intended`), and
+names where they came from: the git commit checked out in the repository, if it is in one,
+and `generated/MANIFEST.json`'s `source_sha256` (the digest of the `cluster/` it was
+compiled from), so a report says which expectations it was measured
 against. A tree whose manifest is missing or does not match its files is refused
 (`contract.manifest.verify`), and so is a file of another schema version.
 """
@@ -19,7 +20,7 @@ import git
 
 from audits.model import AuditError
 from common.errors import OutputError
-from contract import ContractError, Deploy, EthernetSwitch, Fabric, Host, manifest
+from contract import ContractError, Deploy, EthernetSwitch, Fabric, Host, eos, manifest
 
 
 @dataclass(frozen=True)
@@ -59,15 +60,24 @@ def read(repo: Path) -> Expectations:
             if switch.host != path.stem:
                 raise AuditError(f"{path}: 'host' is {switch.host!r}, not {path.stem!r}")
             if not switch.audited:
-                continue  # an OS without the audit's account (EOS): nothing to log into
+                continue  # an OS without the audit's account: nothing to log into
             placed = generated / "deploy" / path.name
             deploy = Deploy.from_json(_text(placed), placed) if placed.is_file() else None
-            switches[path.stem] = switch.with_deploy(deploy)
+            switches[path.stem] = switch.with_deploy(deploy, _intended(generated, switch, deploy))
         fabric = Fabric.from_json(_text(folder / "fabric.json"), folder / "fabric.json")
         source = manifest.source_sha256(generated)
     except (OutputError, ContractError) as exc:
         raise AuditError(str(exc)) from None
     return Expectations(hosts, fabric, _commit(repo), source, switches)
+
+
+def _intended(generated: Path, switch: EthernetSwitch, deploy: Deploy | None) -> str | None:
+    """An EOS switch's generated startup-config (what its deploy map places on flash), which
+    its running-config is compared with; None elsewhere, or where nothing is placed there."""
+    if not switch.eos or deploy is None:
+        return None
+    placed = next((f for f in deploy.files if f.path == eos.STARTUP), None)
+    return None if placed is None else _text(generated / placed.source)
 
 
 def _text(path: Path) -> str:

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from audits import ethernet, expected, shard
-from audits.collect import Collected, Collection, Collector, ReplayCollector, read_object
+from audits.collect import (
+    Collected,
+    Collection,
+    Collector,
+    ReplayCollector,
+    probe_of,
+    read_object,
+)
 from audits.compare import (
     INTERNAL_ERROR,
     SNAPSHOT_PROBE,
@@ -34,11 +41,10 @@ from audits.model import AuditError
 from audits.report import Report, build, to_json
 from audits.sanitize import clean
 from common import atomic
-from contract import EthernetSwitch, Host, snapshot
+from contract import EthernetSwitch, Host, probes, snapshot
 from contract.deploy import file_arguments
 from contract.probes import file_texts
 from contract.probes.base import ParseError
-from contract.probes.vtysh_running_config import PROBE as RUNNING_PROBE
 
 
 def audit(
@@ -118,13 +124,12 @@ def audit(
 
 
 def snapshot_of(c: Host | EthernetSwitch, collected: Collected) -> dict[str, str]:
-    """The device's snapshot from its `file_texts` output: each file asked for that it
-    printed, by path (contract/snapshot.py), and a switch's FRR running configuration
-    (`vtysh_running_config`, as `snapshot.RUNNING`); empty when it printed nothing usable. Only the
-    paths its deploy map marks are kept, so a device cannot write a file of its choosing."""
-    running = collected.outputs.get(RUNNING_PROBE)
-    # FRR's running configuration as it printed it, whole (masked only when compared).
-    kept = {snapshot.RUNNING: running} if isinstance(c, EthernetSwitch) and running else {}
+    """The device's snapshot (contract/snapshot.py): from its `file_texts` output each file
+    asked for that it printed, by path, and the output of each probe that is a snapshot
+    (`Probe.snapshot`: a running configuration) by that name; empty when it printed nothing
+    usable. Only the paths its deploy map marks are kept, so a device cannot write a file of
+    its choosing."""
+    kept = _probe_snapshots(collected)
     text = collected.outputs.get(SNAPSHOT_PROBE)
     if text is None:
         return kept
@@ -134,6 +139,22 @@ def snapshot_of(c: Host | EthernetSwitch, collected: Collected) -> dict[str, str
         return kept
     asked = set(file_arguments(c.deploy.files if c.deploy else ()).get(SNAPSHOT_PROBE, ()))
     return {path: body for path, body in texts.items() if path in asked} | kept
+
+
+def _probe_snapshots(collected: Collected) -> dict[str, str]:
+    """Each output of a snapshot probe that its parser reads (a config cut short or an
+    error message in its place is no snapshot), by the probe's snapshot name."""
+    kept = {}
+    for key, text in sorted(collected.outputs.items()):
+        entry = probes.PROBES.get(probe_of(key))
+        if entry is None or entry.spec.snapshot is None:
+            continue
+        try:
+            entry.parse(text)
+        except ParseError:
+            continue
+        kept[entry.spec.snapshot] = text
+    return kept
 
 
 def read_previous(path: Path | None) -> Any | None:
@@ -162,7 +183,8 @@ class Renderer(Protocol):
 
 def files(report: Report, renderer: Renderer) -> dict[str, str]:
     """The report folder's files: the data, its renderings, and each snapshotted device's
-    files as it holds them (`snapshots/<device>/files/<path>`, contract/snapshot.py)."""
+    files as it holds them (`snapshots/<device>/files/<path>`, contract/snapshot.py) and its
+    running configuration (`snapshots/<device>/<name>`: `running-config`)."""
     kept = {
         snapshot.relative(device, path): body
         for device, texts in sorted(report.get("snapshots", {}).items())

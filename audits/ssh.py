@@ -418,7 +418,7 @@ class _Runner:
                 failed[key] = f"not run: the host's {self.options.timeout:g}s ran out{after}"
                 continue
             until = min(self.deadline, now + self.options.probe_timeout)
-            command = shlex.join(["--within", str(max(1, math.ceil(until - now))), *words])
+            command = probe_command(key, words, max(1, math.ceil(until - now)))
             ok = probes.PROBES[probe_of(key)].spec.ok_exits
             path = folder / f"{key}.txt"
             cap = min(self.cap, output_cap(key))
@@ -482,7 +482,8 @@ async def _tail(stream: asyncssh.SSHReader[bytes]) -> bytes:
 
 def probe_words(key: str, arguments: tuple[str, ...] = ()) -> list[str]:
     """What the audit sends for a probe key: the probe's name and its arguments (the forced
-    command of generated/access/ runs it); raises ProbeError."""
+    command of generated/access/ runs it), or for an EOS CLI command the command's own words
+    (EOS's CLI runs it: no forced command there); raises ProbeError."""
     entry = probes.PROBES.get(probe_of(key))
     if entry is None:
         known = sorted(probes.PROBES)
@@ -490,7 +491,18 @@ def probe_words(key: str, arguments: tuple[str, ...] = ()) -> list[str]:
     probe = entry.spec
     iface = key.split("@", 1)[1] if "@" in key else None
     probe.argv_for(iface, arguments)  # checks the arguments, as the host will
+    if probe.scope == "eos":
+        return list(probe.argv)
     return [probe.name, *([iface] if iface is not None else []), *arguments]
+
+
+def probe_command(key: str, words: list[str], within: int) -> str:
+    """The SSH command line of a probe key's `words`: to the forced command, told it has
+    `within` seconds; to EOS's CLI, the words alone, which it parses as it would typed (it
+    has no shell quoting and no --within: the collector's own timeout bounds the probe)."""
+    if probes.PROBES[probe_of(key)].spec.scope == "eos":
+        return " ".join(words)
+    return shlex.join(["--within", str(within), *words])
 
 
 def _failure(status: int | None, signal: tuple[str, bool, str, str] | None, said: bytes) -> str:

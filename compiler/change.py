@@ -14,7 +14,10 @@ deploy map places files on. For each device whose placed files differ between th
   `contract.snapshot`) must hold exactly what BASE generated for its placed files, volatile
   lines masked. A device whose snapshot differs is *refused*, its drifted lines named, so a
   hand-made emergency fix is never overwritten unseen; the playbook checks the same again on
-  the device at apply time (sha256), so a fix made after the snapshot is refused too.
+  the device at apply time (sha256), so a fix made after the snapshot is refused too. An EOS
+  switch's snapshot is its running-config, compared with BASE's startup-config as the audit's
+  `running_config` check does (hier_config, contract/eos.py); a snapshot without one leaves
+  the switch unchecked.
 
 Order: the firmware rollout's rings (firmware.yaml `rings`, the first is the canary ring),
 switches before hosts in each ring, since a host change may rely on the network's; when no
@@ -36,7 +39,7 @@ from typing import Any, NamedTuple
 
 from compiler.model import SwitchOs
 from compiler.pipeline import Compiled
-from contract import Deploy, Placed
+from contract import Deploy, Placed, eos
 from contract.snapshot import diff_lines, mask
 
 SCHEMA = 1
@@ -146,6 +149,26 @@ def _drift(deploy: Deploy, compiled: Compiled, snapshot: Mapping[str, bytes]) ->
     return tuple(out)
 
 
+def _eos_drift(
+    deploy: Deploy, compiled: Compiled, snapshot: Mapping[str, bytes]
+) -> tuple[str, ...] | None:
+    """An EOS switch's pre-check: its snapshot's running-config against BASE's
+    startup-config, as the audit's `running_config` check compares them (contract/eos.py);
+    None when the snapshot has no running-config (unchecked: the audit could not read it)."""
+    running = snapshot.get(eos.RUNNING)
+    placed = next((f for f in deploy.files if f.path == eos.STARTUP), None)
+    if running is None or placed is None:
+        return None
+    want = compiled.files[placed.source].decode(errors="replace")
+    try:
+        lines = eos.difference(running.decode(errors="replace"), want).lines()
+    except eos.ConfigError as exc:
+        return (f"{eos.RUNNING}: cannot compare: {exc}",)  # refused: nothing known is safe
+    if len(lines) > DRIFT_LINES:
+        lines = [*lines[:DRIFT_LINES], f"… {len(lines) - DRIFT_LINES} more lines"]
+    return tuple(f"{eos.RUNNING}: {line}" for line in lines)
+
+
 def _eos(
     changes: list[FileChange], old: Compiled, new: Compiled
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -202,8 +225,14 @@ def plan_change(
         kind, address, ring = facts[name]
         check, drift = Check.UNCHECKED, tuple[str, ...]()
         if snapshots is not None and b is not None and name in snapshots:
-            drift = _drift(b, old, snapshots[name])
-            check = Check.DRIFTED if drift else Check.OK
+            found = (
+                _eos_drift(b, old, snapshots[name])
+                if kind == "switch eos"
+                else _drift(b, old, snapshots[name])
+            )
+            if found is not None:
+                drift = found
+                check = Check.DRIFTED if drift else Check.OK
         commands = _eos(changes, old, new) if kind == "switch eos" else ((), ())
         device = Device(
             name,

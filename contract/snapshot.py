@@ -3,16 +3,18 @@
 The audit writes one per snapshotted device and run, into its recording and its report folder:
 
     snapshots/<device>/files/<path on the device, without the leading />
-    snapshots/<device>/running-config/frr
+    snapshots/<device>/<name>          the output of a probe that is a snapshot (its
+                                       `Probe.snapshot`: `running-config`, a switch's
+                                       running configuration: FRR's on Cumulus, EOS's own)
 
-(e.g. `snapshots/stor01/files/etc/frr/frr.conf`); the second, a Cumulus switch's FRR running
-configuration as `vtysh -c 'show running-config'` printed it, is kept under the name
-`running-config/frr` (`RUNNING`: no leading /, so never a file's path). The change plan
+(e.g. `snapshots/stor01/files/etc/frr/frr.conf`, `snapshots/stor01/running-config`). In
+memory a snapshot maps each file's path on the device (`/etc/frr/frr.conf`) and each probe
+snapshot's name (`running-config`, no leading `/`) to its bytes. The change plan
 (`compiler.change`) reads the latest to refuse a device whose files are not what the base
 commit generated, and `clusterforge audit history` shows what changed between two runs'
-snapshots, device by device, the running configuration as one more text. Lines that change
-without anyone changing anything (a timestamp a device writes into its running
-configuration) are masked before comparing, as Oxidized does.
+snapshots, device by device, the running configuration as one more text.
+Lines that change without anyone changing anything (a timestamp a device writes into its
+running configuration) are masked before comparing, as Oxidized does.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 
 FOLDER = "snapshots"
 FILES = "files"
-RUNNING = "running-config/frr"  # the name a device's FRR running configuration is kept by
+RUNNING = "running-config"  # the snapshot name of a switch's running configuration (FRR's, EOS's)
 MASKED = b"<masked>"
 
 # Volatile lines, whole lines: EOS's and IOS-style running-config headers, which carry the
@@ -46,8 +48,8 @@ def mask(text: bytes) -> bytes:
 
 
 def relative(device: str, path: str) -> str:
-    """Where a device's file's snapshot lives (or its running configuration's, by its
-    name), under a recording or report folder."""
+    """Where a device's file's snapshot (or a probe snapshot's, a name without `/`) lives,
+    under a recording or report folder."""
     if not path.startswith("/"):
         return f"{FOLDER}/{device}/{path}"
     return f"{FOLDER}/{device}/{FILES}/{path.lstrip('/')}"
@@ -66,10 +68,11 @@ def read(folder: Path) -> dict[str, dict[str, bytes]]:
             "/" + f.relative_to(files).as_posix(): f.read_bytes()
             for f in sorted(files.rglob("*"))
             if f.is_file() and not f.is_symlink()
+        } | {
+            f.name: f.read_bytes()
+            for f in sorted(device.iterdir())
+            if f.is_file() and not f.is_symlink()
         }
-        running = device / RUNNING
-        if running.is_file() and not running.is_symlink():
-            out[device.name][RUNNING] = running.read_bytes()
     return out
 
 

@@ -3,8 +3,9 @@ like, as far as the audit reads it: where to reach it, its BGP sessions and its 
 other switches. Its files and
 units are its deploy map's (`generated/deploy/<switch>.json`), put beside it by the reader.
 
-Only the Cumulus Linux switches are audited (their OS is Debian with sshd and the audit
-account); an EOS switch's record is written all the same, for tools that read generated/.
+Both switch OSes are audited: a Cumulus Linux switch like a host (Debian, sshd and the audit
+account with its forced command), an EOS switch by its running-config against the generated
+startup-config (`intended`, which the reader puts beside the record; contract/eos.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from contract.deploy import Deploy
 from contract.host import EthernetLink
 from contract.record import Absent, File, Record, Sparse
 
-AUDITED_OS = ("cumulus",)  # the switch OSes the audit logs into
+AUDITED_OS = ("cumulus", "eos")  # the switch OSes the audit logs into
+EOS = "eos"
 
 
 class BgpPeer(Record):
@@ -67,6 +69,8 @@ class EthernetSwitch(File, Sparse):
     )
     # Not in this file: generated/deploy/<switch>.json, which the reader puts beside it.
     deploy: SkipJsonSchema[Deploy | None] = Field(default=None, exclude=True)
+    # Nor this: an EOS switch's generated startup-config, which its running-config must be.
+    intended: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
 
     @property
     def ring(self) -> str:
@@ -77,5 +81,9 @@ class EthernetSwitch(File, Sparse):
     def audited(self) -> bool:
         return self.os in AUDITED_OS
 
-    def with_deploy(self, deploy: Deploy | None) -> EthernetSwitch:
-        return self.model_copy(update={"deploy": deploy})
+    @property
+    def eos(self) -> bool:
+        return self.os == EOS
+
+    def with_deploy(self, deploy: Deploy | None, intended: str | None = None) -> EthernetSwitch:
+        return self.model_copy(update={"deploy": deploy, "intended": intended})

@@ -191,7 +191,7 @@ def _shimmed(tmp_path: Path, role: str = ROLE) -> Path:
     script = (ACCESS / role / FORCED).read_text(encoding="utf-8")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for program in sorted({e.spec.program for e in PROBES.values()} | {SUDO}):
+    for program in sorted({e.spec.program for e in PROBES.values() if e.spec.program} | {SUDO}):
         shim = bin_dir / program.rsplit("/", 1)[1]
         body = (
             'shift 2\nexec "$@"\n'
@@ -221,7 +221,19 @@ def _run(forced: Path, command: str | None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sh, str(forced)], env=env, capture_output=True, text=True, timeout=30)
 
 
-@pytest.mark.parametrize("name", sorted(PROBES))
+# An EOS CLI command is EOS's to run, never a Linux host's forced command's.
+LINUX = sorted(n for n, e in PROBES.items() if e.spec.scope != "eos")
+
+
+def test_an_eos_cli_command_is_refused_by_the_forced_command(forced: Path) -> None:
+    eos = [n for n in PROBES if n not in LINUX]
+    assert eos
+    for name in eos:
+        done = _run(forced, shlex.join(["--within", "7", name]))
+        assert done.returncode == REFUSED and "not an allowlisted probe" in done.stderr
+
+
+@pytest.mark.parametrize("name", LINUX)
 def test_every_probe_runs_by_name_with_exactly_its_command(forced: Path, name: str) -> None:
     probe = PROBES[name].spec
     iface = "ib0" if probe.per_interface else None

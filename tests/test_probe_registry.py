@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import types
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from audits.collect import ReplayCollector, over_cap
 from audits.compare import host_probes
 from audits.observe import observe
 from audits.ssh import probe_words
+from clusterforge.cli import main
 from clusterforge.lab.fleet import FABRIC, Fleet, as_switch_record
 from common.errors import RegistryError
 from compiler import pipeline
@@ -134,13 +136,29 @@ def test_a_probe_not_registered_is_none_of_theirs(tmp_path: Path) -> None:
         probe_words(NAME)
 
 
+@pytest.fixture(scope="module")
+def eos_generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generated/ of the reference with its switch models on EOS (the reference's run
+    Cumulus): where an EOS probe's renderer prints."""
+    root = tmp_path_factory.mktemp("eos")
+    shutil.copytree(REPO / "cluster", root / "cluster")
+    hardware = root / "cluster" / "hardware.yaml"
+    hardware.write_text(hardware.read_text(encoding="utf-8").replace("os: cumulus", "os: eos"))
+    assert main(["-C", str(root), "compile"]) == 0
+    return root / "generated"
+
+
 @pytest.mark.parametrize("name", sorted(n for n, e in probes.PROBES.items() if e.render))
-def test_every_renderer_prints_what_its_parser_reads(name: str) -> None:
-    """On every host of the reference as planned (a fabric probe: on its fabric as cabled),
-    the renderer's output parses, under keys that name the probe."""
+def test_every_renderer_prints_what_its_parser_reads(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    """On every host of the reference as planned (a fabric probe: on its fabric as cabled;
+    an EOS one: on its switches made EOS), the renderer's output parses, under keys that
+    name the probe."""
     entry = probes.PROBES[name]
     assert entry.render is not None
-    fleet = Fleet.load(REPO / "generated")
+    eos = entry.spec.scope == "eos"
+    fleet = Fleet.load(request.getfixturevalue("eos_generated") if eos else REPO / "generated")
     if entry.spec.scope == "fabric":
         subjects = [(FABRIC, fleet.fabric_state(), Now())]
     else:

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from audits.compare import host_probes, probe_arguments
-from contract import Deploy, EthernetSwitch, Host, probes
+from contract import Deploy, EthernetSwitch, Host, eos, probes
 from contract.ib import LANE_GBPS
 from contract.probes import Now
 from contract.probes._ids import digest
-from contract.switch import AUDITED_OS
+from contract.switch import AUDITED_OS, EOS
 
 COLLECTED_AT = "2026-05-04T06:00:00+00:00"
 End = tuple[str, str]  # an Ethernet cable's end: (device, its port as LLDP names it)
@@ -109,7 +109,8 @@ class Fleet:
     switches: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {guid, firmware}
     # Slurm nodes held out of work beyond the drained spares: node -> (state, user, reason)
     held: dict[str, tuple[str, str, str]] = field(default_factory=dict)
-    # The Ethernet switches the audit logs into (Cumulus Linux), by name: files, units, BGP.
+    # The Ethernet switches the audit logs into, by name: a Cumulus Linux one's files, units
+    # and BGP; an EOS one's running-config (its `texts["running-config"]`).
     ethernet: dict[str, HostState] = field(default_factory=dict)
 
     @classmethod
@@ -136,6 +137,8 @@ class Fleet:
             if placed.is_file():
                 contract["deploy"] = json.loads(placed.read_text(encoding="utf-8"))
             ethernet[p.stem] = HostState.of(contract, generated)
+            if contract["os"] == EOS:
+                ethernet[p.stem].texts |= _running(contract, generated)
         return cls(hosts, cables, switches=switches, ethernet=ethernet)
 
     def _machine(self, name: str) -> HostState:
@@ -241,6 +244,13 @@ class Fleet:
         del m.files[path]
         m.texts.pop(path, None)
 
+    def edit_text(self, device: str, name: str, find: str, replace: str) -> None:
+        """Someone changed what a device's snapshot keeps by hand (an EOS switch's
+        running-config, `name` "running-config"): the first `find` replaced by `replace`."""
+        texts = self._machine(device).texts
+        assert find in texts[name], (device, name, find)
+        texts[name] = texts[name].replace(find, replace, 1)
+
     def set_unit(self, host: str, unit: str, active: str, enabled: str) -> None:
         self._machine(host).units[unit] = (active, enabled)
 
@@ -302,7 +312,7 @@ class Fleet:
         wanted = set(host_probes(self.record_of(host))) if host in self.ethernet else None
         out: dict[str, str] = {}
         for name, entry in probes.PROBES.items():
-            if entry.render is None or entry.spec.scope != "host":
+            if entry.render is None or entry.spec.scope == "fabric":
                 continue
             if wanted is None or name in wanted:
                 out |= entry.render(host, h.state, now)
@@ -354,6 +364,16 @@ class Fleet:
         for key, text in self.outputs(name).items():
             if key not in h.failed:
                 (where / f"{key}.txt").write_text(text, encoding="utf-8")
+
+
+def _running(contract: Mapping[str, Any], generated: Path) -> dict[str, str]:
+    """An EOS switch's running-config as it runs once its generated startup-config is loaded
+    (what its deploy map places on flash): the same text, under its snapshot name."""
+    files = contract.get("deploy", {}).get("files", ())
+    source = next((f["source"] for f in files if f["path"] == eos.STARTUP), None)
+    if source is None:
+        return {}
+    return {eos.RUNNING: (generated / source).read_text(encoding="utf-8")}
 
 
 def _rate_gbps(rate: str) -> int:

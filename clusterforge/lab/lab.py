@@ -509,7 +509,8 @@ def _access(state: Path, access: Path) -> None:
     bin_dir = state / "bin"
     bin_dir.mkdir()
     respond = shlex.join(["/bin/sh", str(state / RESPONDER.name), str(state)])
-    programs = {e.spec.program for e in probes.PROBES.values()} | {SUDO}
+    # An EOS CLI command has no program: the SSH lab plays no EOS switch (fleet.py does).
+    programs = {e.spec.program for e in probes.PROBES.values() if e.spec.program} | {SUDO}
     scripts = {r: (access / r / FORCED).read_text(encoding="utf-8") for r in roles}
     for program in sorted(programs):
         name = program.rsplit("/", 1)[1]

@@ -274,9 +274,11 @@ def forced_command(
 ) -> str:
     """The POSIX sh script sshd runs for every command of the audit key; the file probes may
     be given only a list of `allowed` (by probe), else they are refused."""
+    # An EOS CLI command is never the forced command's: EOS runs it in its own CLI.
     cases = "".join(
         _case(entry.spec, (allowed or {}).get(name, ()))
         for name, entry in sorted(probes.PROBES.items())
+        if entry.spec.scope != "eos"
     )
     limit = access.probe_timeout_s
     digits = " | ".join("[1-9]" + "[0-9]" * n for n in range(_WITHIN_DIGITS))

@@ -10,6 +10,15 @@ pause on the RoCE priority (`priority-flow-control priority N no-drop`), its que
 and `qos map dscp` puts the RoCE and CNP markings on their traffic classes: pyavd's
 ethernet_interfaces `qos`, `priority_flow_control`, `tx_queues` and the global `qos.map`.
 pyavd is imported when an EOS switch is compiled, not before: it is large.
+
+The drift audit's account (site.yaml `audit:`, the hosts' account) is a local user with EOS's
+built-in `network-operator` role and the audit's public key, no password: EOS has no forced
+command, and that role is its read-only equivalent (show commands; configure and bash
+refused). Privilege 15 with `aaa authorization exec default local` starts its session in
+privileged EXEC, where `show running-config` is (pyavd's local_users and aaa_authorization).
+Its `nopassword` is no empty password over SSH: EOS lets a user without a password log in
+remotely only under `aaa authentication policy local allow-nopassword-remote-login`, which is
+never generated (and is drift where a switch has it), so the key is the only way in.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from common.errors import SetupError, TargetError
 from compiler.ethernet import EthernetSwitch
 from compiler.model import SwitchOs
 from compiler.plan import Plan
+
+AUDIT_ROLE = "network-operator"  # EOS's built-in read-only role
 
 
 def structured_config(plan: Plan, sw: EthernetSwitch) -> dict[str, Any]:
@@ -72,6 +83,18 @@ def structured_config(plan: Plan, sw: EthernetSwitch) -> dict[str, Any]:
         ],
         "vrfs": [{"name": "MGMT", "ip_routing": False}],
     }
+    audit = plan.site.audit
+    if audit is not None:
+        config["local_users"] = [
+            {
+                "name": audit.user,
+                "privilege": 15,
+                "role": AUDIT_ROLE,
+                "no_password": True,
+                "ssh_key": audit.public_key,
+            }
+        ]
+        config["aaa_authorization"] = {"exec": {"default": "local"}}
     if roce:
         q = next(iter(roce.values()))
         config["qos"] = {

@@ -15,6 +15,8 @@ its probe, holds all of one probe:
 folder (`tests/fixtures/<name>/`) and the check that uses it; every reader (the compiler's
 access and acceptance targets, the audit's collectors and parser dispatch, `accept`, the lab)
 looks probes up here. Modules whose names start with `_`, and `spec` and `base`, are helpers.
+A probe of scope `eos` (a command of an EOS switch's CLI) is the exception to the forced
+command: EOS has none, and the switch's audit user's read-only role is what limits it.
 """
 
 from __future__ import annotations

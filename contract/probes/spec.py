@@ -3,15 +3,19 @@ the registry keeps of a module (`Entry`: the spec, its parser, its lab renderer)
 
 A probe's `argv` is what runs on a node, its program found at `program`; nothing else is ever
 run there. `scope` says where: `host` probes run on every node, `fabric` probes once from a
-host attached to the fabric. A per-interface probe (`ethtool_i`) holds the placeholder
-`{iface}` in its argv, filled by `Probe.argv_for` with a name checked against what Linux
-allows, so no text from inventory reaches a remote shell unchecked. A probe that `takes` the
-host's own list of arguments (`paths` or `units` of its deploy map, `probe_arguments`) gets
-each checked against a strict pattern (here, and again by the forced command, which allows the
-file probes only the exact lists of the role's deploy maps) and passed after `--`, so none can
-be read as an option or reach a shell as anything but one word; no path under /dev, /proc or
-/sys is ever one. Each probe's output is kept up to its `max_output`, sized to what the
-command prints. Probes with `root` run through sudo, granted exactly those command lines.
+host attached to the fabric, `eos` probes on an Arista EOS switch, whose CLI is the audit
+account's login shell: there the command line itself is what SSH sends, EOS's CLI parses it,
+and `program` is empty (no forced command, no program path; the account's `network-operator`
+role is what keeps it to show commands, compiler/targets/eos.py). A per-interface probe
+(`ethtool_i`) holds the placeholder `{iface}` in its argv, filled by `Probe.argv_for` with a
+name checked against what Linux allows, so no text from inventory reaches a remote shell
+unchecked. A probe that `takes` the host's own list of arguments (`paths` or `units` of its
+deploy map, `probe_arguments`) gets each checked against a strict pattern (here, and again by
+the forced command, which allows the file probes only the exact lists of the role's deploy
+maps) and passed after `--`, so none can be read as an option or reach a shell as anything but
+one word; no path under /dev, /proc or /sys is ever one. Each probe's output is kept up to its
+`max_output`, sized to what the command prints. Probes with `root` run through sudo, granted
+exactly those command lines.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ _ARGUMENT = {
 }
 
 
+# A snapshot name is one plain file name beside the device's `files/` (never `files`).
+_SNAPSHOT_NAME = re.compile(r"(?!files$)[a-z0-9][a-z0-9._-]*")
+
 KIB = 1024
 MIB = 1024 * KIB
 
@@ -54,7 +61,7 @@ class Probe:
 
     name: str
     argv: tuple[str, ...]
-    scope: Literal["host", "fabric"]
+    scope: Literal["host", "fabric", "eos"]
     program: str  # argv[0]'s absolute path on a node: what the forced command and sudo run
     root: bool = False  # needs root: run through sudo, which grants exactly this command
     per_interface: bool = False
@@ -67,12 +74,24 @@ class Probe:
     # planned (a BIOS version is one short line, a kernel log since boot can be megabytes);
     # more is a hostile or broken host: the probe fails, and no host costs more than its caps.
     max_output: int = 16 * KIB
+    # Its whole output is a device's configuration as the device shows it: the audit keeps it
+    # in the device's snapshot under this name (contract/snapshot.py), for the history and
+    # the change plan's pre-check. None: a reading only, judged and not kept.
+    snapshot: str | None = None
 
     def __post_init__(self) -> None:
         if (IFACE in self.argv) != self.per_interface:
             raise ProbeError(f"probe {self.name!r}: '{IFACE}' must be in argv iff per_interface")
-        if not self.program.startswith("/") or self.program.rsplit("/", 1)[1] != self.argv[0]:
+        if self.scope == "eos":
+            if self.program or self.root or self.takes or self.per_interface or self.group:
+                raise ProbeError(
+                    f"probe {self.name!r}: an EOS CLI command has no program, root, "
+                    "arguments, interface or group"
+                )
+        elif not self.program.startswith("/") or self.program.rsplit("/", 1)[1] != self.argv[0]:
             raise ProbeError(f"probe {self.name!r}: program must be the absolute path of argv[0]")
+        if self.snapshot is not None and _SNAPSHOT_NAME.fullmatch(self.snapshot) is None:
+            raise ProbeError(f"probe {self.name!r}: snapshot {self.snapshot!r} is not a plain name")
 
     def argv_for(
         self, iface: str | None = None, arguments: tuple[str, ...] = ()
@@ -115,7 +134,8 @@ class Now:
     arguments: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # probe -> what the
     # audit passes it on this host (`audits.compare.probe_arguments`)
     files: Mapping[str, str] = field(default_factory=dict)  # deployed path -> its sha256 now
-    texts: Mapping[str, str] = field(default_factory=dict)  # snapshotted path -> its text now
+    # snapshotted path (or a probe snapshot's name: an EOS switch's running-config) -> its text
+    texts: Mapping[str, str] = field(default_factory=dict)
     units: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # unit -> (active, enabled)
     unloaded: frozenset[str] = frozenset()  # kernel modules of the deploy map not loaded
     xid: tuple[tuple[int, int, str], ...] = ()  # (gpu, code, message) in the kernel log

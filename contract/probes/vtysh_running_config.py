@@ -54,6 +54,7 @@ from typing import Any
 
 from contract.probes.base import ParseError
 from contract.probes.spec import KIB, Now, Probe
+from contract.snapshot import RUNNING
 
 PROBE = "vtysh_running_config"
 # Root, as vtysh_bgp_summary and for the same reason (the daemons' sockets are frr's); sudo
@@ -65,6 +66,7 @@ SPEC = Probe(
     "/usr/bin/vtysh",
     root=True,
     max_output=1024 * KIB,  # a spine's: a few lines per rack switch's session
+    snapshot=RUNNING,  # kept whole in each run's snapshot (contract/snapshot.py)
 )
 FRR_VERSION = "8.4.4"  # what the lab's renderer prints, as Debian bookworm's FRR runs
 SEPARATOR = " > "
