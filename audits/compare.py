@@ -327,6 +327,8 @@ def _frr_running(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
         text = f"FRR runs `{line}`, which frr.conf does not hold: set live, not in the file"
         sink.drift(f"running-config[{line}]", None, line, Severity.CRITICAL, text)
 
+
+def _eos_running(c: EthernetSwitch, facts: Facts, sink: Sink) -> None:
     """An EOS switch's running-config against its generated startup-config (contract/eos.py):
     one finding naming every line that differs, `-` generated and not running, `+` running
     and not generated (a diff from generated/ to the switch, as a drifted file's)."""
