@@ -146,7 +146,7 @@ def test_a_run_keeps_each_switch_running_config_and_a_live_change_is_drift(
     """Every routed switch's `show running-config` kept whole beside its files; a line set
     live in FRR and not in frr.conf is the one running_config finding, named by that line."""
     first, second = runs
-    kept = first / "snapshots" / "stor02" / "running-config" / "frr"
+    kept = first / "snapshots" / "stor02" / snapshot.RUNNING
     assert kept.read_text().startswith("Building configuration...\n")
     assert snapshot.read(first)["stor02"][snapshot.RUNNING] == kept.read_bytes()
     assert "neighbor swp51" in snapshot.read(second)["stor02"][snapshot.RUNNING].decode()
