@@ -38,21 +38,12 @@ from compiler.targets import access, eos
 from contract import EthernetSwitch, Kind, snapshot
 from contract import eos as eos_config
 from contract.probes import Probe, ProbeError, eos_running_config
-from tests.conftest import require_tool
+from tests.conftest import git, require_tool
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eos_running_config"
 PORT3 = "   description gpu003 ens2f0 R01-ST03\n"
 EDITED = "   description spare, moved by hand\n"
 ADDED = "ip name-server vrf MGMT 10.60.1.53"
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from ruamel.yaml import YAML
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet
 from contract import snapshot
+from tests.conftest import git
 
 DHCPD = "/etc/dhcp/dhcpd.conf"
 ROGUE = "host rogue { hardware ethernet 02:00:00:00:00:99; fixed-address 10.60.2.250; }"
@@ -27,15 +28,6 @@ FRR = "/etc/frr/frr.conf"
 FIX = " neighbor swp52 interface remote-as external"  # an emergency fix, made by hand
 # A session set live in vtysh on stor02 and never written to its frr.conf.
 LIVE = "router bgp 4200070002 > neighbor swp51 interface remote-as external"
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture(scope="module")
