@@ -82,20 +82,11 @@ def test_ethernet_cables_staged_swapped_and_unplugged_are_named_by_cable_id(
 ) -> None:
     """The lab's hosts answer lldpcli over SSH as cabled now: two hosts' management cables
     swapped on their switch, a storage cable pulled."""
-    _tools()
-    staged = tmp_path / "faults.yaml"
-    staged.write_text(
+    faults = (
         "- fault: ethernet-swapped\n  cables: [R01-MG03, R01-MG04]\n"
-        "- fault: ethernet-unplugged\n  cable: R01-ST02\n",
-        encoding="utf-8",
+        "- fault: ethernet-unplugged\n  cable: R01-ST02\n"
     )
-    state = _state()
-    audit = _up(repo, state, capsys, "--hosts", "gpu[001-004]", "--faults", str(staged))
-    try:
-        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
-    finally:
-        lab.down(state)
-    report = _report(tmp_path / "report")
+    report = staged_audit(repo, tmp_path, capsys, faults, "gpu[001-004]")
     found = {(f["host"], f["path"]): f["message"] for f in report["findings"]}
     assert found == {
         ("gpu003", "R01-MG03"): "R01-MG03 and R01-MG04 look swapped: far ends exchanged",
@@ -110,21 +101,12 @@ def test_a_swapped_uplink_is_named_by_the_switches_at_both_ends(
 ) -> None:
     """The lab's switches answer lldpcli through their OS's forced command as cabled now:
     stor01's two uplinks swapped on the spines, its management patch pulled."""
-    _tools()
-    staged = tmp_path / "faults.yaml"
-    staged.write_text(
+    faults = (
         "- fault: ethernet-swapped\n  cables: [R01-ST49, R01-ST50]\n"
-        "- fault: ethernet-unplugged\n  cable: R01-MG46\n",
-        encoding="utf-8",
+        "- fault: ethernet-unplugged\n  cable: R01-MG46\n"
     )
-    state = _state()
-    played = ("--hosts", "stor01,stor-spine01,stor-spine02,mgmt01")
-    audit = _up(repo, state, capsys, *played, "--faults", str(staged))
-    try:
-        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
-    finally:
-        lab.down(state)
-    report = _report(tmp_path / "report")
+    played = "stor01,stor-spine01,stor-spine02,mgmt01"
+    report = staged_audit(repo, tmp_path, capsys, faults, played)
     found = {(f["host"], f["path"]): f["message"] for f in report["findings"]}
     swap = "R01-ST49 and R01-ST50 look swapped: far ends exchanged"
     assert found == {
@@ -145,21 +127,11 @@ def test_the_rails_site_plays_eight_hcas_a_server_and_names_a_rail_swap(
     read back as NDR, so the plan audits clean but for what is staged: gpu001's rail-3 and
     rail-4 cables in each other's HCA, named as a swapped pair by both cable IDs and by HCA;
     gpu002's rail-5 cable trained at EDR, named by its ID, and seen by its host too."""
-    _tools()
-    staged = tmp_path / "faults.yaml"
-    staged.write_text(
+    faults = (
         "- fault: cable-swapped\n  cables: [SU1-LEAF3-01, SU1-LEAF4-01]\n"
-        "- fault: cable-degraded\n  cable: SU1-LEAF5-02\n  rate: 4xEDR\n",
-        encoding="utf-8",
+        "- fault: cable-degraded\n  cable: SU1-LEAF5-02\n  rate: 4xEDR\n"
     )
-    site = repo / "examples" / "rails"
-    state = _state()
-    audit = _up(site, state, capsys, "--hosts", "gpu[001-004]", "--faults", str(staged))
-    try:
-        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
-    finally:
-        lab.down(state)
-    report = _report(tmp_path / "report")
+    report = staged_audit(repo / "examples" / "rails", tmp_path, capsys, faults, "gpu[001-004]")
     fabric = report["fabric"]
     assert fabric["swapped"] == [["SU1-LEAF3-01", "SU1-LEAF4-01"]]
     assert fabric["degraded"] == ["SU1-LEAF5-02"]
@@ -326,6 +298,23 @@ def _up(repo: Path, state: Path, capsys: pytest.CaptureFixture[str], *extra: str
     words = shlex.split(printed[-1])
     assert words[0] == "clusterforge"
     return words[1:]
+
+
+def staged_audit(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], faults: str, hosts: str
+) -> dict[str, Any]:
+    """`lab up` of `hosts` with the faults file `faults`, its audit (drift: exit 1) into
+    tmp_path/report, `lab down`; the report."""
+    _tools()
+    staged = tmp_path / "faults.yaml"
+    staged.write_text(faults, encoding="utf-8")
+    state = _state()
+    audit = _up(repo, state, capsys, "--hosts", hosts, "--faults", str(staged))
+    try:
+        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
+    finally:
+        lab.down(state)
+    return _report(tmp_path / "report")
 
 
 def _leftovers(state: Path, user: str | None) -> list[str]:

@@ -217,19 +217,10 @@ def test_in_the_lab_a_switch_edited_by_hand_is_drift_and_blocks_its_part_of_the_
     """The SSH lab plays the switches as it plays hosts (their forced command, over sshd):
     stor01's frr.conf edited on the switch is file drift, the run keeps the edited file, and
     the plan from it refuses stor01, naming the line."""
-    from clusterforge.lab import lab
-    from tests.test_lab import _state, _tools, _up
+    from tests.test_lab import staged_audit
 
-    _tools()
-    staged = tmp_path / "faults.yaml"
-    staged.write_text(f"- fault: file-changed\n  hosts: stor01\n  path: {FRR}\n", "utf-8")
-    state = _state()
-    audit = _up(reference, state, capsys, "--hosts", "gpu001,stor01", "--faults", str(staged))
-    try:
-        assert main([*audit, "--out", str(tmp_path / "report")]) == 1
-    finally:
-        lab.down(state)
-    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    faults = f"- fault: file-changed\n  hosts: stor01\n  path: {FRR}\n"
+    report = staged_audit(reference, tmp_path, capsys, faults, "gpu001,stor01")
     drift = {(f["host"], f["path"]) for f in report["findings"]}
     assert drift == {("stor01", f"files[{FRR}]")}
     assert {h["host"] for h in report["hosts"]} == {"gpu001", "stor01", "sm01", "sm02"}
