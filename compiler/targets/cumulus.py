@@ -38,7 +38,7 @@ from compiler.model import SwitchOs
 from compiler.plan import Plan
 from compiler.roce import QOS_FEATURES, RocePort, port_set
 from compiler.targets.render import template
-from compiler.targets.shared import PROBES, snmp_community
+from compiler.targets.shared import PROBES, frr_conf, snmp_community
 
 SNMPD_CONF = "etc/snmp/snmpd.conf"
 SNMP_VIEW = "clusterforge"
@@ -68,11 +68,6 @@ def switch_files(plan: Plan, sw: EthernetSwitch) -> dict[str, str]:
     if snmpd is not None:
         files[SNMPD_CONF] = snmpd
     return files
-
-
-def frr_conf(plan: Plan, sw: EthernetSwitch) -> str:
-    """A routed switch's frr.conf: eBGP unnumbered on its routed ports."""
-    return template("frr.conf.j2", site=plan.site, sw=sw)
 
 
 def snmpd_conf(plan: Plan, sw: EthernetSwitch) -> str | None:

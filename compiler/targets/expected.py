@@ -11,8 +11,7 @@ from compiler.ethernet import MGMT_PORT
 from compiler.model import Rollout, SwitchOs
 from compiler.plan import SLURMCTLD, Plan
 from compiler.plan import Host as PlannedHost
-from compiler.targets.cumulus import frr_conf
-from compiler.targets.shared import SPARE_REASON, gpu_hosts, nccl_settings
+from compiler.targets.shared import SPARE_REASON, frr_conf, gpu_hosts, nccl_settings
 from contract import (
     Accept,
     Affinity,

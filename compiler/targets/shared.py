@@ -19,6 +19,7 @@ from typing import NamedTuple
 from compiler.ethernet import EthernetSwitch
 from compiler.model import Medium
 from compiler.plan import Host, Interface, Plan, SwitchPlan, ip_int
+from compiler.targets.render import template
 
 # --- names ----------------------------------------------------------------------------------
 
@@ -144,3 +145,9 @@ def snmp_community(plan: Plan) -> str:
 # --- Slurm ----------------------------------------------------------------------------------
 
 SPARE_REASON = "spare"
+
+
+def frr_conf(plan: Plan, sw: EthernetSwitch) -> str:
+    """A routed switch's frr.conf: eBGP unnumbered on its routed ports (the cumulus
+    target writes it; the expected target reads its lines as what FRR must run)."""
+    return template("frr.conf.j2", site=plan.site, sw=sw)
