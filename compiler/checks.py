@@ -19,13 +19,17 @@ from compiler.kinds import UPPER_ROLES
 from compiler.load import Path_, Source
 from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Roce, Role, SwitchRole
 from compiler.plan import (
+    CORE_LID_BASE,
     HOST_LID_SLOTS,
+    LEAF_LID_BASE,
     MAX_CORES,
     MAX_SPINES,
     SLURMD,
+    UNICAST_LID_TOP,
     Tiers,
     egress,
     hca_link,
+    host_lid,
     ib_mtu,
     ip_str,
     link_gbps,
@@ -40,6 +44,7 @@ from compiler.plan import (
     route_network,
     wires,
 )
+from compiler.rails import hca_order
 from contract import Route, ib
 
 # Baseline keys a model must have, by what the model carries.
@@ -819,6 +824,37 @@ def tiers(c: Cluster, rep: Report) -> None:
             )
 
 
+def lids(c: Cluster, rep: Report) -> None:
+    """Every static LID a rack id gives (its hosts' ports, its rack leaf's) is unicast and
+    below the next block: the rack id's bound is the rule's, not the model's."""
+    railed = rails.rails(c)
+    for r, rack in enumerate(c.racks):
+        found: list[str] = []
+        for node in rack.nodes:
+            server = c.hardware.servers.get(node.model)
+            if server is None or node.slot >= HOST_LID_SLOTS:
+                continue  # unknown models and slots are reported where they are
+            for nic in hca_order(server):
+                assert nic.device is not None, "hca_order lists HCAs"
+                if not node.guids.get(nic.device, node.guid):
+                    continue  # no port GUID: no static LID
+                lid = railed.host_lid(rack, node, nic) if railed else host_lid(rack, node)
+                if lid > UNICAST_LID_TOP:
+                    found.append(f"{node.name} {nic.device}: 0x{lid:04x}")
+        leaf = any(sw.role == SwitchRole.LEAF for sw in rack.switches)
+        if railed is None and leaf and LEAF_LID_BASE + rack.id >= CORE_LID_BASE:
+            found.append(f"its leaf: 0x{LEAF_LID_BASE + rack.id:04x}, the cores' block")
+        if found:
+            rep.add(
+                ("racks", r, "id"),
+                Rule.LID_RANGE,
+                f"rack id {rack.id} gives static LIDs beyond their range ("
+                + "; ".join(found[:3])
+                + (f"; {len(found) - 3} more" if len(found) > 3 else "")
+                + f"; unicast LIDs end at 0x{UNICAST_LID_TOP:04X}): give the rack a lower free id",
+            )
+
+
 def routes(c: Cluster, rep: Report) -> None:
     """Every address of a network a host has an interface on goes out of that interface, by
     longest-prefix match over the host's routes, connected ones included: otherwise traffic
@@ -1384,6 +1420,7 @@ CHECKS: Registry[Check] = Registry(
             ports,
             tiers,
             fabric,
+            lids,
             services,
             site_hosts,
             gpudirect,

@@ -53,9 +53,9 @@ _RAIL_NOTE = """\
 _RAIL_NETWORK = """\
 ib{k}:
   medium: infiniband
-  cidr: 10.{octet}.0.0/14
+  cidr: 10.{octet}.0.0/{prefix}
   rack_prefix: 24
-  interface_prefix: 14
+  interface_prefix: {prefix}
   host_base: 10
   reserved: [[0, 9], [250, 255]]
   mtu: 4092
@@ -201,14 +201,10 @@ def generate_rails(
     cores_per_plane = up // links_per_core if three else 0
     # Rack ids: a two-tier site's network racks above the servers' (650 + unit); a
     # three-tier one has too many units for that, so its network and core racks follow the
-    # servers' racks, then the service rack (700): every id within the LID plan's 703.
+    # servers' racks (skipping the service rack's 700, which its hosts' off-rail LIDs need
+    # low: compiler/rails.py).
     core_racks = -(-up * cores_per_plane // SWITCHES_PER_RACK) if three else 0
-    last = units * racks_per_unit + units + core_racks
-    if three and last >= SERVICE_RACK:
-        raise ValueError(
-            f"{units} units need rack ids up to {last}: the service rack is {SERVICE_RACK} "
-            "and the static LID plan holds rack ids up to 703"
-        )
+    last = _rid(units * racks_per_unit + units + core_racks)
     hcas = "".join(
         _HCA.format(k=k, gbps=400, numa=k * 2 // rails, switch=k * 4 // rails) for k in range(rails)
     )
@@ -216,10 +212,20 @@ def generate_rails(
         f"      - {{hca: mlx5_{k}, gpus: [{', '.join(map(str, _gpus(k, rails)))}], path: PIX}}\n"
         for k in range(rails)
     )
+    # The address plan holds every rack id: the shared one's blocks hold ids up to 1,023;
+    # beyond, each block is twice as wide (the IPoIB blocks are the server racks').
+    wide = last > 1023
+    ethernet = _ETHERNET
+    if wide:
+        ethernet = ethernet.replace("10.64.0.0/13", "10.32.0.0/12")
+        ethernet = ethernet.replace("10.72.0.0/14", "10.48.0.0/13")
     networks = (
-        _ETHERNET
+        ethernet
         + _RAIL_NOTE
-        + "".join(_RAIL_NETWORK.format(k=k, octet=96 + 4 * k) for k in range(rails))
+        + "".join(
+            _RAIL_NETWORK.format(k=k, octet=96 + (8 if wide else 4) * k, prefix=13 if wide else 14)
+            for k in range(rails)
+        )
     )
     unit_rows = ""
     width = 3 if units * racks_per_unit * per_rack < 1000 else 4
@@ -231,7 +237,7 @@ def generate_rails(
     servers = 0
     out: dict[str, str] = {}
     for u in range(1, units + 1):
-        racks = [(u - 1) * racks_per_unit + i for i in range(1, racks_per_unit + 1)]
+        racks = [_rid((u - 1) * racks_per_unit + i) for i in range(1, racks_per_unit + 1)]
         leaves = [f"su{u}-leaf{k}" for k in range(rails)]
         unit_rows += (
             f"  - name: su{u}\n    racks: [{', '.join(f'r{r:03d}' for r in racks)}]\n"
@@ -253,7 +259,7 @@ def generate_rails(
                 nodes += _node(f"gpu{servers:0{width}d}", slot, 2 + 8 * (slot - 1), r, rails)
             text += f"nodes:\n{nodes}" if nodes else "nodes: []\n"
             out[f"racks/r{r:03d}.yaml"] = text
-        rid = units * racks_per_unit + u if three else NETWORK_RACK + u
+        rid = _rid(units * racks_per_unit + u) if three else NETWORK_RACK + u
         text = f"name: n{u:02d}\nid: {rid}\nrow: {_letter(u)}\ncol: {racks_per_unit + 1}\n"
         text += "height_u: 48\nswitches:\n"
         text += _switch(f"mgmt-n{u:02d}", "sn2201", "management", 48, rid, 0, False)
@@ -275,7 +281,7 @@ def generate_rails(
         cores = [(plane, n) for plane in range(1, up + 1) for n in range(cores_per_plane)]
         for c in range(0, len(cores), SWITCHES_PER_RACK):
             index = c // SWITCHES_PER_RACK + 1
-            rid = units * racks_per_unit + units + index
+            rid = _rid(units * racks_per_unit + units + index)
             text = f"name: c{index:02d}\nid: {rid}\nrow: {_letter(units + 1)}\n"
             text += f"col: {1 + index}\nheight_u: 48\nswitches:\n"
             text += _switch(f"mgmt-c{index:02d}", "sn2201", "management", 48, rid, 0, False)
@@ -353,6 +359,11 @@ def generate_rails(
         "services.yaml": _SERVICES if audit_key else _SERVICES_UNAUDITED,
     }
     return dict(sorted(out.items()))
+
+
+def _rid(n: int) -> int:
+    """The n-th rack id, past the service rack's."""
+    return n + (n >= SERVICE_RACK)
 
 
 def _letter(unit: int) -> str:

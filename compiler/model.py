@@ -496,13 +496,17 @@ class Switch(Strict_):
     plane: int | None = Field(None, ge=1)  # cores: the spine position, in every pod, they join
 
 
-# Host LIDs are 0x1000 + 64 * rack id + slot and must stay unicast (below 0xC000).
+# A rack leaf's hosts' LIDs are 0x1000 + 64 * rack id + slot and must stay unicast (below
+# 0xC000): the highest rack id a rack of such hosts may have. The id itself is not bounded
+# here: each rule derived from it (LIDs, subnets, ASNs) checks its own reach
+# (compiler/checks.py `lids`), so a rail-optimised site, whose HCAs' LIDs follow their unit,
+# may number past it.
 MAX_RACK_ID = (0xBFFF - 0x1000 - 63) // 64
 
 
 class Rack(Strict_):
     name: Name
-    id: int = Field(ge=1, le=MAX_RACK_ID)
+    id: int = Field(ge=1)
     row: Annotated[str, _pattern(r"[A-Z]{1,2}", "a row letter")]
     col: int = Field(ge=1)
     height_u: int = Field(42, ge=1, le=60)

@@ -47,7 +47,15 @@ from compiler.model import (
     SwitchOs,
     SwitchRole,
 )
-from compiler.rails import RAIL_CORE_LID_BASE, RAIL_SPINE_LID_BASE, Rails, hca_order, rails
+from compiler.rails import (
+    OFF_RAIL_LID_BASE,
+    OFF_RAIL_SLOTS,
+    RAIL_CORE_LID_BASE,
+    RAIL_SPINE_LID_BASE,
+    Rails,
+    hca_order,
+    rails,
+)
 from compiler.roce import RocePlan
 from contract import Route, ib
 
@@ -75,6 +83,7 @@ LEAF_LID_BASE = 0x100
 CORE_LID_BASE = 0xF00
 HOST_LID_BASE = 0x1000
 HOST_LID_SLOTS = 64
+UNICAST_LID_TOP = 0xBFFF  # multicast from 0xC000
 MAX_SPINES = LEAF_LID_BASE - 1
 MAX_CORES = HOST_LID_BASE - CORE_LID_BASE - 1
 
@@ -223,7 +232,11 @@ def rack_ids(net: Network) -> int:
 
 def room(cluster: Cluster) -> Room:
     """How many racks the address, LID and port rules can still take; see `Room`."""
-    limits = [(MAX_RACK_ID, "static LIDs")]
+    # A rail fabric's HCAs take LIDs by unit, and a rack's off-rail hosts 16 a rack id.
+    railed = rails(cluster)
+    off_rail = (UNICAST_LID_TOP - OFF_RAIL_LID_BASE - OFF_RAIL_SLOTS + 1) // OFF_RAIL_SLOTS
+    lid_top = MAX_RACK_ID if railed is None else off_rail
+    limits = [(lid_top, "static LIDs")]
     for name, net in sorted(cluster.networks.items()):
         limits.append((rack_ids(net), f"network {name!r}"))
     top, why = min(limits)
@@ -243,7 +256,6 @@ def room(cluster: Cluster) -> Room:
     leaf += ethernet.room(cluster)
     leaf_top, leaf_why = min(leaf)
     ids = {rack.id for rack in cluster.racks}
-    railed = rails(cluster)
     units, units_why = None, "spine ports"
     if railed is not None and railed.units_per_pod and SwitchRole.CORE in ports:
         # Three-tier: a unit joins its pod's spines, a pod each core plane's cores.

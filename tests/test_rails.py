@@ -512,6 +512,20 @@ def _small_three_tier() -> dict[str, str]:
     )
 
 
+def test_init_builds_the_rail_lid_plans_whole_reach() -> None:
+    """128 units of eight rails (4,096 positions of eight HCAs): more racks than the one-HCA LID
+    rule's 703 ids, valid because each rule bounds the rack ids it uses; every HCA's static
+    LID unicast and its own, the service rack's off-rail ones too."""
+    tree = generate_rails.generate_rails(128)
+    cluster = pipeline.check(generate_rails.source(128))
+    assert max(rack.id for rack in cluster.racks) > 703
+    assert "id: 700\n" in tree["racks/s01.yaml"]
+    lids = [p.lid for h in build(cluster).hosts for p in h.ib_ports]
+    # The last position is the four service hosts on the fabric (one off-rail HCA each).
+    assert len(lids) == 4095 * 8 + 4 and len(set(lids)) == len(lids)
+    assert max(lids) <= 0xBFFF
+
+
 def test_init_picks_three_tiers_beyond_what_two_hold() -> None:
     """Eight units of eight rails fill a 64-port spine (64 leaves, a link each): two-tier.
     Sixteen: spine groups of four units (32 leaves on 32 spines, a link each), the spines'
