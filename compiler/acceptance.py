@@ -83,6 +83,17 @@ class FabricTest(NamedTuple):
 
 
 Uplinks = Mapping[tuple[str, str, int], str]  # (lower switch, upper switch, link j) -> cable ID
+
+
+class Reach(NamedTuple):
+    """What the routes to a server from every other pod share."""
+
+    core: str  # its core in its plane
+    earlier: int  # that core's targets before it from a pod after the server's
+    through: tuple[int, ...]  # [p]: that core's targets of the pods before pod p
+    up: str | None  # the server's spine's link to that core
+
+
 # The spine a client leaf climbs to, and the cables from it down to the server's leaf.
 Descent = tuple[str, tuple[str | None, ...]] | None
 
@@ -138,10 +149,10 @@ class Tree:
         return {s: (pod, i) for pod, spines in self.spines.items() for i, s in enumerate(spines)}
 
     @cached_property
-    def _throughs(self) -> dict[tuple[int, int, int], list[int]]:
+    def _throughs(self) -> dict[tuple[int, int, int], tuple[int, ...]]:
         return {}
 
-    def _through(self, n: int, core: int, cores: int) -> list[int]:
+    def _through(self, n: int, core: int, cores: int) -> tuple[int, ...]:
         """[p]: the targets of the pods before pod p that a spine sends through its plane's
         core number `core` (of `cores`), at `n` targets a leaf."""
         key = (n, core, cores)
@@ -149,7 +160,7 @@ class Tree:
             out = [0]
             for pod in sorted(self._sizes):
                 out.append(out[-1] + (self._sizes[pod] * n - core + cores - 1) // cores)
-            self._throughs[key] = out
+            self._throughs[key] = tuple(out)
         return self._throughs[key]
 
     def place(self, leaf: str) -> int:
@@ -157,9 +168,18 @@ class Tree:
         pod, i = self.leaves[leaf]
         return self._first[pod] + i
 
+    @cached_property
+    def _targets(self) -> dict[Server, tuple[int, int, int]]:
+        return {}
+
     def target(self, server: Server) -> tuple[int, int, int]:
         """(plane, k, n): the spine `server` is reached through, its round on its leaf
         (rank // S), and the targets of a leaf through one spine of that plane."""
+        if server not in self._targets:
+            self._targets[server] = self._target(server)
+        return self._targets[server]
+
+    def _target(self, server: Server) -> tuple[int, int, int]:
         spines = len(self.spines[self.leaves[server.leaf][0]])
         plane = server.rank % spines
         return plane, server.rank // spines, (self.per_leaf - plane + spines - 1) // spines
@@ -175,6 +195,10 @@ class Tree:
     def _descents(self) -> dict[tuple[Server, int], Descent]:
         return {}
 
+    @cached_property
+    def _reaches(self) -> dict[Server, Reach | None]:
+        return {}
+
     def descent(self, server: Server, pod: int) -> Descent:
         """From a leaf of `pod`: the spine it climbs to for `server`, and the cables from that
         spine down to the server's leaf (None where one is not installed); None when no path
@@ -185,27 +209,47 @@ class Tree:
         return self._descents[key]
 
     def _descent(self, server: Server, pod: int) -> Descent:
-        home, i = self.leaves[server.leaf]
-        plane, k, n = self.target(server)
+        home, _ = self.leaves[server.leaf]
+        plane, k, _ = self.target(server)
         spine = self.spines[home][plane]
         down = self.up.get((server.leaf, spine, k % self.links))
         if pod == home:
             return spine, (down,)
+        far = self.reach(server)
+        if far is None or plane >= len(self.spines.get(pod, ())):
+            return None
+        return self.spines[pod][plane], (self.core_link(server, pod), far.up, down)
+
+    def reach(self, server: Server) -> Reach | None:
+        """What every route to `server` from another pod shares (None on a plane without
+        cores); `core_link` adds what depends on the pod."""
+        if server not in self._reaches:
+            self._reaches[server] = self._reach(server)
+        return self._reaches[server]
+
+    def _reach(self, server: Server) -> Reach | None:
+        home, i = self.leaves[server.leaf]
+        plane, k, n = self.target(server)
         cores = self.cores.get(plane, ())
-        if plane >= len(self.spines.get(pod, ())) or not cores:
+        if not cores:
             return None
         m = i * n + k  # the server's place among its spine's targets
         c = m % len(cores)
-        # The core's link down to `mine`: one step for every earlier target through that
-        # core from a pod other than `pod`, in pod order.
         through = self._through(n, c, len(cores))
-        earlier = m // len(cores) + through[home] - (through[pod + 1] - through[pod]) * (pod < home)
-        mine = self.spines[pod][plane]
-        return mine, (
-            self.core_up.get((mine, cores[c], earlier % self.core_links)),
-            self.core_up.get((spine, cores[c], (m // len(cores)) % self.core_links)),
-            down,
-        )
+        spine = self.spines[home][plane]
+        up = self.core_up.get((spine, cores[c], (m // len(cores)) % self.core_links))
+        return Reach(cores[c], m // len(cores) + through[home], through, up)
+
+    def core_link(self, server: Server, pod: int) -> str | None:
+        """The core's link down to the spine of `pod` (another pod than the server's, with a
+        spine of its plane) on the way to `server`: one step for every earlier target through
+        that core from a pod other than `pod`, in pod order. None when not installed."""
+        far = self.reach(server)
+        assert far is not None, "asked on a plane with cores"
+        home = self.leaves[server.leaf][0]
+        earlier = far.earlier - (far.through[pod + 1] - far.through[pod]) * (pod < home)
+        mine = self.spines[pod][self.target(server)[0]]
+        return self.core_up.get((mine, far.core, earlier % self.core_links))
 
     def route(self, client: Server, server: Server) -> Pair | None:
         """The pair and the cables its writes cross; None on one leaf, or when a cable on
@@ -231,7 +275,9 @@ def plan_rounds(servers: Iterable[Server], tree: Tree) -> FabricTest:
     if not any(tree.spines.values()):
         return FabricTest((), ())
     leaves = sorted({h.leaf for h in hosts})
-    on: dict[str, list[Server]] = {leaf: [h for h in hosts if h.leaf == leaf] for leaf in leaves}
+    on: dict[str, list[Server]] = defaultdict(list)
+    for h in hosts:
+        on[h.leaf].append(h)
     rounds: list[tuple[Pair, ...]] = []
     # Leaf i meets leaf i XOR 2^r in round r, its server of rank k the other's of rank k + r
     # (the even ranks of the lower leaf write, the odd ones are written to): both leaves'
@@ -263,19 +309,9 @@ def plan_rounds(servers: Iterable[Server], tree: Tree) -> FabricTest:
     return FabricTest(tuple(rounds), tuple(sorted(tested - routable)), inseparable)
 
 
-def signatures(rounds: Iterable[Iterable[Pair]]) -> dict[str, frozenset[Pair]]:
-    """Each cable some pair crosses -> the pairs that cross it."""
-    found: dict[str, set[Pair]] = defaultdict(set)
-    for pairs in rounds:
-        for p in pairs:
-            for c in p.cables:
-                found[c].add(p)
-    return {c: frozenset(ps) for c, ps in found.items()}
-
-
-def _classes(crossing: Mapping[str, frozenset[Pair]]) -> list[list[str]]:
+def _classes(crossing: Mapping[str, frozenset[int]]) -> list[list[str]]:
     """Cables crossed by exactly the same pairs, in sets of two or more (sorted)."""
-    by_pairs: dict[frozenset[Pair], list[str]] = defaultdict(list)
+    by_pairs: dict[frozenset[int], list[str]] = defaultdict(list)
     for cable, pairs in crossing.items():
         by_pairs[pairs].append(cable)
     return sorted(sorted(cs) for cs in by_pairs.values() if len(cs) > 1)
@@ -290,7 +326,16 @@ def _split(
     added: list[Pair] = []
     stuck: set[tuple[str, str]] = set()  # (a, b) no route tells apart
     busy: set[str] = set()  # the hosts of the added pairs
-    crossed = signatures(rounds)
+    # Each cable some pair crosses -> the pairs that cross it, each pair by its number (a
+    # set of numbers hashes many times faster than one of pairs).
+    number: dict[Pair, int] = {}
+    sets: dict[str, set[int]] = defaultdict(set)
+    for pairs in rounds:
+        for p in pairs:
+            i = number.setdefault(p, len(number))
+            for c in p.cables:
+                sets[c].add(i)
+    crossed = {c: frozenset(ps) for c, ps in sets.items()}
     # A pair adds itself to its cables' sets alike, so sets only ever split: the cables
     # outside every class stay alone, and only the classes' own are looked at again.
     classes = _classes(crossed)
@@ -312,8 +357,9 @@ def _split(
         busy |= {found.client, found.server}
         # The pair joins the sets of its own cables, the rest stand: not every pair's
         # signature made anew for each pair added, which grew with the square of the pairs.
+        i = number.setdefault(found, len(number))
         for c in found.cables:
-            crossed[c] = crossed.get(c, frozenset()) | {found}
+            crossed[c] = crossed.get(c, frozenset()) | {i}
     return added, tuple(tuple(cs) for cs in classes)
 
 
@@ -322,21 +368,40 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
     Only the servers whose path from the cable's leaf or pod (or down from its spine) leads
     over it can be the far end of such a route, so only those are tried."""
     by_plane: dict[int, list[Server]] = defaultdict(list)
-    below: dict[tuple[int | None, str], list[Server]] = defaultdict(list)  # (from pod, cable)
+    # Down from the server's own spine (its leaf's uplink; from another pod, the spine's
+    # link to the core too), every client pod's path is one: cable -> servers below it.
+    below: dict[str, list[Server]] = defaultdict(list)
     pods = sorted({pod for pod, _ in tree.leaves.values()})
+    with_plane: dict[int, set[int]] = defaultdict(set)  # plane -> the pods with a spine there
+    for pod in pods:
+        for plane in range(len(tree.spines.get(pod, ()))):
+            with_plane[plane].add(pod)
     for h in hosts:
-        by_plane[tree.target(h)[0]].append(h)
+        plane = tree.target(h)[0]
+        by_plane[plane].append(h)
         home = tree.leaves[h.leaf][0]
-        for pod in pods:
-            found = tree.descent(h, pod)
-            cables = found[1] if found else ()
-            # Down from the server's own spine, every client pod's path is one; the core's
-            # link down to the client's spine, the client pod's own.
-            for c in cables[1:] if pod != home else cables:
-                if c is not None and h not in below[(None, c)][-1:]:
-                    below[(None, c)].append(h)
-            if pod != home and cables and cables[0] is not None:
-                below[(pod, cables[0])].append(h)
+        found = tree.descent(h, home)
+        assert found is not None, "a server is reached from its own pod"
+        (down,) = found[1]
+        far = tree.reach(h)
+        foreign = far is not None and bool(with_plane[plane] - {home})
+        for c in (far.up, down) if far is not None and foreign else (down,):
+            if c is not None:
+                below[c].append(h)
+    # The core's link down to a client pod's spine is that pod's own: made for a pod when
+    # a cable of it is first asked for, as few are.
+    climbing: dict[int, dict[str, list[Server]]] = {}
+
+    def up_from(pod: int) -> dict[str, list[Server]]:
+        if pod not in climbing:
+            found: dict[str, list[Server]] = defaultdict(list)
+            for h in hosts:
+                d = tree.descent(h, pod) if tree.leaves[h.leaf][0] != pod else None
+                if d is not None and d[1][0] is not None:
+                    found[d[1][0]].append(h)
+            climbing[pod] = found
+        return climbing[pod]
+
     uplink = {cable: key for key, cable in tree.up.items()}
     core = {cable: key for key, cable in tree.core_up.items()}
     host = {h.cable: h for h in hosts}
@@ -349,15 +414,14 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
                 # From the cable's leaf to any server of its spine's plane; from elsewhere,
                 # to the servers below it.
                 mine = client.leaf == leaf
-                yield from (
-                    (client, s) for s in (by_plane[plane] if mine else below[(None, cable)])
-                )
+                yield from ((client, s) for s in (by_plane[plane] if mine else below[cable]))
         elif cable in core:
             pod = tree.plane[core[cable][0]][0]
+            up, down = up_from(pod).get(cable, ()), below.get(cable, ())
             for client in hosts:
                 # From the spine's pod, up over it; from another pod, down over it.
                 mine = tree.leaves[client.leaf][0] == pod
-                yield from ((client, s) for s in below[(pod if mine else None, cable)])
+                yield from ((client, s) for s in (up if mine else down))
         elif cable in host:
             h = host[cable]
             for other in hosts:
@@ -389,20 +453,60 @@ def _routable(hosts: list[Server], tree: Tree) -> set[str]:
         ps.sort()
     # (leaf's spine) -> (server's place, link from a leaf after it, from one before it)
     reach: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    # From another pod, the route climbs to that pod's spine of the server's plane: a pod
+    # before the server's holds only leaves before it (places go pod by pod), one after it
+    # only leaves after. Servers alike in plane, core, count and climbing links share every
+    # such pod's core link (`Reach`), so they are taken together, each pod once for all.
+    alike: dict[tuple[int, str, int, tuple[int, ...], int, int], list[tuple[int, str, str]]]
+    alike = defaultdict(list)
     for d in hosts:
         g = tree.place(d.leaf)
-        for pod in pods:
-            found = tree.descent(d, pod)
-            if found is None or any(c is None for c in found[1]):
+        after, before = tree.climb(False, d), tree.climb(True, d)
+        home = tree.leaves[d.leaf][0]
+        found = tree.descent(d, home)
+        assert found is not None, "a server is reached from its own pod"
+        spine, (down,) = found
+        if down is None:
+            continue
+        lower, upper = places.get((spine, before), ()), places.get((spine, after), ())
+        # A leaf of the pod before the server's with the uplink `before` needs, or one
+        # after it with the one `after` needs (the pod's: the spine is the pod's).
+        if (lower and lower[0] < g) or (upper and upper[-1] > g):
+            out.add(down)
+            reach[spine].append((g, after, before))
+        far = tree.reach(d)
+        if far is not None and far.up is not None:
+            # The count matters only modulo the links, the pod's own targets taken off.
+            count = far.earlier % tree.core_links
+            key = (tree.target(d)[0], far.core, count, far.through, after, before)
+            alike[key].append((home, far.up, down))
+    # Pods' spines' links to cores from servers of earlier pods (a leaf there climbs over
+    # `after`) and of later ones (over `before`), as bit masks.
+    early: dict[str, int] = defaultdict(int)
+    late: dict[str, int] = defaultdict(int)
+    for (plane, core, earlier, through, after, before), members in alike.items():
+        first, last = min(h for h, _, _ in members), max(h for h, _, _ in members)
+        # [i]: pods[i]'s spine of the plane, reached from a server of an earlier pod (hi)
+        # or a later one (lo), the core link installed and a leaf with servers below it
+        hi, lo = [False] * len(pods), [False] * len(pods)
+        for i, pod in enumerate(pods):
+            mine = tree.spines.get(pod, ())[plane : plane + 1]
+            if not mine:
                 continue
-            spine, below = found
-            after, before = tree.climb(False, d), tree.climb(True, d)
-            lower, upper = places.get((spine, before), ()), places.get((spine, after), ())
-            # A leaf of the pod before the server's with the uplink `before` needs, or one
-            # after it with the one `after` needs (the pod's: the spine is the pod's).
-            if (lower and lower[0] < g) or (upper and upper[-1] > g):
-                out.update(c for c in below if c is not None)
-                reach[spine].append((g, after, before))
+            for j, link, climbed, mask, witness in (
+                (earlier, after, hi, early, pod > first),
+                (earlier - (through[pod + 1] - through[pod]), before, lo, late, pod < last),
+            ):
+                cable = tree.core_up.get((mine[0], core, j % tree.core_links))
+                if cable is not None and places.get((mine[0], link)):
+                    climbed[i] = True
+                    if witness:
+                        out.add(cable)
+                        mask[mine[0]] |= 1 << link
+        for home, up, down in members:
+            i = pods.index(home)
+            if any(hi[i + 1 :]) or any(lo[:i]):
+                out.update((up, down))
     # A leaf after a server climbs over `after`, one before it over `before`: the links
     # of the servers before each place, and of those after it, as bit masks.
     masks: dict[str, tuple[list[int], list[int], list[int]]] = {}
@@ -415,11 +519,12 @@ def _routable(hosts: list[Server], tree: Tree) -> set[str]:
             suffix.append(suffix[-1] | 1 << before)
         masks[spine] = ([t for t, _, _ in targets], prefix, suffix[::-1])
     for (leaf, spine, j), cable in tree.up.items():
-        if leaf not in with_hosts or spine not in masks:
+        if leaf not in with_hosts:
             continue
         g = tree.place(leaf)
-        places_of, prefix, suffix = masks[spine]
+        places_of, prefix, suffix = masks.get(spine, ([], [0], [0]))
         links = prefix[bisect_left(places_of, g)] | suffix[bisect_right(places_of, g)]
+        links |= early.get(spine, 0) | late.get(spine, 0)
         if links >> j & 1:
             out.add(cable)
     return out

@@ -29,7 +29,7 @@ from typing import Any
 from common.hostlist import compact
 from compiler.acceptance import FabricTest, Server, Tree, plan_rounds
 from compiler.model import Role, SwitchRole
-from compiler.plan import Host, Plan, link_gbps
+from compiler.plan import Host, IbPort, Plan, link_gbps
 from compiler.targets.render import to_json
 from compiler.targets.shared import gpu_hosts
 from contract import probes
@@ -117,8 +117,13 @@ def _tree(
     served = {s.leaf for s in found} & set(leaf_pod)
     first = min(served, key=lambda leaf: _network_order(guid[leaf]), default=None)
 
+    lowest: dict[str, int] = {}  # pod -> its spines' first port on the cores
+    for (s, _), p in port_on.items():
+        if (owner := pod_of.get(s)) is not None:
+            lowest[owner] = min(lowest.get(owner, p), p)
+
     def on_cores(pod: str) -> int:
-        return min((p for (s, _), p in port_on.items() if pod_of.get(s) == pod), default=0)
+        return lowest.get(pod, 0)
 
     def on_spines(leaf: str) -> int:
         return min(port_on[(leaf, s)] for s in reached[leaf])
@@ -162,9 +167,9 @@ def _network_order(guid: str | None) -> int:
     return int.from_bytes(int(guid or "0", 16).to_bytes(8, "big"), "little")
 
 
-def fabric_test(plan: Plan) -> FabricTest:
-    """The pair test: ftree's paths, through the cores of a three-tier fabric too."""
-    found, tree = servers(plan)
+def fabric_test(plan: Plan, found: list[Server], tree: Tree) -> FabricTest:
+    """The pair test of `servers(plan)`: ftree's paths, through the cores of a three-tier
+    fabric too."""
     if plan.rails is None:
         return plan_rounds(found, tree)
     # Rail k talks to rail k (NCCL's traffic stays on its rail: within a unit on the rail's
@@ -236,8 +241,8 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
 
 def render(plan: Plan) -> dict[str, str]:
     acc = plan.acceptance
-    found, _ = servers(plan)
-    test = fabric_test(plan)
+    found, tree = servers(plan)
+    test = fabric_test(plan, found, tree)
     link = link_gbps(plan.fabric) / 8
     pair_mark = _mark(link, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
     hosts = {h.name: h for h in plan.hosts}
@@ -250,6 +255,10 @@ def render(plan: Plan) -> dict[str, str]:
     # The HCA port each pair's end runs on: its cable's host end (mlx5_3/1).
     host_end = {c.id: c.b.port for c in plan.cables}
     leaf_of = {c.id: c.a.device for c in plan.cables}
+    ib_port: dict[tuple[str, str], IbPort] = {}  # (host, device) -> its first port
+    for h in plan.hosts:
+        for q in h.ib_ports:
+            ib_port.setdefault((h.name, q.device), q)
     for number, pairs in enumerate(test.rounds, 1):
         name = f"round-{number:02d}"
         rows = []
@@ -258,7 +267,7 @@ def render(plan: Plan) -> dict[str, str]:
             port = host_end[p.cables[0]]
             device = port.split("/")[0]
             ends = [
-                next(q for q in hosts[h].ib_ports if q.device == host_end[c].split("/")[0])
+                ib_port[(h, host_end[c].split("/")[0])]
                 for h, c in ((p.client, p.cables[0]), (p.server, p.cables[-1]))
             ]
             row: dict[str, Any] = {
