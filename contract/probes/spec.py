@@ -38,6 +38,8 @@ UNIT_SUFFIXES = ("service", "socket", "timer", "target")
 # Where no deployed file lives and nothing may be read as root: devices (a read of /dev/zero
 # never ends, an open of /dev/watchdog arms it) and the kernel's files.
 FORBIDDEN_ROOTS = ("/dev", "/proc", "/sys")
+# A root itself or anything below it: one match, as every deployed file of a fleet is asked.
+_FORBIDDEN = re.compile(f"(?:{'|'.join(map(re.escape, FORBIDDEN_ROOTS))})(?:/|$)")
 _ARGUMENT = {
     "paths": re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._-]*)+"),
     "units": re.compile(rf"[A-Za-z0-9@_.-]+\.({'|'.join(UNIT_SUFFIXES)})"),
@@ -123,7 +125,7 @@ class Probe:
 
 def forbidden_path(path: str) -> bool:
     """Whether `path` is a device's or the kernel's: never deployed, never read."""
-    return any(path == root or path.startswith(f"{root}/") for root in FORBIDDEN_ROOTS)
+    return _FORBIDDEN.match(path) is not None
 
 
 @dataclass(frozen=True)
