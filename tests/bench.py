@@ -230,12 +230,18 @@ def fat_tree(servers: int) -> dict[str, str]:
     return generate.generate(servers)
 
 
-def eight_rails(servers: int) -> dict[str, str]:
+def eight_rails(servers: int, tiers: int | None = None) -> dict[str, str]:
     """An eight-rail cluster of `servers` (`init --rails 8`): units of 32, the last one's last
-    position the service hosts'."""
+    position the service hosts'; two-tier while the spines hold it, or as `tiers` says."""
     from compiler import generate_rails
 
-    return generate_rails.generate_rails(servers // 32)
+    return generate_rails.generate_rails(servers // 32, tiers=tiers)
+
+
+def eight_rails_three_tier(servers: int) -> dict[str, str]:
+    """The same, three-tier from two spine groups (256 servers) on: so every doubling up to
+    4,096 compares one shape, not a two-tier fabric with a three-tier one."""
+    return eight_rails(servers, tiers=3)
 
 
 def sized_rows(sizes: list[int], runs: int, scratch: Path, tree: Any = fat_tree) -> dict[str, Any]:
@@ -335,6 +341,12 @@ def main() -> None:
         help="eight-rail servers (32 a unit, up to 256: two-tier; "
         f"{', '.join(map(str, RAIL_SIZES_THREE_TIER))}: three-tier); empty: skip",
     )
+    ap.add_argument(
+        "--rails-tiers",
+        type=int,
+        choices=(3,),
+        help="3: every eight-rail size three-tier (256 servers, two spine groups, and up)",
+    )
     ap.add_argument("--cold-runs", type=int, default=40, help="0: skip the cold starts")
     # Five rounds: with three, one busy spell on the shared machine moved a ratio by a fifth.
     ap.add_argument("--runs", type=int, default=5)
@@ -356,7 +368,8 @@ def main() -> None:
             out["sizes"] = sized_rows(sizes, opts.runs, Path(scratch))
         if rail_sizes:
             print("\neight-rail servers (compiler/generate_rails.py, init --rails 8)")
-            out["rails"] = sized_rows(rail_sizes, opts.runs, Path(scratch), eight_rails)
+            shape = eight_rails_three_tier if opts.rails_tiers == 3 else eight_rails
+            out["rails"] = sized_rows(rail_sizes, opts.runs, Path(scratch), shape)
         out["audit_replay"] = audit_replay()
         if opts.lab_servers:
             out["audit_live"] = audit_live(opts.lab_servers)
