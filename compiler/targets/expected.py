@@ -5,7 +5,6 @@ switch (`switches/<name>.json`) plus the fabric, built from the plan as the reco
 from __future__ import annotations
 
 from datetime import date
-from typing import cast
 
 from compiler.ethernet import MGMT_PORT
 from compiler.model import Rollout, SwitchOs
@@ -17,8 +16,6 @@ from contract import (
     Affinity,
     BgpPeer,
     Bmc,
-    Cable,
-    End,
     EthernetLink,
     EthernetSwitch,
     ExpectedRoute,
@@ -28,11 +25,9 @@ from contract import (
     Host,
     IbPort,
     Interface,
-    Lifecycle,
     Scheduled,
     Slurm,
     SlurmController,
-    Switch,
 )
 from contract.probes.vtysh_running_config import canonical
 
@@ -105,31 +100,36 @@ def fabric_contract(plan: Plan) -> Fabric:
     # A host end is its HCA's port ("mlx5_3/1"): on a server of eight, each rail's own GUID.
     hca = {(h.name, f"{p.device}/{p.port}"): p.guid for h in plan.hosts for p in h.ib_ports}
 
-    def end(device: str, port: str) -> End:
+    def end(device: str, port: str) -> dict[str, object]:
         guid = switch[device] if device in switch else hca[(device, port)]
         # The audit sees the CA's port number only.
-        return End(name=device, guid=guid, port=int(port.rsplit("/", 1)[-1]))
+        return {"name": device, "guid": guid, "port": int(port.rsplit("/", 1)[-1])}
 
-    return Fabric(
-        rate=plan.fabric.rate,
-        width=plan.fabric.width,
-        # InfiniBand switches with a firmware baseline: the audit reads theirs from the fabric.
-        switches=tuple(
-            Switch(name=s.name, guid=s.guid, model=s.model, firmware=s.firmware)
-            for s in plan.switches
-            if s.guid and s.firmware
-        ),
-        cables=tuple(
-            Cable(
-                id=c.id,
-                a=end(c.a.device, c.a.port),
-                b=end(c.b.device, c.b.port),
-                rate=c.rate,
-                lifecycle=cast(Lifecycle, c.lifecycle),  # the record checks it is one
-            )
-            for c in plan.cables
-            if c.network in plan.ib_networks
-        ),
+    # Validated whole, as the audit reads it: one call for the tens of thousands of cables'
+    # records, not one each (a third of the time, with the same checks).
+    return Fabric.model_validate(
+        {
+            "rate": plan.fabric.rate,
+            "width": plan.fabric.width,
+            # InfiniBand switches with a firmware baseline: the audit reads theirs from the
+            # fabric.
+            "switches": tuple(
+                {"name": s.name, "guid": s.guid, "model": s.model, "firmware": s.firmware}
+                for s in plan.switches
+                if s.guid and s.firmware
+            ),
+            "cables": tuple(
+                {
+                    "id": c.id,
+                    "a": end(c.a.device, c.a.port),
+                    "b": end(c.b.device, c.b.port),
+                    "rate": c.rate,
+                    "lifecycle": c.lifecycle,
+                }
+                for c in plan.cables
+                if c.network in plan.ib_networks
+            ),
+        }
     )
 
 
