@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -60,3 +61,15 @@ def git(repo: Path, *args: str) -> None:
         check=True,
         capture_output=True,
     )
+
+
+def ifup_syntax(ifup: str, interfaces: Path) -> subprocess.CompletedProcess[str]:
+    """`ifup -a -s` of one file. ifupdown2 refuses to run beside another of itself on the
+    machine (its lock in /run/network, exit 89 "Another instance ... is already running"), so
+    every test that runs it (on any xdist worker, or another test run sharing the machine)
+    takes turns on a lock of its own first."""
+    with open("/tmp/clusterforge-tests-ifupdown2.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return subprocess.run(
+            [ifup, "-a", "-s", "-i", str(interfaces)], capture_output=True, text=True, timeout=60
+        )

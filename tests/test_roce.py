@@ -22,7 +22,7 @@ from compiler.load import load
 from compiler.pipeline import Compiled, compile_source, roce_disagreements
 from compiler.targets import eos
 from compiler.targets.roce import SCRIPT
-from tests.conftest import require_tool
+from tests.conftest import ifup_syntax, require_tool
 
 QOS = "etc/cumulus/datapath/qos/qos_features.conf"
 
@@ -248,9 +248,7 @@ def test_the_rails_site_s_storage_switches_read_as_their_os_reads_them(tmp_path:
     ifup, vtysh = require_tool("ifup"), require_tool("vtysh")
     for name in ("stor001", "stor-s01", "stor-spine01"):
         interfaces = RAILS / "switches" / name / "etc/network/interfaces"
-        done = subprocess.run(
-            [ifup, "-a", "-s", "-i", str(interfaces)], capture_output=True, text=True, timeout=60
-        )
+        done = ifup_syntax(ifup, interfaces)
         assert done.returncode == 0 and "warning" not in done.stderr, f"{name}: {done.stderr}"
         frr = RAILS / "switches" / name / "etc/frr/frr.conf"
         done = subprocess.run(

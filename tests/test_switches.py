@@ -4,7 +4,6 @@ The switches at work, in network namespaces, are `tests/test_switches_netns.py`.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import shutil
@@ -20,7 +19,7 @@ from compiler.load import load
 from compiler.model import SwitchOs, SwitchRole
 from compiler.pipeline import Compiled, compile_repo, compile_source
 from compiler.targets.shared import BUNDLE_PATH
-from tests.conftest import require_tool
+from tests.conftest import ifup_syntax, require_tool
 
 
 @pytest.fixture(scope="module")
@@ -108,17 +107,6 @@ def _configs(compiled: Compiled, name: str) -> list[str]:
     return [f"switches/{s}{name}" for s in SAMPLES if f"switches/{s}{name}" in compiled.files]
 
 
-def _ifup_syntax(ifup: str, interfaces: Path) -> subprocess.CompletedProcess[str]:
-    """`ifup -a -s` of one file. ifupdown2 refuses to run beside another of itself on the
-    machine (its lock in /run/network, exit 89 "Another instance ... is already running"), so
-    test runs sharing a machine take turns on a lock of their own first."""
-    with open("/tmp/clusterforge-tests-ifupdown2.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return subprocess.run(
-            [ifup, "-a", "-s", "-i", str(interfaces)], capture_output=True, text=True, timeout=60
-        )
-
-
 @pytest.mark.realtool
 def test_ifupdown2_parses_every_interfaces_file(compiled: Compiled, tmp_path: Path) -> None:
     ifup = require_tool("ifup")
@@ -127,13 +115,13 @@ def test_ifupdown2_parses_every_interfaces_file(compiled: Compiled, tmp_path: Pa
     for path in files:
         (tmp_path / "interfaces").write_bytes(compiled.files[path])
         # -s: parse and order every interface, changing nothing on this machine.
-        done = _ifup_syntax(ifup, tmp_path / "interfaces")
+        done = ifup_syntax(ifup, tmp_path / "interfaces")
         assert done.returncode == 0, f"{path}: {done.stderr}"
         assert "warning" not in done.stderr, f"{path}: {done.stderr}"
     # The oracle refuses a value its modules do not take (it does not check attribute names).
     broken = _text(compiled, files[0]).replace("bridge-vlan-aware yes", "bridge-vlan-aware maybe")
     (tmp_path / "interfaces").write_text(broken)
-    done = _ifup_syntax(ifup, tmp_path / "interfaces")
+    done = ifup_syntax(ifup, tmp_path / "interfaces")
     assert done.returncode != 0 and "bridge-vlan-aware" in done.stderr
 
 
