@@ -29,7 +29,6 @@ from compiler.plan import (
     Tiers,
     egress,
     hca_link,
-    host_lid,
     ib_mtu,
     ip_str,
     link_gbps,
@@ -39,12 +38,12 @@ from compiler.plan import (
     node_address,
     overrides_of,
     patched,
+    port_lids,
     rack_ids,
     rack_subnet,
     route_network,
     wires,
 )
-from compiler.rails import hca_order
 from contract import Route, ib
 
 # Baseline keys a model must have, by what the model carries.
@@ -834,13 +833,9 @@ def lids(c: Cluster, rep: Report) -> None:
             server = c.hardware.servers.get(node.model)
             if server is None or node.slot >= HOST_LID_SLOTS:
                 continue  # unknown models and slots are reported where they are
-            for nic in hca_order(server):
-                assert nic.device is not None, "hca_order lists HCAs"
-                if not node.guids.get(nic.device, node.guid):
-                    continue  # no port GUID: no static LID
-                lid = railed.host_lid(rack, node, nic) if railed else host_lid(rack, node)
+            for _, device, _, lid in port_lids(railed, rack, node, server):
                 if lid > UNICAST_LID_TOP:
-                    found.append(f"{node.name} {nic.device}: 0x{lid:04x}")
+                    found.append(f"{node.name} {device}: 0x{lid:04x}")
         leaf = any(sw.role == SwitchRole.LEAF for sw in rack.switches)
         if railed is None and leaf and LEAF_LID_BASE + rack.id >= CORE_LID_BASE:
             found.append(f"its leaf: 0x{LEAF_LID_BASE + rack.id:04x}, the cores' block")

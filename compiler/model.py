@@ -498,9 +498,9 @@ class Switch(Strict_):
 
 # A rack leaf's hosts' LIDs are 0x1000 + 64 * rack id + slot and must stay unicast (below
 # 0xC000): the highest rack id a rack of such hosts may have. The id itself is not bounded
-# here: each rule derived from it (LIDs, subnets, ASNs) checks its own reach
-# (compiler/checks.py `lids`), so a rail-optimised site, whose HCAs' LIDs follow their unit,
-# may number past it.
+# here: each rule derived from it checks its own reach (LIDs: compiler/checks.py `lids`;
+# subnets: `subnets`), so a rail-optimised site, whose HCAs' LIDs follow their unit, may
+# number past it.
 MAX_RACK_ID = (0xBFFF - 0x1000 - 63) // 64
 
 

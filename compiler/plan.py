@@ -40,6 +40,7 @@ from compiler.model import (
     Provisioning,
     Rack,
     Role,
+    ServerModel,
     Service,
     Site,
     Slurm,
@@ -100,6 +101,19 @@ def hca_link(fabric: Fabric, nic: Nic) -> tuple[str, str]:
 
 def host_lid(rack: Rack, node: Node) -> int:
     return HOST_LID_BASE + rack.id * HOST_LID_SLOTS + node.slot
+
+
+def port_lids(
+    railed: Rails | None, rack: Rack, node: Node, model: ServerModel
+) -> Iterator[tuple[Nic, str, str, int]]:
+    """(nic, device, port GUID, static LID) of each HCA of `node` with a GUID (a port
+    without one has no static LID): by unit and rail on a rail fabric, else by rack."""
+    for nic in hca_order(model):
+        assert nic.device is not None, "hca_order lists HCAs"
+        guid = node.guids.get(nic.device, node.guid)
+        if guid:
+            lid = railed.host_lid(rack, node, nic) if railed else host_lid(rack, node)
+            yield nic, nic.device, guid, lid
 
 
 def rack_subnet(network: Network, rack: Rack) -> netaddr.IPNetwork | None:
@@ -679,22 +693,11 @@ def _host(
     ifaces, routes, bmc = planned
     services = cluster.services.roles.get(node.role, ())
     defaults = [i.network for i in ifaces if cluster.networks[i.network].default_route]
-    for nic in hca_order(model):
-        assert nic.device is not None, "hca_order lists HCAs"
-        guid = node.guids.get(nic.device, node.guid)
-        if guid:
-            width, rate = hca_link(cluster.fabric, nic)
-            ib_ports.append(
-                IbPort(
-                    nic.device,
-                    nic.port or 1,
-                    guid,
-                    int(ib.link_gbps(width, rate)),
-                    width,
-                    rate,
-                    railed.host_lid(rack, node, nic) if railed else host_lid(rack, node),
-                )
-            )
+    for nic, device, guid, lid in port_lids(railed, rack, node, model):
+        width, rate = hca_link(cluster.fabric, nic)
+        ib_ports.append(
+            IbPort(device, nic.port or 1, guid, int(ib.link_gbps(width, rate)), width, rate, lid)
+        )
     expected = versions(cluster.firmware, node.model)
     expected.update({key: pin.version for key, pin in node.pins.items()})
     if not ib_ports:
