@@ -14,6 +14,7 @@ from typing import NamedTuple
 import git
 from git.exc import ODBError
 
+from common import memo
 from common.errors import Diagnostic, InputError, Location, SourceError
 from common.rules import Rule
 from compiler import diff, load, pipeline
@@ -204,7 +205,8 @@ def diff_revisions(
 ) -> Compared:
     """Compile both revisions of `repo` and compare them; see `compiler.diff`. No `base`
     means the default branch (`default_branch`). Raises RevisionError."""
-    base_side, head_side = (
-        compile_revision(repo, rev) for rev in (base or default_branch(repo), head)
-    )
+    with memo.shared():  # what the two sides agree on is computed once
+        base_side, head_side = (
+            compile_revision(repo, rev) for rev in (base or default_branch(repo), head)
+        )
     return Compared(diff.diff(base_side, head_side, share_limit), base_side, head_side)

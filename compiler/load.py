@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from common import memo
 from common.errors import Diagnostic, Location, SourceError, quote
 from common.rules import Rule
 
@@ -150,11 +151,14 @@ def parse(files: Files) -> Source:
     diagnostics: list[Diagnostic] = []
 
     def read(name: str, at: Path_) -> Any:
-        tree = compose(name, files[name], diagnostics)
-        if tree is None:
-            locations[at] = Location(name, 1, 1)
-            return None
-        return plain(tree, at, name, locations, texts, diagnostics)
+        # A diff's two sides parse each file they hold byte for byte once (common.memo).
+        value, found, typed, problems = memo.keep(
+            ("parse", name, at, files[name]), lambda: _read(name, at, files[name])
+        )
+        locations.update(found)
+        texts.update(typed)
+        diagnostics.extend(problems)
+        return value
 
     known = {f"cluster/{s}.yaml" for s in (*SECTIONS, *OPTIONAL)}
     racks_prefix = f"cluster/{RACKS_DIR}/"
@@ -201,6 +205,20 @@ def parse(files: Files) -> Source:
     if diagnostics:
         raise SourceError(diagnostics)
     return Source(data, locations, texts)
+
+
+def _read(name: str, at: Path_, data: bytes | Refused) -> _Parsed:
+    """One file's data at `at`, with the positions and text of its values and its problems."""
+    locations: dict[Path_, Location] = {}
+    texts: dict[Path_, str] = {}
+    problems: list[Diagnostic] = []
+    tree = compose(name, data, problems)
+    if tree is None:
+        return None, {at: Location(name, 1, 1)}, texts, problems
+    return plain(tree, at, name, locations, texts, problems), locations, texts, problems
+
+
+_Parsed = tuple[Any, dict[Path_, Location], dict[Path_, str], list[Diagnostic]]
 
 
 def _is_rack_file(name: str) -> bool:

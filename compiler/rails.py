@@ -133,7 +133,9 @@ def hca_order(model: ServerModel) -> list[Nic]:
     as listed; NCCL_IB_HCA lists them so, GPU k's rail k-th."""
     nearest = {a.hca: min(a.gpus) for a in model.affinity}
     hcas = [nic for nic in model.nics if nic.device]
-    return sorted(hcas, key=lambda n: (nearest.get(n.device or "", len(hcas)), hcas.index(n)))
+    # Ties by position, not `hcas.index`: that compares pydantic models, a second a compile.
+    rank = [nearest.get(nic.device or "", len(hcas)) for nic in hcas]
+    return [hcas[i] for i in sorted(range(len(hcas)), key=lambda i: (rank[i], i))]
 
 
 # --- checks ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clusterforge.commands import Command, Progress, batch, write_files
+from common import memo
 from common.errors import EXIT_CHECK, EXIT_INPUT, EXIT_OK
 from compiler.kinds import LabelStock
 
@@ -169,7 +170,8 @@ def _change_plan(args: argparse.Namespace) -> int:
     from compiler import ansible, change, gitsource
     from contract import snapshot
 
-    sides = [gitsource.compile_revision(args.repo, rev) for rev in (args.base, args.head)]
+    with memo.shared():  # what the two sides agree on is computed once
+        sides = [gitsource.compile_revision(args.repo, rev) for rev in (args.base, args.head)]
     # What each commit shipped: its committed generated/ where it has one (its DNS serials
     # continue the committed ones, which a compile from git alone does not). BASE may be a
     # commit this clusterforge no longer compiles: its committed files still say what runs.

@@ -26,10 +26,12 @@ import shlex
 from collections import Counter, defaultdict
 from typing import Any
 
+from common import memo
 from common.hostlist import compact
 from compiler.acceptance import FabricTest, Server, Tree, plan_rounds
 from compiler.model import Role, SwitchRole
 from compiler.plan import Host, IbPort, Plan, link_gbps
+from compiler.rails import Rails
 from compiler.targets.render import to_json
 from compiler.targets.shared import gpu_hosts
 from contract import probes
@@ -167,10 +169,11 @@ def _network_order(guid: str | None) -> int:
     return int.from_bytes(int(guid or "0", 16).to_bytes(8, "big"), "little")
 
 
-def fabric_test(plan: Plan, found: list[Server], tree: Tree) -> FabricTest:
+@memo.by_value  # a diff's two sides share it unless the fabric changed: a third of a compile
+def fabric_test(railed: Rails | None, found: list[Server], tree: Tree) -> FabricTest:
     """The pair test of `servers(plan)`: ftree's paths, through the cores of a three-tier
     fabric too."""
-    if plan.rails is None:
+    if railed is None:
         return plan_rounds(found, tree)
     # Rail k talks to rail k (NCCL's traffic stays on its rail: within a unit on the rail's
     # leaf, across units through the spines and cores), so each rail is a fat tree of its
@@ -178,8 +181,8 @@ def fabric_test(plan: Plan, found: list[Server], tree: Tree) -> FabricTest:
     # rail's round r at once, each pair on its own HCAs. The spines' links to the cores carry
     # every rail: idle when no rail's pairs cross them.
     tests = []
-    for rail in range(plan.rails.per_server):
-        leaves = {leaf for leaf, (_, r) in plan.rails.leaf.items() if r == rail}
+    for rail in range(railed.per_server):
+        leaves = {leaf for leaf, (_, r) in railed.leaf.items() if r == rail}
         ups = {key: cable for key, cable in tree.up.items() if key[0] in leaves}
         tests.append(plan_rounds([s for s in found if s.leaf in leaves], tree.testing(ups)))
     count = max((len(t.rounds) for t in tests), default=0)
@@ -242,7 +245,7 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
 def render(plan: Plan) -> dict[str, str]:
     acc = plan.acceptance
     found, tree = servers(plan)
-    test = fabric_test(plan, found, tree)
+    test = fabric_test(plan.rails, found, tree)
     link = link_gbps(plan.fabric) / 8
     pair_mark = _mark(link, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
     hosts = {h.name: h for h in plan.hosts}

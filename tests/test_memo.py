@@ -1,0 +1,72 @@
+"""`common.memo`: the two compiles of one diff compute what they agree on once, and what each
+side gets is what it would have compiled alone."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from common import memo
+from compiler import acceptance, gitsource, load, pipeline
+from tests.conftest import GIT_ENV, REPO
+
+RAILS = REPO / "examples" / "rails"
+
+
+def test_a_marked_function_computes_once_per_value_and_only_inside_a_comparison() -> None:
+    calls: list[tuple[int, ...]] = []
+
+    @memo.by_value
+    def total(values: tuple[int, ...]) -> int:
+        calls.append(values)
+        return sum(values)
+
+    assert total((1, 2)) == total((1, 2)) == 3
+    assert len(calls) == 2  # outside shared(): nothing kept
+    with memo.shared():
+        # Equal values, distinct objects: one computation; another value: its own.
+        assert total(tuple([1, 2])) == total(tuple([1, 2])) == 3
+        assert total((1, 3)) == 4
+    assert calls == [(1, 2), (1, 2), (1, 2), (1, 3)]
+    total((1, 2))
+    assert len(calls) == 5  # the block's results went with it
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
+
+
+def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A storage MAC changed (a NIC swapped): the fabric is the same, so the eight rails'
+    pair plans are made for BASE only; HEAD's files are byte for byte a compile of its own."""
+    shutil.copytree(RAILS / "cluster", tmp_path / "cluster")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "base")
+    rack = tmp_path / "cluster" / "racks" / "r001.yaml"
+    rack.write_text(rack.read_text().replace("02:02:00:01:00:01", "02:ee:ee:ee:ee:01", 1))
+    git(tmp_path, "commit", "-qam", "head")
+
+    planned: list[object] = []
+    plan_rounds = acceptance.plan_rounds
+
+    def counted(*args: object) -> acceptance.FabricTest:
+        planned.append(args)
+        return plan_rounds(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("compiler.targets.acceptance.plan_rounds", counted)
+    compared = gitsource.diff_revisions(tmp_path, "HEAD~1", "HEAD")
+    assert len(planned) == 8  # one per rail, for both sides
+    alone = pipeline.compile_source(load.load(tmp_path / "cluster"))
+    assert len(planned) == 16  # a compile outside a diff plans its own
+    base, head = compared.base.compiled, compared.head.compiled
+    assert base is not None and head is not None and head.files == alone.files
+    changed = {p for p, data in head.files.items() if base.files.get(p) != data}
+    # The MAC did reach HEAD's files (the NIC's keyfile matches it), and only HEAD's.
+    assert "routes/gpu001/ens2f0.nmconnection" in changed
+    assert b"02:ee:ee:ee:ee:01" not in base.files["expected/hosts/gpu001.json"]
