@@ -32,10 +32,10 @@ from compiler.plan import (
     ib_mtu,
     ip_str,
     link_gbps,
-    links,
     network,
     nic_networks,
     node_address,
+    node_links,
     overrides_of,
     patched,
     port_lids,
@@ -855,9 +855,8 @@ def routes(c: Cluster, rep: Report) -> None:
     longest-prefix match over the host's routes, connected ones included: otherwise traffic
     between racks takes another NIC, and strict rp_filter drops the replies."""
     reported: set[tuple[str, str, str]] = set()  # one report per network and stray route
-    for _, r, n in _nodes(c):
-        rack, node = c.racks[r], c.racks[r].nodes[n]
-        planned = links(c, rack, node)
+    for (r, n), planned in node_links(c).items():
+        node = c.racks[r].nodes[n]
         if planned is None:
             continue  # addresses() reports the address that does not fit
         ifaces, host_routes, _ = planned

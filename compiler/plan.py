@@ -531,12 +531,13 @@ def build(cluster: Cluster) -> Plan:
     ring_of = _rings(cluster)
     railed = rails(cluster)  # None for a fat tree of rack leaves
     software: dict[tuple[Hashable, ...], Software] = {}  # one per set of services and versions
+    planned_links = node_links(cluster)
     hosts = tuple(
         sorted(
             (
-                _host(cluster, railed, rack, node, ring_of, software)
-                for rack in racks
-                for node in rack.nodes
+                _host(cluster, railed, rack, node, planned_links[(r, n)], ring_of, software)
+                for r, rack in enumerate(cluster.racks)
+                for n, node in enumerate(rack.nodes)
             ),
             key=lambda h: h.name,
         )
@@ -683,12 +684,12 @@ def _host(
     railed: Rails | None,
     rack: Rack,
     node: Node,
+    planned: Links | None,
     ring_of: dict[str, str],
     software: dict[tuple[Hashable, ...], Software],
 ) -> Host:
     model = cluster.hardware.servers[node.model]
     ib_ports: list[IbPort] = []
-    planned = links(cluster, rack, node)
     assert planned is not None, "checks guarantee every address"
     ifaces, routes, bmc = planned
     services = cluster.services.roles.get(node.role, ())
@@ -881,6 +882,16 @@ def _last_cluster(make: Callable[[Cluster], _Made]) -> Callable[[Cluster], _Made
         return last[0][1]
 
     return kept
+
+
+@_last_cluster
+def node_links(cluster: Cluster) -> dict[tuple[int, int], Links | None]:
+    """`links` of every node by (rack, node) index: the routes check and the plan read them."""
+    return {
+        (r, n): links(cluster, rack, node)
+        for r, rack in enumerate(cluster.racks)
+        for n, node in enumerate(rack.nodes)
+    }
 
 
 @_last_cluster

@@ -28,7 +28,7 @@ from typing import Any
 
 from common import memo
 from common.hostlist import compact
-from compiler.acceptance import FabricTest, Server, Tree, plan_rounds
+from compiler.acceptance import FabricTest, Pair, Server, Tree, plan_rounds
 from compiler.model import Role, SwitchRole
 from compiler.plan import Host, IbPort, Plan, link_gbps
 from compiler.rails import Rails
@@ -249,54 +249,27 @@ def render(plan: Plan) -> dict[str, str]:
     link = link_gbps(plan.fabric) / 8
     pair_mark = _mark(link, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
     hosts = {h.name: h for h in plan.hosts}
-    ipoib = {
-        h.name: next((i for i in h.interfaces if i.network in plan.ib_networks), None)
-        for h in plan.hosts
+    # The HCA port each pair's end runs on (its cable's host end, mlx5_3/1), and its rail.
+    rail = plan.rails.leaf if plan.rails else {}
+    ends = {
+        c.id: (c.b.port, rail[c.a.device][1] if c.a.device in rail else None)
+        for c in plan.cables
+        if c.network in plan.ib_networks
     }
-    files: dict[str, str] = {}
-    rounds: list[dict[str, Any]] = []
-    # The HCA port each pair's end runs on: its cable's host end (mlx5_3/1).
-    host_end = {c.id: c.b.port for c in plan.cables}
-    leaf_of = {c.id: c.a.device for c in plan.cables}
     ib_port: dict[tuple[str, str], IbPort] = {}  # (host, device) -> its first port
     for h in plan.hosts:
         for q in h.ib_ports:
             ib_port.setdefault((h.name, q.device), q)
-    for number, pairs in enumerate(test.rounds, 1):
-        name = f"round-{number:02d}"
-        rows = []
-        ports = []
-        for p in pairs:
-            port = host_end[p.cables[0]]
-            device = port.split("/")[0]
-            ends = [
-                ib_port[(h, host_end[c].split("/")[0])]
-                for h, c in ((p.client, p.cables[0]), (p.server, p.cables[-1]))
-            ]
-            row: dict[str, Any] = {
-                "client": p.client,
-                "server": p.server,
-                "cables": list(p.cables),
-                # Static LIDs: the log's local and remote LID prove which ports ran it.
-                "lids": [q.lid for q in ends],
-                "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
-            }
-            # An end whose HCA is planned below the fabric's link (2x NDR) caps the pair.
-            own = min(min(q.rate_gbps for q in ends) / 8, link)
-            if own < link:
-                mark = _mark(own, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
-                row |= {"ceiling_gb_s": own, "min_gb_s": mark}
-            if plan.rails:
-                # A rail's pair names its HCA, in its log and for `accept`: the same two
-                # servers run a pair on every rail at once.
-                row |= {
-                    "hca": device,
-                    "log": f"ib_write_bw/{name}/{p.client}-{p.server}-{device}.txt",
-                }
-            rows.append(row)
-            ports.append((port, plan.rails.leaf[leaf_of[p.cables[0]]][1] if plan.rails else None))
-        rounds.append({"round": name, "pairs": rows})
-        files[f"acceptance/ib_write_bw/{name}.sh"] = _round_script(plan, name, rows, ports, ipoib)
+    # What a client dials: the server's IPoIB address where it has one, else its name.
+    dial = {
+        h.name: next((i.address for i in h.interfaces if i.network in plan.ib_networks), h.name)
+        for h in plan.hosts
+    }
+    bw = acc.ib_write_bw
+    rounds, scripts = pair_rounds(
+        test.rounds, ends, ib_port, dial, link, (bw.fraction, bw.min_gb_s, bw.duration_s)
+    )
+    files = dict(scripts)
     steps = []
     for name, members, leaves in nccl_steps(plan, found):
         ceiling = min(_node_gb_s(plan, hosts[h]) for h in members)
@@ -370,15 +343,67 @@ def render(plan: Plan) -> dict[str, str]:
     return files
 
 
+@memo.by_value  # as the pair plan: a diff's two sides share it unless a pair's ends changed
+def pair_rounds(
+    test_rounds: tuple[tuple[Pair, ...], ...],
+    ends: dict[str, tuple[str, int | None]],
+    ib_port: dict[tuple[str, str], IbPort],
+    dial: dict[str, str],
+    link: float,
+    bw: tuple[float, float | None, int],
+) -> tuple[tuple[dict[str, Any], ...], tuple[tuple[str, str], ...]]:
+    """plan.json's rounds and each round's script. `ends`: a cable's host end and the rail
+    of its leaf (None off rails); `dial`: the address a client reaches a server by; `bw`:
+    ib_write_bw's fraction, min_gb_s and duration. Shared by both sides of a diff: the
+    caller does not change what it returns."""
+    fraction, min_gb_s, duration = bw
+    rounds: list[dict[str, Any]] = []
+    scripts: list[tuple[str, str]] = []
+    for number, pairs in enumerate(test_rounds, 1):
+        name = f"round-{number:02d}"
+        rows = []
+        ports = []
+        for p in pairs:
+            port, rail = ends[p.cables[0]]
+            device = port.split("/")[0]
+            sides = [
+                ib_port[(h, ends[c][0].split("/")[0])]
+                for h, c in ((p.client, p.cables[0]), (p.server, p.cables[-1]))
+            ]
+            row: dict[str, Any] = {
+                "client": p.client,
+                "server": p.server,
+                "cables": list(p.cables),
+                # Static LIDs: the log's local and remote LID prove which ports ran it.
+                "lids": [q.lid for q in sides],
+                "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
+            }
+            # An end whose HCA is planned below the fabric's link (2x NDR) caps the pair.
+            own = min(min(q.rate_gbps for q in sides) / 8, link)
+            if own < link:
+                row |= {"ceiling_gb_s": own, "min_gb_s": _mark(own, fraction, min_gb_s)}
+            if rail is not None:
+                # A rail's pair names its HCA, in its log and for `accept`: the same two
+                # servers run a pair on every rail at once.
+                row |= {
+                    "hca": device,
+                    "log": f"ib_write_bw/{name}/{p.client}-{p.server}-{device}.txt",
+                }
+            rows.append(row)
+            ports.append((port, rail))
+        rounds.append({"round": name, "pairs": rows})
+        script = _round_script(duration, name, rows, ports, dial)
+        scripts.append((f"acceptance/ib_write_bw/{name}.sh", script))
+    return tuple(rounds), tuple(scripts)
+
+
 def _round_script(
-    plan: Plan,
+    duration: int,
     name: str,
     rows: list[dict[str, Any]],
     ports: list[tuple[str, int | None]],
-    ipoib: dict[str, Any],
+    dial: dict[str, str],
 ) -> str:
-    duration = plan.acceptance.ib_write_bw.duration_s
-
     def bw(port: str, rail: int | None) -> str:
         # -F: no CPU-frequency warning as failure; --report_gbits: decimal Gb/s, as links are
         # rated. A rail's pair takes a TCP port of its own (-p; perftest's default 18515
@@ -400,11 +425,9 @@ def _round_script(
         lines.append(f"ssh {r['server']} {shlex.quote(bw(port, rail))} &")
     lines.append("sleep 2")
     for r, (port, rail) in zip(rows, ports, strict=True):
-        target = ipoib[r["server"]].address if ipoib.get(r["server"]) else r["server"]
         log = f'"$out/{r["log"].rsplit("/", 1)[-1]}"'
-        lines.append(
-            f"ssh {r['client']} {shlex.quote(f'{bw(port, rail)} {target}')} > {log} 2>&1 &"
-        )
+        command = f"{bw(port, rail)} {dial[r['server']]}"
+        lines.append(f"ssh {r['client']} {shlex.quote(command)} > {log} 2>&1 &")
     lines.append("wait")
     return "\n".join(lines) + "\n"
 
