@@ -10,7 +10,7 @@ one) both simply compute.
 Only pure functions of plain values are marked: the result is handed to both sides, so it
 must be immutable (tuples, NamedTuples, text) and depend on nothing but the arguments. An
 argument's value is its pickle: equal bytes unpickle to equal values, so a hit is never
-wrong; two equal values that pickle apart (objects shared on one side only) just miss.
+wrong; two equal values that pickle apart (objects shared within one side's only) just miss.
 """
 
 from __future__ import annotations
@@ -56,8 +56,14 @@ def by_value(fn: Callable[P, R]) -> Callable[P, R]:
     def memo(*args: P.args, **kwargs: P.kwargs) -> R:
         if _results is None:
             return fn(*args, **kwargs)
-        # The digest, not the pickle, is kept: the pair plan's arguments are megabytes.
-        value = sha256(pickle.dumps((args, kwargs), pickle.HIGHEST_PROTOCOL)).digest()
-        return keep((fn.__module__, fn.__qualname__, value), lambda: fn(*args, **kwargs))
+        # Each argument pickled on its own (a pickle ends itself, so the concatenation reads
+        # one way): objects shared between two arguments on one side only (a host name in
+        # BASE's pair plan and in HEAD's own map) would make the whole pickle differ. The
+        # digest is kept, not the pickles: the pair plan's arguments are megabytes.
+        value = sha256()
+        for arg in (*args, *sorted(kwargs.items())):
+            value.update(pickle.dumps(arg, pickle.HIGHEST_PROTOCOL))
+        key = (fn.__module__, fn.__qualname__, value.digest())
+        return keep(key, lambda: fn(*args, **kwargs))
 
     return memo

@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from common import memo
-from compiler import acceptance, gitsource, load, pipeline
+from compiler import acceptance, gitsource, load, pipeline, targets
 from tests.conftest import GIT_ENV, REPO
 
 RAILS = REPO / "examples" / "rails"
@@ -59,11 +60,22 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
         planned.append(args)
         return plan_rounds(*args)  # type: ignore[arg-type]
 
+    scripted: list[str] = []
+    round_script = targets.acceptance._round_script
+
+    def written(duration: int, name: str, *rest: Any) -> str:
+        scripted.append(name)
+        return round_script(duration, name, *rest)
+
     monkeypatch.setattr("compiler.targets.acceptance.plan_rounds", counted)
+    monkeypatch.setattr("compiler.targets.acceptance._round_script", written)
     compared = gitsource.diff_revisions(tmp_path, "HEAD~1", "HEAD")
     assert len(planned) == 8  # one per rail, for both sides
+    rounds = len(scripted)  # and each round's script written once
+    assert rounds and rounds == len(set(scripted))
     alone = pipeline.compile_source(load.load(tmp_path / "cluster"))
     assert len(planned) == 16  # a compile outside a diff plans its own
+    assert len(scripted) == 2 * rounds
     base, head = compared.base.compiled, compared.head.compiled
     assert base is not None and head is not None and head.files == alone.files
     changed = {p for p, data in head.files.items() if base.files.get(p) != data}
