@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from datetime import date
 
+from common import memo
 from compiler.ethernet import MGMT_PORT
 from compiler.model import Rollout, SwitchOs
-from compiler.plan import SLURMCTLD, Plan
+from compiler.plan import SLURMCTLD, Cable, Plan
 from compiler.plan import Host as PlannedHost
+from compiler.plan import IbPort as PlannedPort
 from compiler.targets.shared import SPARE_REASON, frr_conf, gpu_hosts, nccl_settings
 from contract import (
     Accept,
@@ -95,10 +97,34 @@ def host_contract(
     )
 
 
-def fabric_contract(plan: Plan) -> Fabric:
-    switch = {s.name: s.guid for s in plan.switches}
+FabricFacts = tuple[
+    str,  # the fabric's rate
+    str,  # its width
+    tuple[tuple[str, str | None, str, str | None], ...],  # switches: name, GUID, model, firmware
+    tuple[tuple[str, tuple[PlannedPort, ...]], ...],  # hosts' HCA ports
+    tuple[Cable, ...],
+    frozenset[str],  # the InfiniBand networks
+]
+
+
+def fabric_facts(plan: Plan) -> FabricFacts:
+    """Everything the fabric record is made of, hashable (NamedTuples and text): a diff's
+    two sides share the record's text unless one of them changed."""
+    return (
+        plan.fabric.rate,
+        plan.fabric.width,
+        tuple((s.name, s.guid, s.model, s.firmware) for s in plan.switches),
+        tuple((h.name, h.ib_ports) for h in plan.hosts),
+        plan.cables,
+        plan.ib_networks,
+    )
+
+
+def fabric_contract(facts: FabricFacts) -> Fabric:
+    rate, width, switches, hosts, cables, ib_networks = facts
+    switch = {name: guid for name, guid, _, _ in switches}
     # A host end is its HCA's port ("mlx5_3/1"): on a server of eight, each rail's own GUID.
-    hca = {(h.name, f"{p.device}/{p.port}"): p.guid for h in plan.hosts for p in h.ib_ports}
+    hca = {(name, f"{p.device}/{p.port}"): p.guid for name, ports in hosts for p in ports}
 
     def end(device: str, port: str) -> dict[str, object]:
         guid = switch[device] if device in switch else hca[(device, port)]
@@ -109,14 +135,14 @@ def fabric_contract(plan: Plan) -> Fabric:
     # records, not one each (a third of the time, with the same checks).
     return Fabric.model_validate(
         {
-            "rate": plan.fabric.rate,
-            "width": plan.fabric.width,
+            "rate": rate,
+            "width": width,
             # InfiniBand switches with a firmware baseline: the audit reads theirs from the
             # fabric.
             "switches": tuple(
-                {"name": s.name, "guid": s.guid, "model": s.model, "firmware": s.firmware}
-                for s in plan.switches
-                if s.guid and s.firmware
+                {"name": name, "guid": guid, "model": model, "firmware": firmware}
+                for name, guid, model, firmware in switches
+                if guid and firmware
             ),
             "cables": tuple(
                 {
@@ -126,8 +152,8 @@ def fabric_contract(plan: Plan) -> Fabric:
                     "rate": c.rate,
                     "lifecycle": c.lifecycle,
                 }
-                for c in plan.cables
-                if c.network in plan.ib_networks
+                for c in cables
+                if c.network in ib_networks
             ),
         }
     )
@@ -250,7 +276,10 @@ def render(plan: Plan) -> dict[str, str]:
         ).to_json()
         for h in plan.hosts
     }
-    files["expected/fabric.json"] = fabric_contract(plan).to_json()
+    facts = fabric_facts(plan)
+    files["expected/fabric.json"] = memo.keep(
+        ("expected/fabric.json", facts), lambda: fabric_contract(facts).to_json()
+    )
     files |= {
         f"expected/switches/{sw.name}.json": c.to_json()
         for sw, c in zip(plan.ethernet.switches, switch_contracts(plan), strict=True)

@@ -18,7 +18,8 @@ The cable schedule itself (both ends, medium, length, lifecycle) is `fabric/cabl
 
 from __future__ import annotations
 
-from compiler.plan import Plan
+from common import memo
+from compiler.plan import Cable, Plan
 from compiler.targets.render import to_csv
 from contract.labels import Cabling, tia_text
 
@@ -26,11 +27,16 @@ LABEL_COLUMNS = ("label_id", "end_a", "end_b", "text_a", "text_b", "barcode")
 
 
 def render(plan: Plan) -> dict[str, str]:
+    # A diff's two sides share the sheet unless a cable changed (the key compares in C).
+    return {"labels/labels.csv": memo.keep(("labels", plan.cables), lambda: _csv(plan.cables))}
+
+
+def _csv(cables: tuple[Cable, ...]) -> str:
     rows = [
         (c.id, c.a.location, c.b.location, tia_text(c.a, c.b), tia_text(c.b, c.a), c.id)
-        for c in sorted(plan.cables, key=lambda c: c.id)
+        for c in sorted(cables, key=lambda c: c.id)
     ]
-    return {"labels/labels.csv": to_csv(LABEL_COLUMNS, rows)}
+    return to_csv(LABEL_COLUMNS, rows)
 
 
 def cabling(plan: Plan) -> Cabling:
