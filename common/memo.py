@@ -10,7 +10,7 @@ one) both simply compute.
 Only pure functions of plain values are marked: the result is handed to both sides, so it
 must be immutable (tuples, NamedTuples, text) and depend on nothing but the arguments. An
 argument's value is its pickle: equal bytes unpickle to equal values, so a hit is never
-wrong; two equal values that pickle apart (objects shared within one side's only) just miss.
+wrong; two equal values that pickle apart (an object shared inside one side's only) miss.
 """
 
 from __future__ import annotations
