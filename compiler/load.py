@@ -151,10 +151,7 @@ def parse(files: Files) -> Source:
     diagnostics: list[Diagnostic] = []
 
     def read(name: str, at: Path_) -> Any:
-        # A diff's two sides parse each file they hold byte for byte once (common.memo).
-        value, found, typed, problems = memo.keep(
-            ("parse", name, at, files[name]), lambda: _read(name, at, files[name])
-        )
+        value, found, typed, problems = _read(name, at, files[name])
         locations.update(found)
         texts.update(typed)
         diagnostics.extend(problems)
@@ -207,8 +204,10 @@ def parse(files: Files) -> Source:
     return Source(data, locations, texts)
 
 
+@memo.by_value  # a diff's two sides parse each file they hold byte for byte once
 def _read(name: str, at: Path_, data: bytes | Refused) -> _Parsed:
-    """One file's data at `at`, with the positions and text of its values and its problems."""
+    """One file's data at `at`, with the positions and text of its values and its problems
+    (read by the caller, never changed: a diff's two sides share them)."""
     locations: dict[Path_, Location] = {}
     texts: dict[Path_, str] = {}
     problems: list[Diagnostic] = []

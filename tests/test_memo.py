@@ -36,6 +36,20 @@ def test_a_marked_function_computes_once_per_value_and_only_inside_a_comparison(
     assert len(calls) == 5  # the block's results went with it
 
 
+def test_an_argument_that_does_not_hash_is_compared_by_its_pickle() -> None:
+    calls: list[dict[str, int]] = []
+
+    @memo.by_value
+    def size(counts: dict[str, int]) -> int:
+        calls.append(counts)
+        return sum(counts.values())
+
+    with memo.shared():
+        assert size({"a": 1}) == size(dict(a=1)) == 1
+        assert size({"a": 2}) == 2
+    assert calls == [{"a": 1}, {"a": 2}]
+
+
 def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
 

@@ -27,10 +27,10 @@ LABEL_COLUMNS = ("label_id", "end_a", "end_b", "text_a", "text_b", "barcode")
 
 
 def render(plan: Plan) -> dict[str, str]:
-    # A diff's two sides share the sheet unless a cable changed (the key compares in C).
-    return {"labels/labels.csv": memo.keep(("labels", plan.cables), lambda: _csv(plan.cables))}
+    return {"labels/labels.csv": _csv(plan.cables)}
 
 
+@memo.by_value  # a diff's two sides share the sheet unless a cable changed
 def _csv(cables: tuple[Cable, ...]) -> str:
     rows = [
         (c.id, c.a.location, c.b.location, tia_text(c.a, c.b), tia_text(c.b, c.a), c.id)
