@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice, pairwise
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 
 class Server(NamedTuple):
@@ -96,6 +96,7 @@ class Reach(NamedTuple):
 
 # The spine a client leaf climbs to, and the cables from it down to the server's leaf.
 Descent = tuple[str, tuple[str | None, ...]] | None
+_UNSEEN = object()  # not yet in a cache whose values may be None
 
 
 @dataclass(frozen=True)
@@ -175,9 +176,10 @@ class Tree:
     def target(self, server: Server) -> tuple[int, int, int]:
         """(plane, k, n): the spine `server` is reached through, its round on its leaf
         (rank // S), and the targets of a leaf through one spine of that plane."""
-        if server not in self._targets:
-            self._targets[server] = self._target(server)
-        return self._targets[server]
+        found = self._targets.get(server)
+        if found is None:
+            found = self._targets[server] = self._target(server)
+        return found
 
     def _target(self, server: Server) -> tuple[int, int, int]:
         spines = len(self.spines[self.leaves[server.leaf][0]])
@@ -204,9 +206,10 @@ class Tree:
         spine down to the server's leaf (None where one is not installed); None when no path
         the rule describes joins them. Every client leaf of a pod shares it."""
         key = (server, pod)
-        if key not in self._descents:
-            self._descents[key] = self._descent(server, pod)
-        return self._descents[key]
+        found = self._descents.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._descents[key] = self._descent(server, pod)
+        return found  # type: ignore[return-value]  # _UNSEEN is never stored
 
     def _descent(self, server: Server, pod: int) -> Descent:
         home, _ = self.leaves[server.leaf]
@@ -216,16 +219,22 @@ class Tree:
         if pod == home:
             return spine, (down,)
         far = self.reach(server)
-        if far is None or plane >= len(self.spines.get(pod, ())):
+        theirs = self.spines.get(pod, ())
+        if far is None or plane >= len(theirs):
             return None
-        return self.spines[pod][plane], (self.core_link(server, pod), far.up, down)
+        # The core's link down to that pod's spine: one step for every earlier target
+        # through that core from a pod other than `pod`, in pod order.
+        earlier = far.earlier - (far.through[pod + 1] - far.through[pod]) * (pod < home)
+        mine = theirs[plane]
+        return mine, (self.core_up.get((mine, far.core, earlier % self.core_links)), far.up, down)
 
     def reach(self, server: Server) -> Reach | None:
         """What every route to `server` from another pod shares (None on a plane without
-        cores); `core_link` adds what depends on the pod."""
-        if server not in self._reaches:
-            self._reaches[server] = self._reach(server)
-        return self._reaches[server]
+        cores); `descent` adds what depends on the pod."""
+        found = self._reaches.get(server, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._reaches[server] = self._reach(server)
+        return found  # type: ignore[return-value]  # _UNSEEN is never stored
 
     def _reach(self, server: Server) -> Reach | None:
         home, i = self.leaves[server.leaf]
@@ -240,17 +249,6 @@ class Tree:
         up = self.core_up.get((spine, cores[c], (m // len(cores)) % self.core_links))
         return Reach(cores[c], m // len(cores) + through[home], through, up)
 
-    def core_link(self, server: Server, pod: int) -> str | None:
-        """The core's link down to the spine of `pod` (another pod than the server's, with a
-        spine of its plane) on the way to `server`: one step for every earlier target through
-        that core from a pod other than `pod`, in pod order. None when not installed."""
-        far = self.reach(server)
-        assert far is not None, "asked on a plane with cores"
-        home = self.leaves[server.leaf][0]
-        earlier = far.earlier - (far.through[pod + 1] - far.through[pod]) * (pod < home)
-        mine = self.spines[pod][self.target(server)[0]]
-        return self.core_up.get((mine, far.core, earlier % self.core_links))
-
     def route(self, client: Server, server: Server) -> Pair | None:
         """The pair and the cables its writes cross; None on one leaf, or when a cable on
         the way is not installed."""
@@ -262,10 +260,10 @@ class Tree:
         spine, below = found
         before = self.place(client.leaf) < self.place(server.leaf)
         first = self.up.get((client.leaf, spine, self.climb(before, server)))
-        cables = [client.cable, first, *below, server.cable]
-        if any(c is None for c in cables):
+        if first is None or None in below:
             return None
-        return Pair(client.name, server.name, tuple(c for c in cables if c is not None))
+        installed = cast(tuple[str, ...], below)  # none of them None, as just seen
+        return Pair(client.name, server.name, (client.cable, first, *installed, server.cable))
 
 
 def plan_rounds(servers: Iterable[Server], tree: Tree) -> FabricTest:

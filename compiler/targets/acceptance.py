@@ -359,59 +359,60 @@ def pair_rounds(
     fraction, min_gb_s, duration = bw
     rounds: list[dict[str, Any]] = []
     scripts: list[tuple[str, str]] = []
+    device = {port: port.split("/")[0] for port, _ in ends.values()}  # mlx5_3/1 -> mlx5_3
+    commands: dict[tuple[str, int | None], str] = {}  # (port, rail) -> its ib_write_bw
     for number, pairs in enumerate(test_rounds, 1):
         name = f"round-{number:02d}"
         rows = []
-        ports = []
+        runs = []
         for p in pairs:
             port, rail = ends[p.cables[0]]
-            device = port.split("/")[0]
-            sides = [
-                ib_port[(h, ends[c][0].split("/")[0])]
-                for h, c in ((p.client, p.cables[0]), (p.server, p.cables[-1]))
-            ]
+            sides = (
+                ib_port[(p.client, device[port])],
+                ib_port[(p.server, device[ends[p.cables[-1]][0]])],
+            )
             row: dict[str, Any] = {
                 "client": p.client,
                 "server": p.server,
                 "cables": list(p.cables),
                 # Static LIDs: the log's local and remote LID prove which ports ran it.
-                "lids": [q.lid for q in sides],
+                "lids": [sides[0].lid, sides[1].lid],
                 "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
             }
             # An end whose HCA is planned below the fabric's link (2x NDR) caps the pair.
-            own = min(min(q.rate_gbps for q in sides) / 8, link)
+            own = min(min(sides[0].rate_gbps, sides[1].rate_gbps) / 8, link)
             if own < link:
-                row |= {"ceiling_gb_s": own, "min_gb_s": _mark(own, fraction, min_gb_s)}
+                row["ceiling_gb_s"], row["min_gb_s"] = own, _mark(own, fraction, min_gb_s)
             if rail is not None:
                 # A rail's pair names its HCA, in its log and for `accept`: the same two
                 # servers run a pair on every rail at once.
-                row |= {
-                    "hca": device,
-                    "log": f"ib_write_bw/{name}/{p.client}-{p.server}-{device}.txt",
-                }
+                row["hca"] = device[port]
+                row["log"] = f"ib_write_bw/{name}/{p.client}-{p.server}-{device[port]}.txt"
             rows.append(row)
-            ports.append((port, rail))
+            if (port, rail) not in commands:
+                commands[(port, rail)] = _ib_write_bw(duration, port, rail)
+            runs.append(commands[(port, rail)])
         rounds.append({"round": name, "pairs": rows})
-        script = _round_script(duration, name, rows, ports, dial)
+        script = _round_script(name, rows, runs, dial)
         scripts.append((f"acceptance/ib_write_bw/{name}.sh", script))
     return tuple(rounds), tuple(scripts)
 
 
-def _round_script(
-    duration: int,
-    name: str,
-    rows: list[dict[str, Any]],
-    ports: list[tuple[str, int | None]],
-    dial: dict[str, str],
-) -> str:
-    def bw(port: str, rail: int | None) -> str:
-        # -F: no CPU-frequency warning as failure; --report_gbits: decimal Gb/s, as links are
-        # rated. A rail's pair takes a TCP port of its own (-p; perftest's default 18515
-        # plus the rail) for its set-up exchange: a server runs one per rail at once.
-        device, number = port.split("/")
-        tcp = f" -p {18515 + rail}" if rail is not None else ""
-        return f"ib_write_bw -d {device} -i {number}{tcp} -F --report_gbits -D {duration}"
+def _ib_write_bw(duration: int, port: str, rail: int | None) -> str:
+    """The command of one end of a pair on `port` (mlx5_3/1), without the client's peer.
+    -F: no CPU-frequency warning as failure; --report_gbits: decimal Gb/s, as links are
+    rated. A rail's pair takes a TCP port of its own (-p; perftest's default 18515 plus the
+    rail) for its set-up exchange: a server runs one per rail at once."""
+    device, number = port.split("/")
+    tcp = f" -p {18515 + rail}" if rail is not None else ""
+    return f"ib_write_bw -d {device} -i {number}{tcp} -F --report_gbits -D {duration}"
 
+
+def _round_script(
+    name: str, rows: list[dict[str, Any]], runs: list[str], dial: dict[str, str]
+) -> str:
+    """One round's script: each row's server end, then its client end dialling it; `runs`:
+    each row's command."""
     lines = [
         "#!/bin/sh",
         f"# {name} of the ib_write_bw pair test: every pair at once. {HEADER}",
@@ -421,13 +422,14 @@ def _round_script(
         'mkdir -p "$out"',
         "# Servers first; each waits for its one client.",
     ]
-    for r, (port, rail) in zip(rows, ports, strict=True):
-        lines.append(f"ssh {r['server']} {shlex.quote(bw(port, rail))} &")
+    quoted = {run: shlex.quote(run) for run in runs}
+    for r, run in zip(rows, runs, strict=True):
+        lines.append(f"ssh {r['server']} {quoted[run]} &")
     lines.append("sleep 2")
-    for r, (port, rail) in zip(rows, ports, strict=True):
+    for r, run in zip(rows, runs, strict=True):
         log = f'"$out/{r["log"].rsplit("/", 1)[-1]}"'
-        command = f"{bw(port, rail)} {dial[r['server']]}"
-        lines.append(f"ssh {r['client']} {shlex.quote(command)} > {log} 2>&1 &")
+        command = shlex.quote(f"{run} {dial[r['server']]}")
+        lines.append(f"ssh {r['client']} {command} > {log} 2>&1 &")
     lines.append("wait")
     return "\n".join(lines) + "\n"
 
