@@ -346,8 +346,7 @@ def _split(
         splitting = (p for c in (a, b) for p in crossing(c) if (a in p.cables) != (b in p.cables))
         # The first of a few that uses no host another added pair does, so the added
         # pairs share rounds rather than each taking one of its own.
-        few = list(islice(splitting, 32))
-        found = next((p for p in few if not {p.client, p.server} & busy), few[0] if few else None)
+        found = _first_of_few(splitting, [busy])
         if found is None:
             stuck.add((a, b))
             continue
@@ -416,10 +415,13 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
         elif cable in core:
             pod = tree.plane[core[cable][0]][0]
             up, down = up_from(pod).get(cable, ()), below.get(cable, ())
+            # From the spine's pod, up over it; from another pod, down over it.
             for client in hosts:
-                # From the spine's pod, up over it; from another pod, down over it.
-                mine = tree.leaves[client.leaf][0] == pod
-                yield from ((client, s) for s in (up if mine else down))
+                if tree.leaves[client.leaf][0] == pod:
+                    yield from ((client, s) for s in up)
+            for client in hosts:
+                if tree.leaves[client.leaf][0] != pod:
+                    yield from ((client, s) for s in down)
         elif cable in host:
             h = host[cable]
             for other in hosts:
@@ -539,23 +541,30 @@ def _cover(
     for cable in cables:
         if cable in covered:
             continue  # an earlier pair of these crosses it too: it runs once
-        few = list(islice(crossing(cable), 32))
-        fits = (
-            (p, i) for p in few for i, used in enumerate(busy) if not {p.client, p.server} & used
-        )
-        found = next(fits, None)
-        if found is not None:
-            pair, i = found
+        pair = _first_of_few(crossing(cable), busy)
+        if pair is None:
+            continue
+        i = next((i for i, used in enumerate(busy) if not {pair.client, pair.server} & used), None)
+        if i is not None:
             rounds[i].append(pair)
             busy[i] |= {pair.client, pair.server}
-        elif few:
-            pair = few[0]
+        else:
             rounds.append([pair])
             busy.append({pair.client, pair.server})
-        else:
-            continue
         covered = covered | set(pair.cables)
     return [tuple(r) for r in rounds]
+
+
+def _first_of_few(pairs: Iterable[Pair], busy: list[set[str]], few: int = 32) -> Pair | None:
+    """The first of the first `few` pairs whose hosts one of the `busy` sets holds neither
+    of, else the first; None when there is none. The pairs are routes worked out one by one:
+    only as many as it takes are."""
+    first = None
+    for p in islice(pairs, few):
+        if any(used.isdisjoint((p.client, p.server)) for used in busy):
+            return p
+        first = first or p
+    return first
 
 
 def _pack(pairs: list[Pair]) -> list[tuple[Pair, ...]]:

@@ -77,9 +77,9 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
     scripted: list[str] = []
     round_script = targets.acceptance._round_script
 
-    def written(duration: int, name: str, *rest: Any) -> str:
+    def written(name: str, *rest: Any) -> str:
         scripted.append(name)
-        return round_script(duration, name, *rest)
+        return round_script(name, *rest)
 
     monkeypatch.setattr("compiler.targets.acceptance.plan_rounds", counted)
     monkeypatch.setattr("compiler.targets.acceptance._round_script", written)
