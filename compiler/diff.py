@@ -544,11 +544,12 @@ def _file_diff(path: str, old: bytes | None, new: bytes | None) -> FileDiff:
     # Lines both versions begin and end with are left out first, as diff(1) does: a one-host
     # change in a 40,000-line dhcpd.conf leaves difflib a few lines instead of the whole
     # file, whose matching grows faster than the file does.
+    shorter = min(len(before), len(after))
     head = 0
-    while head < min(len(before), len(after)) and before[head] == after[head]:
+    while head < shorter and before[head] == after[head]:
         head += 1
     tail = 0
-    while tail < min(len(before), len(after)) - head and before[-1 - tail] == after[-1 - tail]:
+    while tail < shorter - head and before[-1 - tail] == after[-1 - tail]:
         tail += 1
     before, after = before[head : len(before) - tail], after[head : len(after) - tail]
     added = removed = 0
