@@ -37,6 +37,7 @@ class Rule(StrEnum):
     # The cluster's consistency (compiler/checks.py)
     ADDRESS_OUTSIDE_SUBNET = "address-outside-subnet"
     ADDRESS_RESERVED = "address-reserved"
+    BGP_ASN = "bgp-asn"
     CAGE_LAYOUT = "cage-layout"
     CHANGE_ACCOUNT = "change-account"
     CORE_WITHOUT_PODS = "core-without-pods"

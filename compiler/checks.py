@@ -15,6 +15,7 @@ from common.errors import Diagnostic, closest
 from common.registry import Registry
 from common.rules import Rule
 from compiler import rails
+from compiler.ethernet import switch_asn
 from compiler.kinds import UPPER_ROLES
 from compiler.load import Path_, Source
 from compiler.model import GPUDIRECT_PATHS, Baseline, Cluster, Medium, Roce, Role, SwitchRole
@@ -949,6 +950,60 @@ def ethernet(c: Cluster, rep: Report) -> None:
             )
 
 
+# The last ASN a BGP speaker may hold: 4294967295 is reserved (RFC 7300).
+ASN_MAX = 4294967294
+
+
+def asns(c: Cluster, rep: Report) -> None:
+    """Each configured Ethernet switch's BGP ASN (`switch_asn`: a rack switch's is its tier's
+    `asn` plus its rack id) must be one BGP allows, and no two switches that trade routes
+    through the switches of one role above may share one: eBGP drops a path that already
+    holds the receiver's own ASN (its loop check), so two rack switches of one ASN under the
+    same spines never learn each other's subnets, and one holding a spine's ASN brings up no
+    session with it. Two tiers to one role above must give it one `asn`: the second would
+    be ignored. A clash is one problem at the tier that makes it, with each switch under it."""
+    eth = c.ethernet
+    if eth is None:
+        return
+    above: dict[SwitchRole, tuple[int, int]] = {}  # role above -> (its first tier, ASN)
+    for i, tier in enumerate(eth.tiers):
+        first = above.setdefault(tier.to, (i, tier.asn))
+        if first[1] != tier.asn:
+            rep.add(("ethernet", "tiers", i, "asn"), Rule.BGP_ASN, f"tier {i + 1} gives the "
+                    f"{tier.to} switches asn {tier.asn}, tier {first[0] + 1} gives them "
+                    f"{first[1]}: one ASN for the switches of a role above")  # fmt: skip
+    configured = {name for name, m in c.hardware.switches.items() if m.os is not None}
+    held: dict[str, tuple[int, SwitchRole, Path_]] = {}  # switch -> (ASN, role, where)
+    for r, rack in enumerate(c.racks):
+        for s, sw in enumerate(rack.switches):
+            asn = switch_asn(eth.tiers, sw.role, rack.id)
+            if sw.model in configured and asn is not None:
+                held[sw.name] = (asn, sw.role, ("racks", r, "switches", s))
+    for i, tier in enumerate(eth.tiers):
+        at = ("ethernet", "tiers", i, "asn")
+        over = {asn: name for name, (asn, role, _) in held.items() if role == tier.to}
+        # The ASNs under the role above, of every tier to it: the first switch of each.
+        under: dict[int, str] = {}
+        for name, (asn, role, _) in held.items():
+            if any(t.to == tier.to and t.switch == role for t in eth.tiers):
+                under.setdefault(asn, name)
+        clashes = []
+        for name, (asn, role, where) in held.items():
+            if role != tier.switch:
+                continue
+            if asn > ASN_MAX:
+                clashes.append((where, f"{name}: ASN {asn}, above BGP's last ({ASN_MAX})"))
+            elif asn in over:
+                clashes.append((where, f"{name}: ASN {asn}, that of {over[asn]} above it"))
+            elif under[asn] != name:
+                clashes.append((where, f"{name}: ASN {asn}, as {under[asn]}'s"))
+        if clashes:
+            rep.add_cause(at, Rule.BGP_ASN, f"tier {i + 1} (asn {tier.asn} plus the rack id) "
+                          f"gives {len(clashes)} of its {tier.switch} switches an ASN that BGP "
+                          f"refuses or that another switch under the {tier.to} switches holds: "
+                          "eBGP drops a route holding its receiver's ASN", clashes)  # fmt: skip
+
+
 def roce(c: Cluster, rep: Report) -> None:
     """A RoCE network (`rdma: roce`) is lossless only if every hop is set alike, so every hop
     must be one the compiler configures: an Ethernet network cabled to a switch role, with
@@ -1407,6 +1462,7 @@ CHECKS: Registry[Check] = Registry(
             routes,
             ipoib,
             ethernet,
+            asns,
             roce,
             cages,
             provisioning,

@@ -200,6 +200,19 @@ def _uplinks(
 # --- the switches' configuration ------------------------------------------------------------
 
 
+def switch_asn(tiers: Iterable[EthernetTier], role: SwitchRole, rack_id: int) -> int | None:
+    """A switch's BGP ASN: a rack switch's is its tier's `asn` plus its rack id, an upper
+    switch's its tier's `asn` (the checks hold every tier to one role above alike); None on
+    no tier: no routing."""
+    asn = None
+    for tier in tiers:
+        if tier.switch == role:
+            asn = tier.asn + rack_id
+        elif tier.to == role:
+            asn = tier.asn
+    return asn
+
+
 def build(
     cluster: Cluster,
     switches: Iterable[SwitchPlan],
@@ -249,12 +262,7 @@ def build(
             if net.switch == sw.role and net.vlan and subnet and gateway:
                 prefix = subnet.split("/")[1]
                 svis.append(Svi(name, net.vlan, f"{gateway}/{prefix}", subnet, net.mtu))
-        asn = None
-        for tier in eth.tiers:
-            if tier.switch == sw.role:
-                asn = tier.asn + rack_id[sw.rack]
-            elif tier.to == sw.role:
-                asn = tier.asn
+        asn = switch_asn(eth.tiers, sw.role, rack_id[sw.rack])
         out.append(
             EthernetSwitch(
                 name=sw.name,

@@ -266,3 +266,30 @@ def test_committed_link_is_refused_in_review(tmp_path: Path) -> None:
     assert [(str(d.location), d.rule) for d in side.errors] == [
         ("cluster/racks/r99.yaml:1:1", "not-a-file")
     ]
+
+
+def test_asn_clashes_are_told_each_with_the_switch_it_shares_one_with(tmp_path: Path) -> None:
+    """BGP ASNs: the spines given two, a management switch holding a storage switch's ASN
+    under the same spines (the rack after it: asn one below), each clash folded under its
+    tier with both switches named, and the ASN the plan gives the switches the same rule."""
+    case = CASES["bgp-asn-shared-spines"]
+    repo = broken_copy(tmp_path, case)
+    with pytest.raises(SourceError) as raised:
+        pipeline.compile_source(load(repo / "cluster"), {})
+    found = {
+        (str(d.location).split(":")[1], d.message.split(" ")[2]): d
+        for d in raised.value.diagnostics
+        if d.rule == Rule.BGP_ASN
+    }
+    # line 8 the storage tier, 10 the management one: its clashes, and its asn for the spines
+    assert set(found) == {("8", "(asn"), ("10", "(asn"), ("10", "gives")}
+    two = found[("10", "gives")].message
+    assert two.startswith("tier 2 gives the storage-spine switches asn 4200069999, tier 1 ")
+    # rack 2's management switch: 4200069999 + 2, rack 1's storage switch's 4200070000 + 1
+    clash = found[("10", "(asn")].consequences
+    assert "mgmt02: ASN 4200070001, as stor01's" in {c.message for c in clash}
+    assert len(clash) == 24  # r02..r25 against stor01..stor24 (mgmt01's is its own)
+    assert str(clash[0].location).startswith("cluster/racks/r02.yaml:9:")
+    # the service rack's storage switch (id 100) and the network rack's management one (101)
+    [far] = found[("8", "(asn")].consequences
+    assert far.message == "stor-s01: ASN 4200070100, as mgmt-n01's"
