@@ -20,6 +20,7 @@ from audits.fabric import FabricEntry
 from audits.model import AuditError
 from audits.report import Report, Shard, assemble
 from common.hostlist import expand
+from contract import snapshot
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def merge(reports: Sequence[Report], previous: Any | None = None) -> Report:
     if len(scanned) != 1:
         raise AuditError(f"{len(scanned)} shards scanned the fabric; exactly one must")
     fabric: FabricEntry = scanned[0]["fabric"]
-    return assemble(
+    merged = assemble(
         reports[0]["expectations"],
         min(r["collected_at"] for r in reports),
         min(r["now"] for r in reports),
@@ -98,12 +99,25 @@ def merge(reports: Sequence[Report], previous: Any | None = None) -> Report:
         fabric,
         previous,
     )
+    # Each shard's devices' snapshots (its hosts are its own): the change plan and `audit
+    # history` read them from the merged folder as from an unsharded run's.
+    kept = {device: texts for r in reports for device, texts in r.get("snapshots", {}).items()}
+    if kept:
+        merged["snapshots"] = dict(sorted(kept.items()))
+    return merged
 
 
 def read(folder: Path) -> Report:
-    """A report folder's report.json; raises AuditError."""
+    """A report folder's report.json, with the devices' snapshots beside it (written as
+    text: contract/snapshot.py); raises AuditError."""
     try:
         report: Report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"cannot read {folder}/report.json: {exc}") from None
+        kept = {
+            device: {path: body.decode("utf-8") for path, body in texts.items()}
+            for device, texts in snapshot.read(folder).items()
+        }
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise AuditError(f"cannot read {folder}: {exc}") from None
+    if kept:
+        report["snapshots"] = kept
     return report

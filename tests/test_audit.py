@@ -23,6 +23,7 @@ from audits.compare import host_probes
 from audits.report import Report
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet
+from contract import snapshot
 from draw.report import markdown
 from tests.reference import compile_reference
 
@@ -444,6 +445,9 @@ def test_four_shards_merge_into_the_unsharded_report(
     assert code == drift.run.code == 2
     for name in ("report.json", "report.md", "junit.xml"):
         assert (merged / name).read_text() == drift.run.text(name), name
+    # The devices' snapshots too: what the change plan and `audit history` read.
+    kept = snapshot.read(drift.run.out)
+    assert kept and snapshot.read(merged) == kept
     assert (tmp_path / "merged.prom").read_text() == (
         drift.run.out.parent / "audit.prom"
     ).read_text()
