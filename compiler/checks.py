@@ -661,8 +661,21 @@ def _ranges(numbers: Iterable[int]) -> str:
 
 
 def fabric(c: Cluster, rep: Report) -> None:
-    """A server cabled once, and every leaf: equal paths to every spine, within oversubscription."""
+    """A server cabled once, and every leaf: equal paths to every spine, within oversubscription.
+    A NIC's own link `width` or `rate` is an InfiniBand HCA port's (a `device` on an
+    InfiniBand network): on any other NIC nothing reads it, so it is refused, not ignored."""
     ib_nets = {name for name, net in c.networks.items() if net.medium == Medium.INFINIBAND}
+    for name, model in c.hardware.servers.items():
+        for i, nic in enumerate(model.nics):
+            field_name = "width" if nic.width else "rate" if nic.rate else None
+            if field_name and not (nic.device and nic.network in ib_nets):
+                rep.add(
+                    ("hardware", "servers", name, "nics", i, field_name),
+                    Rule.INVALID_VALUE,
+                    f"{nic.name} of {name!r} sets its link {field_name}, which only an "
+                    "InfiniBand HCA port has (a device: on an InfiniBand network): nothing "
+                    "would read it",
+                )
     all_wires = wires(c)
     cabled = {(w.device, w.network) for w in all_wires}
     speed: dict[tuple[str, str], int] = {}  # (host, "mlx5_0/1") -> Gb/s
