@@ -427,9 +427,14 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
             for other in hosts:
                 yield from ((h, other), (other, h))
 
+    # Each route worked out once: a set of cables no route tells apart is walked cable by
+    # cable over the same routes (every route over one crosses the others).
+    routes: dict[tuple[Server, Server], Pair | None] = {}
+
     def crossing(cable: str) -> Iterator[Pair]:
-        for client, server in pairs(cable):
-            if (p := tree.route(client, server)) is not None and cable in p.cables:
+        for ends in pairs(cable):
+            p = routes[ends] if ends in routes else routes.setdefault(ends, tree.route(*ends))
+            if p is not None and cable in p.cables:
                 yield p
 
     return crossing
