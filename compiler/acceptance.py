@@ -415,7 +415,10 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
         elif cable in core:
             pod = tree.plane[core[cable][0]][0]
             up, down = up_from(pod).get(cable, ()), below.get(cable, ())
-            # From the spine's pod, up over it; from another pod, down over it.
+            # From the spine's pod, up over it; from another pod, down over it. The climbing
+            # routes first: what the rounds leave together is mostly a core link and the one
+            # leaf uplink all its descending routes share, which the climbing ones from the
+            # pod's other leaves split (at 2,048 x 8, the 270th route walked, not the 1,300th).
             for client in hosts:
                 if tree.leaves[client.leaf][0] == pod:
                     yield from ((client, s) for s in up)
