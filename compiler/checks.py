@@ -986,30 +986,37 @@ def asns(c: Cluster, rep: Report) -> None:
                     f"{tier.to} switches asn {tier.asn}, tier {first[0] + 1} gives them "
                     f"{first[1]}: one ASN for the switches of a role above")  # fmt: skip
     configured = {name for name, m in c.hardware.switches.items() if m.os is not None}
-    held: dict[str, tuple[int, SwitchRole, Path_]] = {}  # switch -> (ASN, role, where)
+    # switch -> (ASN, role, where, rack id)
+    held: dict[str, tuple[int, SwitchRole, Path_, int]] = {}
     for r, rack in enumerate(c.racks):
         for s, sw in enumerate(rack.switches):
             asn = switch_asn(eth.tiers, sw.role, rack.id)
             if sw.model in configured and asn is not None:
-                held[sw.name] = (asn, sw.role, ("racks", r, "switches", s))
+                held[sw.name] = (asn, sw.role, ("racks", r, "switches", s), rack.id)
     for i, tier in enumerate(eth.tiers):
         at = ("ethernet", "tiers", i, "asn")
-        over = {asn: name for name, (asn, role, _) in held.items() if role == tier.to}
+        over = {asn: name for name, (asn, role, _, _) in held.items() if role == tier.to}
         # The ASNs under the role above, of every tier to it: the first switch of each.
         under: dict[int, str] = {}
-        for name, (asn, role, _) in held.items():
+        for name, (asn, role, _, _) in held.items():
             if any(t.to == tier.to and t.switch == role for t in eth.tiers):
                 under.setdefault(asn, name)
         clashes = []
-        for name, (asn, role, where) in held.items():
+        for name, (asn, role, where, rack_id) in held.items():
             if role != tier.switch:
                 continue
+            prior = held[under[asn]]
             if asn > ASN_MAX:
                 clashes.append((where, f"{name}: ASN {asn}, above BGP's last ({ASN_MAX})"))
             elif asn in over:
                 clashes.append((where, f"{name}: ASN {asn}, that of {over[asn]} above it"))
             elif under[asn] != name:
-                clashes.append((where, f"{name}: ASN {asn}, as {under[asn]}'s"))
+                what = f"{name}: ASN {asn}, as {under[asn]}'s"
+                if (prior[1], prior[3]) == (role, rack_id):
+                    # Two racks of one id: the ASN follows from it, folded under that cause.
+                    rep.add(where, Rule.BGP_ASN, what, (where, prior[2]))
+                else:
+                    clashes.append((where, what))
         if clashes:
             rep.add_cause(at, Rule.BGP_ASN, f"tier {i + 1} (asn {tier.asn} plus the rack id) "
                           f"gives {len(clashes)} of its {tier.switch} switches an ASN that BGP "

@@ -44,7 +44,7 @@ def test_a_duplicate_rack_id_is_the_one_problem_shown(
     [cause] = _problems(repo)
     assert _shown(cause).startswith("cluster/racks/r03.yaml:4: duplicate-name: rack id 2")
     follows = {d.rule for d in cause.consequences}
-    assert follows == {"subnet-overlap", "port-reused", "duplicate-ip"}
+    assert follows == {"subnet-overlap", "port-reused", "duplicate-ip", "bgp-asn"}
     assert main(["-C", str(repo), "validate"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("cluster/racks/r03.yaml:4:1: duplicate-name")
