@@ -12,6 +12,7 @@ import json
 import os
 import pwd
 import shlex
+import shutil
 import signal
 import tempfile
 from pathlib import Path
@@ -143,6 +144,37 @@ def test_the_rails_site_plays_eight_hcas_a_server_and_names_a_rail_swap(
         ("fabric", "SU1-LEAF5-02"): "4xEDR",
         ("gpu002", "ib_ports[mlx5_5/1].rate"): 100,
     }
+
+
+@pytest.mark.realtool
+def test_an_hca_of_two_lanes_is_played_at_its_width(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/rails with its servers' mlx5_3 an NDR200 port (2x NDR): ibsim trains those
+    links at two lanes, as planned, so the fabric audit finds only the staged fault (a rail-5
+    cable at EDR), not every rail-3 cable at the wrong width."""
+    site = tmp_path / "site"
+    shutil.copytree(repo / "examples" / "rails" / "cluster", site / "cluster")
+    hardware = site / "cluster" / "hardware.yaml"
+    rail3 = "speed_gbps: 400, device: mlx5_3, port: 1,"
+    text = hardware.read_text(encoding="utf-8")
+    assert text.count(rail3) == 1
+    hardware.write_text(text.replace(rail3, "speed_gbps: 200, device: mlx5_3, port: 1, width: 2x,"))
+    assert main(["-C", str(site), "compile"]) == 0
+    faults = "- fault: cable-degraded\n  cable: SU1-LEAF5-02\n  rate: 4xEDR\n"
+    report = staged_audit(site, tmp_path, capsys, faults, "gpu[001-004]")
+    # ibnetdiscover on ibsim, as the audit recorded it: each leaf's link to gpu001's HCAs.
+    scan = tmp_path / "report" / "recording" / "fabric" / "ibnetdiscover.txt"
+    seen = {}
+    for line in scan.read_text(encoding="utf-8").splitlines():
+        if line.startswith("[") and '# "gpu001 mlx5_' in line:
+            seen[line.split('# "', 1)[1].split('"', 1)[0]] = line.split()[-1]
+    assert seen == {f"gpu001 mlx5_{k}": "2xNDR" if k == 3 else "4xNDR" for k in range(8)}
+    fabric = report["fabric"]
+    assert fabric["degraded"] == ["SU1-LEAF5-02"]
+    assert fabric["missing"] == fabric["unexpected"] == fabric["swapped"] == []
+    found = {(f["host"], f["path"]) for f in report["findings"]}
+    assert found == {("fabric", "SU1-LEAF5-02"), ("gpu002", "ib_ports[mlx5_5/1].rate")}
 
 
 def test_a_fabric_faster_than_ibsim_plays_at_hdr_and_reads_back_as_planned() -> None:

@@ -29,17 +29,14 @@ from compiler.targets.render import Lines, template, to_csv
 def ib_cables(plan: Plan) -> list[tuple[str, str, str, str]]:
     """(a device, a port, b device, b port) of every installed InfiniBand cable; host ports
     are the HCA port number."""
-    return [(a, a_port, b, b_port.rsplit("/", 1)[-1]) for a, a_port, b, b_port in _ib_ends(plan)]
-
-
-def _ib_ends(plan: Plan) -> list[tuple[str, str, str, str]]:
-    """(a device, a port, b device, b port) of every installed InfiniBand cable, host ports
-    as the plan names them (mlx5_3/1)."""
     return [
-        (c.a.device, c.a.port, c.b.device, c.b.port)
-        for c in plan.cables
-        if c.network in plan.ib_networks and c.lifecycle == "installed"
+        (c.a.device, c.a.port, c.b.device, c.b.port.rsplit("/", 1)[-1]) for c in _installed(plan)
     ]
+
+
+def _installed(plan: Plan) -> list[Cable]:
+    """Every installed InfiniBand cable."""
+    return [c for c in plan.cables if c.network in plan.ib_networks and c.lifecycle == "installed"]
 
 
 def topology(plan: Plan) -> str:
@@ -61,14 +58,17 @@ def topology(plan: Plan) -> str:
             ids[key], desc[key] = f"H-{node_guid}", f"{host.name} {port.device}"
             cas[key] = cas.get(key, 0) + 1
     several = {h.name for h in plan.hosts if len(h.ib_ports) > 1}
-    links: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-    for a, a_port, b, b_port in _ib_ends(plan):
-        device, _, number = b_port.rpartition("/")
+    # node -> (its port, the peer, the peer's port, the link's width and speed): each link at
+    # its cable's planned rate, which ibsim trains it at (an NDR200 HCA's `2xNDR` on a 4x
+    # fabric), so the lab's scans show the fabric as planned.
+    links: dict[str, list[tuple[int, str, str, str]]] = defaultdict(list)
+    for c in _installed(plan):
+        a, a_port, b = c.a.device, c.a.port, c.b.device
+        device, _, number = c.b.port.rpartition("/")
         if b in several:
             b = f"{b} {device}"
-        links[a].append((int(a_port), b, number or b_port))
-        links[b].append((int(number or b_port), a, a_port))
-    token = f"{plan.fabric.width}{plan.fabric.rate}"
+        links[a].append((int(a_port), b, number or c.b.port, c.rate))
+        links[b].append((int(number or c.b.port), a, a_port, c.rate))
 
     def ports(name: str) -> str:
         # A node's port lines, one per cable end, are most of the file (three per server in a
@@ -76,8 +76,8 @@ def topology(plan: Plan) -> str:
         # cost was two thirds of the fabric target's.
         return Lines(
             "".join(
-                f'[{port}]\t"{ids[peer]}"[{peer_port}]\t# "{desc[peer]}" lid 0 {token}\n'
-                for port, peer, peer_port in sorted(links.get(name, ()))
+                f'[{port}]\t"{ids[peer]}"[{peer_port}]\t# "{desc[peer]}" lid 0 {rate}\n'
+                for port, peer, peer_port, rate in sorted(links.get(name, ()))
             )
         )
 
