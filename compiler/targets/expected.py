@@ -241,14 +241,20 @@ def gpudirect_contracts(plan: Plan) -> dict[str, GpuDirect]:
         role: nccl_settings(plan, [h for h in hosts if h.role.value == role])
         for role in {h.role.value for h in hosts}
     }
+    # A model's affinity, made once for all its servers (records are frozen: shared safely).
+    affinities: dict[str, tuple[Affinity, ...]] = {}
     out = {}
     for h in hosts:
-        model = plan.hardware.servers[h.model]
-        affinity = sorted(
-            (Affinity(gpu=g, hca=a.hca, path=a.path.value) for a in model.affinity for g in a.gpus),
-            key=lambda e: e.gpu,
-        )
-        out[h.name] = GpuDirect(nccl=settings[h.role.value], affinity=tuple(affinity))
+        affinity = affinities.get(h.model)
+        if affinity is None:
+            model = plan.hardware.servers[h.model]
+            made = (
+                Affinity(gpu=g, hca=a.hca, path=a.path.value)
+                for a in model.affinity
+                for g in a.gpus
+            )
+            affinity = affinities[h.model] = tuple(sorted(made, key=lambda e: e.gpu))
+        out[h.name] = GpuDirect(nccl=settings[h.role.value], affinity=affinity)
     return out
 
 
