@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from common import memo
 from compiler.model import Medium
-from compiler.plan import Plan, grid
+from compiler.plan import Cable, Plan, grid
 from contract.scene import PATH, Device, End, Link, RackSpot, Scene, floor_order
 
 
@@ -38,30 +38,38 @@ def scene(plan: Plan) -> Scene:
         )
         for s in plan.switches
     ]
-    # A rail leaf's cables, to its servers and up to the spines, carry its rail: the
-    # pictures colour a rail-optimised fabric by rail.
-    rail_of = {leaf: rail for leaf, (_, rail) in plan.rails.leaf.items()} if plan.rails else {}
-    links = tuple(
+    rails = {leaf: rail for leaf, (_, rail) in plan.rails.leaf.items()} if plan.rails else {}
+    return Scene(
+        plan.site.name,
+        plan.site.room,
+        racks,
+        tuple(sorted(devices, key=lambda d: d.name)),
+        _links(plan.cables, plan.ib_networks, tuple(sorted(rails.items()))),
+    )
+
+
+@memo.by_value  # a diff's two sides draw the same links unless a cable changed
+def _links(
+    cables: tuple[Cable, ...], ib_networks: frozenset[str], rails: tuple[tuple[str, int], ...]
+) -> tuple[Link, ...]:
+    """Each cable as the pictures draw it. A rail leaf's cables, to its servers and up to the
+    spines, carry its rail (`rails`: leaf -> rail): a rail-optimised fabric is coloured by
+    rail."""
+    rail_of = dict(rails)
+    return tuple(
         Link(
             c.id,
             c.network,
-            c.network in plan.ib_networks,
+            c.network in ib_networks,
             End(c.a.device, c.a.port),
             End(c.b.device, c.b.port),
             f"{c.medium} {c.length_m:g} m, {c.rate}"
             + ("" if c.installed else ", not installed")
             + (", spare: its port down by design" if c.spare else ""),
             c.installed,
-            rail_of.get(c.a.device) if c.network in plan.ib_networks else None,
+            rail_of.get(c.a.device) if c.network in ib_networks else None,
         )
-        for c in plan.cables
-    )
-    return Scene(
-        plan.site.name,
-        plan.site.room,
-        racks,
-        tuple(sorted(devices, key=lambda d: d.name)),
-        links,
+        for c in cables
     )
 
 
