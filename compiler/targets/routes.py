@@ -16,6 +16,7 @@ which changes on every boot). Install mode 0600, root: NetworkManager ignores ot
 
 from __future__ import annotations
 
+from common import memo
 from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, IbPort, Interface, Plan
 from compiler.targets.render import template
 from contract import Route
@@ -54,19 +55,45 @@ def render(plan: Plan) -> dict[str, str]:
             default = next((r for r in routes if r.dst == "default"), None)
             infiniband = iface.network in plan.ib_networks
             hwaddr = ipoib_hwaddr(_port_of(host, iface).guid) if infiniband else iface.mac
-            files[f"routes/{host.name}/{iface.name}.nmconnection"] = template(
-                "nmconnection.j2",
-                host=host,
-                iface=iface,
-                infiniband=infiniband,
-                hwaddr=hwaddr,
-                zone=plan.firewall_zone(iface.network),
-                datagram=iface.mtu <= IPOIB_DATAGRAM_MAX_MTU,
-                gateway=default.gateway if default else None,
-                routes=[r for r in routes if r is not default],
-                dns=[plan.address(d, iface.network) for d in plan.site.services.dns]
+            files[f"routes/{host.name}/{iface.name}.nmconnection"] = _keyfile(
+                host.name,
+                iface,
+                infiniband,
+                hwaddr,
+                plan.firewall_zone(iface.network),
+                default.gateway if default else None,
+                tuple(r for r in routes if r is not default),
+                tuple(plan.address(d, iface.network) for d in plan.site.services.dns)
                 if default
-                else [],
-                domain=plan.site.domain,
+                else (),
+                plan.site.domain,
             )
     return files
+
+
+@memo.by_value  # a diff's two sides write the same keyfile unless the interface changed
+def _keyfile(
+    host: str,
+    iface: Interface,
+    infiniband: bool,
+    hwaddr: str | None,
+    zone: str,
+    gateway: str | None,
+    routes: tuple[Route, ...],
+    dns: tuple[str, ...],
+    domain: str,
+) -> str:
+    """One keyfile, of plain values only: they hash and compare in C, the host would not."""
+    return template(
+        "nmconnection.j2",
+        host=host,
+        iface=iface,
+        infiniband=infiniband,
+        hwaddr=hwaddr,
+        zone=zone,
+        datagram=iface.mtu <= IPOIB_DATAGRAM_MAX_MTU,
+        gateway=gateway,
+        routes=routes,
+        dns=dns,
+        domain=domain,
+    )
