@@ -11,16 +11,9 @@ comes first, as TIA-606 writes a patch cord: `near/far`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import StrEnum
 from typing import NamedTuple
 
-
-class LabelStock(StrEnum):
-    """Label stock the cable label sheets are laid out on; geometry in `draw/labels.py`."""
-
-    WRAP_LETTER = "wrap-letter"
-    AVERY_5160 = "avery-5160"
-    AVERY_L7163 = "avery-l7163"
+from common.stock import LabelStock as LabelStock
 
 
 class CableEnd(NamedTuple):  # two per cable: a frozen dataclass's __init__ was 1/10 of the plan

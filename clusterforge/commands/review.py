@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from clusterforge.commands import Command, Progress, batch, write_files
 from common import memo
 from common.errors import EXIT_CHECK, EXIT_INPUT, EXIT_OK
-from compiler.kinds import LabelStock
+from common.stock import LabelStock
 
 if TYPE_CHECKING:
     from compiler.plan import Plan
