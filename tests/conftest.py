@@ -6,7 +6,10 @@ import contextlib
 import fcntl
 import os
 import shutil
+import socket
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +55,43 @@ def stop(proc: subprocess.Popen[Any], timeout: float = 15) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=timeout)
+
+
+@contextlib.contextmanager
+def loopback_sshd(folder: Path, config: str, host: str | None = None) -> Iterator[tuple[int, Path]]:
+    """A real OpenSSH sshd on a free loopback port, run as this test's user: `folder` gets its
+    host key and a client key (`host_key`, `client_key`), its `sshd_config` (listening there,
+    no PAM, no pid file, then the lines of `config`) and a `known_hosts` naming it as `host`
+    (default `[127.0.0.1]:port`). Yields (port, known_hosts) once it accepts connections; it is
+    stopped when the block ends."""
+    sshd, keygen = require_tool("sshd"), require_tool("ssh-keygen")
+    for name in ("host_key", "client_key"):
+        subprocess.run(
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True
+        )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    (folder / "sshd_config").write_text(
+        f"ListenAddress 127.0.0.1:{port}\nHostKey {folder / 'host_key'}\nPidFile none\n"
+        f"UsePAM no\nStrictModes no\nLogLevel ERROR\n{config}",
+        encoding="utf-8",
+    )
+    kind, key = (folder / "host_key.pub").read_text(encoding="utf-8").split()[:2]
+    known = folder / "known_hosts"
+    known.write_text(f"{host or f'[127.0.0.1]:{port}'} {kind} {key}\n", encoding="utf-8")
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(folder / "sshd_config")])
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield port, known
+    finally:
+        stop(proc)
 
 
 def git(repo: Path, *args: str) -> None:

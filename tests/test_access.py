@@ -15,9 +15,7 @@ import getpass
 import json
 import os
 import shlex
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,7 @@ from compiler.targets.access import REFUSED
 from contract import EthernetSwitch, Host
 from contract.account import FORCED, PROBE_COMMAND, SUDOERS
 from contract.probes import PROBES
-from tests.conftest import require_tool
+from tests.conftest import loopback_sshd, require_tool
 
 GENERATED = Path(__file__).resolve().parent.parent / "generated"
 ACCESS = GENERATED / "access"
@@ -372,29 +370,16 @@ def test_the_limits_file_caps_the_account_s_processes() -> None:
     assert all(len(words) == 4 and words[1] == "hard" for words in lines)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def account_sshd(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A real sshd on loopback running the generated Match block for this test's own user,
     whose key is in the account's authorized_keys file *without* `command=` or `restrict`:
     whatever it sends, the ForceCommand backstop runs the role's forced command (programs
     recorded, not run). Yields a function that sends one command and returns (rc, stderr)."""
-    sshd = require_tool("sshd")
-    keygen = require_tool("ssh-keygen")
     ssh = require_tool("ssh")
     user = getpass.getuser()
     command = _shimmed(tmp_path)
-    for name in ("host_key", "client_key"):
-        subprocess.run(
-            [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True
-        )
     keys = tmp_path / "authorized_keys"
-    keys.write_text((tmp_path / "client_key.pub").read_text(encoding="utf-8"), encoding="utf-8")
     match = (
         (ACCESS / "sshd_config")
         .read_text(encoding="utf-8")
@@ -402,60 +387,40 @@ def account_sshd(tmp_path: Path):  # type: ignore[no-untyped-def]
         .replace("/etc/ssh/authorized_keys/%u", str(keys))
         .replace(PROBE_COMMAND, f"/bin/sh {command}")
     )
-    port = _free_port()
-    config = tmp_path / "sshd_config"
-    config.write_text(
-        f"ListenAddress 127.0.0.1:{port}\nHostKey {tmp_path / 'host_key'}\nPidFile none\n"
-        "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n"
-        f"Subsystem sftp internal-sftp\n{match}",
-        encoding="utf-8",
-    )
-    known = tmp_path / "known_hosts"
-    host_pub = (tmp_path / "host_key.pub").read_text(encoding="utf-8").split()
-    known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n", encoding="utf-8")
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    base = [
-        ssh,
-        "-F",
-        "/dev/null",
-        "-p",
-        str(port),
-        "-i",
-        str(tmp_path / "client_key"),
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        f"UserKnownHostsFile={known}",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "ControlMaster=no",
-    ]
+    config = f"PermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\n{match}"
+    with loopback_sshd(tmp_path, config) as (port, known):
+        keys.write_text((tmp_path / "client_key.pub").read_text(encoding="utf-8"), encoding="utf-8")
+        base = [
+            ssh,
+            "-F",
+            "/dev/null",
+            "-p",
+            str(port),
+            "-i",
+            str(tmp_path / "client_key"),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            f"UserKnownHostsFile={known}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "ControlMaster=no",
+        ]
 
-    def send(*args: str) -> tuple[int, str]:
-        done = subprocess.run(
-            [*base, *args[:-1], "--", f"{user}@127.0.0.1", args[-1]],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-        return done.returncode, done.stdout + done.stderr
+        def send(*args: str) -> tuple[int, str]:
+            done = subprocess.run(
+                [*base, *args[:-1], "--", f"{user}@127.0.0.1", args[-1]],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
+            return done.returncode, done.stdout + done.stderr
 
-    try:
         yield send
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 ATTACKS = [

@@ -14,10 +14,8 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,7 +25,7 @@ from ruamel.yaml import YAML
 from compiler import ansible, change, gitsource
 from compiler.pipeline import Compiled
 from contract import snapshot
-from tests.conftest import REPO, require_tool
+from tests.conftest import REPO, loopback_sshd, require_tool
 
 Change = Callable[[Path], None]
 
@@ -159,47 +157,17 @@ def test_volatile_lines_are_masked_and_nothing_else() -> None:
 # --- applied by ansible-core over a real sshd ---------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def device_sshd(tmp_path: Path) -> Iterator[dict[str, str]]:
     """A real sshd on loopback letting this test's own user in by key: the change account."""
-    sshd = require_tool("sshd")
-    keygen = require_tool("ssh-keygen")
-    for name in ("host_key", "client_key"):
-        subprocess.run(
-            [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True
-        )
     keys = tmp_path / "authorized_keys"
-    shutil.copy(tmp_path / "client_key.pub", keys)
-    port = _free_port()
-    config = tmp_path / "sshd_config"
-    config.write_text(
-        f"ListenAddress 127.0.0.1:{port}\nHostKey {tmp_path / 'host_key'}\nPidFile none\n"
-        f"UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n"
-        f"AuthorizedKeysFile {keys}\nSubsystem sftp internal-sftp\n",
-        encoding="utf-8",
+    config = (
+        f"PermitRootLogin prohibit-password\nAuthorizedKeysFile {keys}\n"
+        "Subsystem sftp internal-sftp\n"
     )
-    known = tmp_path / "known_hosts"
-    host_pub = (tmp_path / "host_key.pub").read_text(encoding="utf-8").split()
-    known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n", encoding="utf-8")
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    try:
+    with loopback_sshd(tmp_path, config) as (port, known):
+        shutil.copy(tmp_path / "client_key.pub", keys)
         yield {"port": str(port), "key": str(tmp_path / "client_key"), "known": str(known)}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _playbook(

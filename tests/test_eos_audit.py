@@ -14,9 +14,6 @@ from __future__ import annotations
 import getpass
 import json
 import shutil
-import socket
-import subprocess
-import time
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -38,7 +35,7 @@ from compiler.targets import access, eos
 from contract import EthernetSwitch, Kind, snapshot
 from contract import eos as eos_config
 from contract.probes import Probe, ProbeError, eos_running_config
-from tests.conftest import git, require_tool
+from tests.conftest import git, loopback_sshd
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eos_running_config"
 PORT3 = "   description gpu003 ens2f0 R01-ST03\n"
@@ -382,11 +379,6 @@ def test_the_collector_reads_the_running_config_over_ssh(
     login shell there): it answers `show running-config` with the switch's config under
     EOS's header and refuses anything else, as a CLI does. The live collector sends exactly
     that command line, and the switch, judged from what it read, is ok."""
-    sshd, keygen = require_tool("sshd"), require_tool("ssh-keygen")
-    for name in ("host_key", "client_key"):
-        subprocess.run(
-            [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True
-        )
     fleet = Fleet.load(reference / "generated")
     config = tmp_path / "running-config"
     config.write_text(fleet.outputs("stor01")[eos_running_config.PROBE], encoding="utf-8")
@@ -397,33 +389,11 @@ def test_the_collector_reads_the_running_config_over_ssh(
         'echo "% Invalid input" >&2\nexit 1\n',
         encoding="utf-8",
     )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    (tmp_path / "sshd_config").write_text(
-        f"ListenAddress 127.0.0.1:{port}\nHostKey {tmp_path / 'host_key'}\nPidFile none\n"
-        "UsePAM no\nStrictModes no\nLogLevel ERROR\n"
-        f"AuthorizedKeysFile {tmp_path / 'client_key.pub'}\nForceCommand /bin/sh {cli}\n",
-        encoding="utf-8",
-    )
-    host_key = (tmp_path / "host_key.pub").read_text(encoding="utf-8").split()
-    known = tmp_path / "known_hosts"
-    known.write_text(f"stor01 {host_key[0]} {host_key[1]}\n", encoding="utf-8")
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(tmp_path / "sshd_config")])
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+    served = f"AuthorizedKeysFile {tmp_path / 'client_key.pub'}\nForceCommand /bin/sh {cli}\n"
+    with loopback_sshd(tmp_path, served, host="stor01") as (port, known):
         options = SshOptions(tmp_path / "client_key", known, user=getpass.getuser(), timeout=30)
         collector = SshCollector({"stor01": Target("127.0.0.1", port)}, options, None)
         collected = collector.collect({"stor01": host_probes(reference_switch)}, []).hosts
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     stor01 = collected["stor01"]
     assert stor01.unreachable is None and stor01.failed == {}, stor01
     assert stor01.outputs[eos_running_config.PROBE] == config.read_text(encoding="utf-8")
