@@ -1005,13 +1005,13 @@ def asns(c: Cluster, rep: Report) -> None:
         for name, (asn, role, where, rack_id) in held.items():
             if role != tier.switch:
                 continue
-            _, prior_role, prior_where, prior_rack = held[under[asn]]
             if asn > ASN_MAX:
                 clashes.append((where, f"{name}: ASN {asn}, above BGP's last ({ASN_MAX})"))
             elif asn in over:
                 clashes.append((where, f"{name}: ASN {asn}, that of {over[asn]} above it"))
             elif under[asn] != name:
                 what = f"{name}: ASN {asn}, as {under[asn]}'s"
+                _, prior_role, prior_where, prior_rack = held[under[asn]]
                 if (prior_role, prior_rack) == (role, rack_id):
                     # Two racks of one id: the ASN follows from it, folded under that cause.
                     rep.add(where, Rule.BGP_ASN, what, (where, prior_where))

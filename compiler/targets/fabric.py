@@ -26,14 +26,6 @@ from compiler.plan import Cable, Plan
 from compiler.targets.render import Lines, template, to_csv
 
 
-def ib_cables(plan: Plan) -> list[tuple[str, str, str, str]]:
-    """(a device, a port, b device, b port) of every installed InfiniBand cable; host ports
-    are the HCA port number."""
-    return [
-        (c.a.device, c.a.port, c.b.device, c.b.port.rsplit("/", 1)[-1]) for c in _installed(plan)
-    ]
-
-
 def _installed(plan: Plan) -> list[Cable]:
     """Every installed InfiniBand cable."""
     return [c for c in plan.cables if c.network in plan.ib_networks and c.lifecycle == "installed"]
@@ -152,7 +144,7 @@ def slurm_topology(plan: Plan) -> str:
     # server under eight leaves is not a tree), and a job within it crosses no spine.
     rails = plan.rails
     unit = {leaf: rails.units[u].name for leaf, (u, _) in rails.leaf.items()} if rails else {}
-    for a, _, b, _ in ib_cables(plan):
+    for a, b in ((c.a.device, c.b.device) for c in _installed(plan)):
         if roles.get(b) == Role.GPU:
             if b not in leaves[unit.get(a, a)]:
                 leaves[unit.get(a, a)].append(b)
