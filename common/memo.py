@@ -49,24 +49,49 @@ def by_value(fn: Callable[P, R]) -> Callable[P, R]:
     def memo(*args: P.args, **kwargs: P.kwargs) -> R:
         if _results is None:
             return fn(*args, **kwargs)
-        key = (fn.__module__, fn.__qualname__, *map(_value, (*args, *sorted(kwargs.items()))))
-        if key not in _results:
-            _results[key] = fn(*args, **kwargs)
-        result: R = _results[key]
+        key = _Key(fn, (*args, *sorted(kwargs.items())))
+        found = _results.get(key, _MISSING)
+        if found is _MISSING:
+            found = _results[key] = fn(*args, **kwargs)
+        result: R = found
         return result
 
     return memo
 
 
-def _value(arg: object) -> Hashable:
+_MISSING = object()
+
+
+class _Key:
+    """A call's key: the function and its arguments' values, hashed once. A tuple of them
+    would hash its items anew at each lookup, and a cable plan's 110,000 records hash by a
+    Python method each: three lookups a call cost more than the hash that keyed it."""
+
+    __slots__ = ("_hash", "_parts")
+
+    def __init__(self, fn: Callable[..., object], args: tuple[object, ...]) -> None:
+        values = [_value(arg) for arg in args]
+        self._parts = (fn.__module__, fn.__qualname__, *(part for part, _ in values))
+        self._hash = hash((fn.__module__, fn.__qualname__, *(h for _, h in values)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and self._parts == other._parts
+
+
+def _value(arg: object) -> tuple[Hashable, int]:
+    """An argument's value and its hash: itself, with its type, where it hashes, else its
+    pickle's digest."""
     # An object hashed by identity (a plain class) would only ever match itself: pickled too.
     if type(arg).__hash__ not in (None, object.__hash__):
         try:
-            hash(arg)
-            return type(arg), arg
+            return (type(arg), arg), hash(arg)
         except TypeError:  # a tuple or a frozen record holding a dict
             pass
     # Each argument pickled on its own: objects shared between two arguments on one side
     # only (a host name in BASE's pair plan and in HEAD's own map) would make one pickle of
     # them all differ. The digest is kept: the pair plan's arguments are megabytes.
-    return sha256(pickle.dumps(arg, pickle.HIGHEST_PROTOCOL)).digest()
+    digest = sha256(pickle.dumps(arg, pickle.HIGHEST_PROTOCOL)).digest()
+    return digest, hash(digest)
