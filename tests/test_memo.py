@@ -58,7 +58,7 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A storage MAC changed (a NIC swapped): the fabric is the same, so the eight rails'
-    pair plans are made for BASE only, and of the keyfiles HEAD renders only that NIC's;
+    pair plans and topology.net are made for BASE only, and of the keyfiles HEAD renders only that NIC's;
     HEAD's files are byte for byte a compile of its own."""
     shutil.copytree(RAILS / "cluster", tmp_path / "cluster")
     git(tmp_path, "init", "-q")
@@ -89,17 +89,27 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
         keyfiles.append(f"{values['host']}/{values['iface'].name}")
         return template(name, **values)
 
+    topologies: list[str] = []
+    fabric_template = targets.fabric.template
+
+    def drawn(name: str, **values: Any) -> str:
+        topologies.append(name)
+        return fabric_template(name, **values)
+
+    monkeypatch.setattr("compiler.targets.fabric.template", drawn)
     monkeypatch.setattr("compiler.targets.acceptance.plan_rounds", counted)
     monkeypatch.setattr("compiler.targets.acceptance._round_script", written)
     monkeypatch.setattr("compiler.targets.routes.template", rendered)
     compared = gitsource.diff_revisions(tmp_path, "HEAD~1", "HEAD")
     in_diff = list(keyfiles)
     assert len(planned) == 8  # one per rail, for both sides
+    assert topologies == ["topology.net.j2"]  # a MAC is no fabric fact: one for both sides
     rounds = len(scripted)  # and each round's script written once
     assert rounds and rounds == len(set(scripted))
     alone = pipeline.compile_source(load.load(tmp_path / "cluster"))
     assert len(planned) == 16  # a compile outside a diff plans its own
     assert len(scripted) == 2 * rounds
+    assert len(topologies) == 2
     base, head = compared.base.compiled, compared.head.compiled
     assert base is not None and head is not None and head.files == alone.files
     changed = {p for p, data in head.files.items() if base.files.get(p) != data}

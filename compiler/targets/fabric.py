@@ -32,32 +32,54 @@ def _installed(plan: Plan) -> list[Cable]:
 
 
 def topology(plan: Plan) -> str:
-    ib_switches = [s for s in plan.switches if s.medium == Medium.INFINIBAND and s.guid]
-    ids: dict[str, str] = {}
-    desc: dict[str, str] = {}
-    for sw in ib_switches:
-        assert sw.guid is not None
-        ids[sw.name], desc[sw.name] = f"S-{sw.guid[2:]}", sw.name
     # Each HCA is a CA node of its own (an eight-rail server is eight), named in the plan's
     # cable ends by host and device; a host of one HCA keeps its bare name.
+    return _topology(
+        plan.site.name,
+        tuple(
+            (s.name, s.ports, s.guid)
+            for s in plan.switches
+            if s.medium == Medium.INFINIBAND and s.guid
+        ),
+        tuple(
+            (h.name, len(h.ib_ports) > 1, port.device, port.port, port.guid)
+            for h in plan.hosts
+            for port in h.ib_ports
+        ),
+        tuple(_installed(plan)),
+    )
+
+
+@memo.by_value  # a diff's two sides write one fabric unless a cable, switch or HCA changed
+def _topology(
+    site: str,
+    switches: tuple[tuple[str, int, str], ...],
+    hcas: tuple[tuple[str, bool, str, int, str], ...],
+    cables: tuple[Cable, ...],
+) -> str:
+    """The fabric as ibsim reads it: `switches` (name, ports, GUID), `hcas` (host, whether it
+    has several, device, port, port GUID), the installed InfiniBand `cables`."""
+    ids: dict[str, str] = {}
+    desc: dict[str, str] = {}
+    for name, _, guid in switches:
+        ids[name], desc[name] = f"S-{guid[2:]}", name
     cas: dict[str, int] = {}  # node key -> its ports
-    for host in plan.hosts:
-        for port in host.ib_ports:
-            # ibsim derives a CA's port N GUID as node GUID + N; we plan the port GUID (what
-            # ibstat, cn_guid_file and partitions show), so the simulated node GUID is one less.
-            node_guid = f"{int(port.guid, 16) - port.port:016x}"
-            key = host.name if len(host.ib_ports) == 1 else f"{host.name} {port.device}"
-            ids[key], desc[key] = f"H-{node_guid}", f"{host.name} {port.device}"
-            cas[key] = cas.get(key, 0) + 1
-    several = {h.name for h in plan.hosts if len(h.ib_ports) > 1}
+    for host, several, device, port, guid in hcas:
+        # ibsim derives a CA's port N GUID as node GUID + N; we plan the port GUID (what
+        # ibstat, cn_guid_file and partitions show), so the simulated node GUID is one less.
+        node_guid = f"{int(guid, 16) - port:016x}"
+        key = f"{host} {device}" if several else host
+        ids[key], desc[key] = f"H-{node_guid}", f"{host} {device}"
+        cas[key] = cas.get(key, 0) + 1
+    several_of = {host for host, several, *_ in hcas if several}
     # node -> (its port, the peer, the peer's port, the link's width and speed): each link at
     # its cable's planned rate, which ibsim trains it at (an NDR200 HCA's `2xNDR` on a 4x
     # fabric), so the lab's scans show the fabric as planned.
     links: dict[str, list[tuple[int, str, str, str]]] = defaultdict(list)
-    for c in _installed(plan):
+    for c in cables:
         a, a_port, b = c.a.device, c.a.port, c.b.device
         device, _, number = c.b.port.rpartition("/")
-        if b in several:
+        if b in several_of:
             b = f"{b} {device}"
         links[a].append((int(a_port), b, number or c.b.port, c.rate))
         links[b].append((int(number or c.b.port), a, a_port, c.rate))
@@ -73,11 +95,11 @@ def topology(plan: Plan) -> str:
             )
         )
 
-    nodes = [("Switch", sw.ports, sw.name, sw.guid, ports(sw.name)) for sw in ib_switches]
+    nodes = [("Switch", n, name, guid, ports(name)) for name, n, guid in switches]
     nodes += [
         ("Ca", n, key, f"0x{ids[key][2:]}", ports(key)) for key, n in cas.items() if key in links
     ]
-    return template("topology.net.j2", site=plan.site, nodes=nodes, ids=ids, desc=desc)
+    return template("topology.net.j2", site=site, nodes=nodes, ids=ids, desc=desc)
 
 
 def cable_schedule(cables: Sequence[Cable]) -> str:
@@ -135,22 +157,40 @@ def bill_of_materials(cables: Sequence[Cable], panels: Mapping[str, Cages | None
 
 
 def slurm_topology(plan: Plan) -> str:
-    roles = {h.name: h.role for h in plan.hosts}
-    leaves: dict[str, list[str]] = defaultdict(list)
-    spines: dict[str, set[str]] = defaultdict(set)
-    cores: dict[str, set[str]] = defaultdict(set)
-    role_of = {s.name: s.role for s in plan.switches}
     # A rail-optimised unit is one switch to Slurm: its servers share every rail leaf (a
     # server under eight leaves is not a tree), and a job within it crosses no spine.
     rails = plan.rails
     unit = {leaf: rails.units[u].name for leaf, (u, _) in rails.leaf.items()} if rails else {}
-    for a, b in ((c.a.device, c.b.device) for c in _installed(plan)):
-        if roles.get(b) == Role.GPU:
+    return _slurm_topology(
+        frozenset(h.name for h in plan.hosts if h.role == Role.GPU),
+        frozenset(s.name for s in plan.switches if s.role == SwitchRole.SPINE),
+        frozenset(s.name for s in plan.switches if s.role == SwitchRole.CORE),
+        tuple(sorted(unit.items())),
+        tuple(_installed(plan)),
+    )
+
+
+@memo.by_value  # a diff's two sides write one tree unless a cable or a switch's role changed
+def _slurm_topology(
+    gpus: frozenset[str],
+    spine_names: frozenset[str],
+    core_names: frozenset[str],
+    units: tuple[tuple[str, str], ...],
+    cables: tuple[Cable, ...],
+) -> str:
+    """Slurm's tree of the installed InfiniBand `cables`: leaves (a rail unit as one, `units`:
+    leaf -> unit) with their GPU servers, spines with leaves, cores with spines."""
+    leaves: dict[str, list[str]] = defaultdict(list)
+    spines: dict[str, set[str]] = defaultdict(set)
+    cores: dict[str, set[str]] = defaultdict(set)
+    unit = dict(units)
+    for a, b in ((c.a.device, c.b.device) for c in cables):
+        if b in gpus:
             if b not in leaves[unit.get(a, a)]:
                 leaves[unit.get(a, a)].append(b)
-        elif role_of.get(b) == SwitchRole.SPINE:
+        elif b in spine_names:
             spines[b].add(unit.get(a, a))
-        elif role_of.get(b) == SwitchRole.CORE:
+        elif b in core_names:
             cores[b].add(a)
     lines = [
         "# Slurm tree topology (topology.conf) of the InfiniBand fabric; generated by",
