@@ -340,6 +340,7 @@ def _split(
     # rounds leave hundreds of classes, more than the rest of its pair plan.
     classes = _classes({c: frozenset(ps) for c, ps in sets.items()})
     class_of = {c: cs for cs in classes for c in cs}  # a cable -> its class (the same list)
+    crossed = set(sets)  # the cables some pair crosses
     while True:
         todo = next(
             ((a, b) for cs in classes for a, b in pairwise(cs) if (a, b) not in stuck), None
@@ -357,6 +358,10 @@ def _split(
         added.append(found)
         busy |= {found.client, found.server}
         over = set(found.cables)
+        # Its cables no pair crossed before (a host's cable, from a client no round used)
+        # are crossed by it alone: a class of their own, to be split in turn.
+        fresh = sorted(over - crossed)
+        crossed |= over
         split = {id(cs): cs for c in found.cables if (cs := class_of.get(c)) is not None}
         for cs in split.values():
             del classes[bisect_left(classes, cs)]
@@ -367,6 +372,9 @@ def _split(
                 else:
                     for c in part:  # told apart from every other cable now
                         del class_of[c]
+        if len(fresh) > 1:
+            insort(classes, fresh)
+            class_of.update(dict.fromkeys(fresh, fresh))
     return added, tuple(tuple(cs) for cs in classes)
 
 
