@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter, defaultdict
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from common import memo
 from common.hostlist import compact
 from compiler.acceptance import FabricTest, Pair, Server, Tree, plan_rounds
 from compiler.model import Role, SwitchRole
-from compiler.plan import Host, IbPort, Plan, link_gbps
+from compiler.plan import Cable, Host, IbPort, Plan, link_gbps
 from compiler.rails import Rails
 from compiler.targets.render import to_json
 from compiler.targets.shared import gpu_hosts
@@ -52,15 +53,44 @@ ADMISSION = (
 )
 
 
+Switches = tuple[tuple[str, SwitchRole, str | None], ...]  # (name, role, GUID) of each
+
+
+class PairFabric(NamedTuple):
+    """What the pair test is planned from, as plain values: a diff's two sides hash and
+    compare them (the cables in C), where the plan holds far more."""
+
+    cables: tuple[Cable, ...]
+    switches: Switches
+    gpus: frozenset[str]  # the compute nodes: GPU hosts with an HCA
+    links_per_spine: int
+    links_per_core: int
+
+    @classmethod
+    def of(cls, plan: Plan) -> PairFabric:
+        return cls(
+            plan.cables,
+            tuple((s.name, s.role, s.guid) for s in plan.switches),
+            frozenset(h.name for h in plan.hosts if h.role == Role.GPU and h.ib_ports),
+            plan.fabric.links_per_spine,
+            plan.fabric.links_per_core,
+        )
+
+
 def servers(plan: Plan) -> tuple[list[Server], Tree]:
+    """The compute nodes of `plan` with their ftree ranks, and the fabric ftree indexes."""
+    return _servers(PairFabric.of(plan))
+
+
+def _servers(fabric: PairFabric) -> tuple[list[Server], Tree]:
     """The compute nodes (GPU role, cabled to a leaf) with their ftree ranks, and the fabric
     as ftree indexes it: pods, spines in plane order, cores, the installed up-links."""
-    role = {s.name: s.role for s in plan.switches}
-    gpu = {h.name for h in plan.hosts if h.role == Role.GPU and h.ib_ports}
+    role = {name: r for name, r, _ in fabric.switches}
+    gpu = fabric.gpus
     by_leaf: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     groups: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
     port_on: dict[tuple[str, str], int] = {}  # (lower, upper switch) -> its first port there
-    for c in plan.cables:
+    for c in fabric.cables:
         if c.lifecycle != "installed" or role.get(c.a.device) not in (LEAF, SPINE):
             continue
         if role[c.a.device] == LEAF and c.b.device in gpu:
@@ -81,14 +111,14 @@ def servers(plan: Plan) -> tuple[list[Server], Tree]:
     }
     up = {key: cable for key, cable in links.items() if role[key[0]] == LEAF}
     core_up = {key: cable for key, cable in links.items() if role[key[0]] == SPINE}
-    return sorted(found), _tree(plan, found, up, core_up, port_on)
+    return sorted(found), _tree(fabric, found, up, core_up, port_on)
 
 
 LEAF, SPINE, CORE = SwitchRole.LEAF, SwitchRole.SPINE, SwitchRole.CORE
 
 
 def _tree(
-    plan: Plan,
+    fabric: PairFabric,
     found: list[Server],
     up: dict[tuple[str, str, int], str],
     core_up: dict[tuple[str, str, int], str],
@@ -99,8 +129,8 @@ def _tree(
     GUID in network byte order; up from it to its pod's spines, down each switch's ports in
     port order. So that leaf's pod comes first and that leaf first in it, the other leaves
     in their order on the spines, the other pods in their order on the cores."""
-    spines = sorted(s.name for s in plan.switches if s.role == SPINE)
-    guid = {s.name: s.guid for s in plan.switches}
+    spines = sorted(name for name, role, _ in fabric.switches if role == SPINE)
+    guid = {name: g for name, _, g in fabric.switches}
     reached: dict[str, list[str]] = defaultdict(list)  # leaf -> its spines
     for leaf, spine, j in sorted(up):
         if j == 0:
@@ -151,10 +181,8 @@ def _tree(
             planes[by_pod[pods.index(pod_of[spine])].index(spine)].add(core)
     per_leaf = max(Counter(s.leaf for s in found).values(), default=0)
     cores = {plane: tuple(sorted(names)) for plane, names in planes.items()}
-    core_links = plan.fabric.links_per_core if core_up else 1
-    return Tree(
-        place, by_pod, plan.fabric.links_per_spine, up, per_leaf, cores, core_links, core_up
-    )
+    core_links = fabric.links_per_core if core_up else 1
+    return Tree(place, by_pod, fabric.links_per_spine, up, per_leaf, cores, core_links, core_up)
 
 
 def _root(parent: dict[str, str], spine: str) -> str:
@@ -170,9 +198,14 @@ def _network_order(guid: str | None) -> int:
 
 
 @memo.by_value  # a diff's two sides share it unless the fabric changed: a third of a compile
-def fabric_test(railed: Rails | None, found: list[Server], tree: Tree) -> FabricTest:
-    """The pair test of `servers(plan)`: ftree's paths, through the cores of a three-tier
-    fabric too."""
+def fabric_test(railed: Rails | None, fabric: PairFabric) -> tuple[tuple[Server, ...], FabricTest]:
+    """The compute nodes and their pair test: ftree's paths, through the cores of a
+    three-tier fabric too."""
+    found, tree = _servers(fabric)
+    return tuple(found), _pair_test(railed, found, tree)
+
+
+def _pair_test(railed: Rails | None, found: list[Server], tree: Tree) -> FabricTest:
     if railed is None:
         return plan_rounds(found, tree)
     # Rail k talks to rail k (NCCL's traffic stays on its rail: within a unit on the rail's
@@ -205,7 +238,7 @@ def _node_gb_s(plan: Plan, host: Host) -> float:
     return sum(min(p.rate_gbps, link) for p in host.ib_ports) / 8
 
 
-def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], int]]:
+def nccl_steps(plan: Plan, found: Sequence[Server]) -> list[tuple[str, list[str], int]]:
     """(name, hosts, leaves) per step: a small step under one leaf when it fits, else whole
     leaves in order (so it crosses spines); `all` is every compute node."""
     by_leaf: dict[str, list[str]] = defaultdict(list)
@@ -244,8 +277,7 @@ def nccl_steps(plan: Plan, found: list[Server]) -> list[tuple[str, list[str], in
 
 def render(plan: Plan) -> dict[str, str]:
     acc = plan.acceptance
-    found, tree = servers(plan)
-    test = fabric_test(plan.rails, found, tree)
+    found, test = fabric_test(plan.rails, PairFabric.of(plan))
     link = link_gbps(plan.fabric) / 8
     pair_mark = _mark(link, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
     hosts = {h.name: h for h in plan.hosts}
