@@ -28,18 +28,35 @@ from typing import Any, ParamSpec, TypeVar
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_results: dict[Hashable, Any] | None = None  # None: no comparison open, nothing kept
+
+class _Block:
+    """One comparison's memory: the results, and each argument's value made once.
+
+    A value is made once per object (`seen`: the plan's cables go to seven marked functions
+    a side) and kept once per value (`values`: HEAD's cables, compared once with BASE's,
+    are BASE's value from then on), so keys compare by identity; hashing and comparing
+    110,603 cables anew at each call cost more than some of the functions they keyed."""
+
+    def __init__(self) -> None:
+        self.results: dict[_Key, Any] = {}
+        self.values: dict[_Value, _Value] = {}
+        # id -> (the object, kept alive so its id is not reused; its value): only objects
+        # that hash, which the marked functions' callers never change.
+        self.seen: dict[int, tuple[object, _Value]] = {}
+
+
+_block: _Block | None = None  # None: no comparison open, nothing kept
 
 
 @contextmanager
 def shared() -> Iterator[None]:
     """Keep marked results until the block ends (one comparison's two compiles)."""
-    global _results
-    outer, _results = _results, {} if _results is None else _results
+    global _block
+    outer, _block = _block, _Block() if _block is None else _block
     try:
         yield
     finally:
-        _results = outer
+        _block = outer
 
 
 def by_value(fn: Callable[P, R]) -> Callable[P, R]:
@@ -47,12 +64,13 @@ def by_value(fn: Callable[P, R]) -> Callable[P, R]:
 
     @wraps(fn)
     def memo(*args: P.args, **kwargs: P.kwargs) -> R:
-        if _results is None:
+        block = _block
+        if block is None:
             return fn(*args, **kwargs)
-        key = _Key(fn, (*args, *sorted(kwargs.items())))
-        found = _results.get(key, _MISSING)
+        key = _Key(fn, tuple(_value(block, a) for a in (*args, *sorted(kwargs.items()))))
+        found = block.results.get(key, _MISSING)
         if found is _MISSING:
-            found = _results[key] = fn(*args, **kwargs)
+            found = block.results[key] = fn(*args, **kwargs)
         result: R = found
         return result
 
@@ -62,17 +80,31 @@ def by_value(fn: Callable[P, R]) -> Callable[P, R]:
 _MISSING = object()
 
 
+class _Value:
+    """An argument's value with its hash, made once: the argument itself, with its type,
+    where it hashes, else its pickle's digest."""
+
+    __slots__ = ("_hash", "_value")
+
+    def __init__(self, value: Hashable, hashed: int) -> None:
+        self._value, self._hash = value, hashed
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Value) and self._value == other._value
+
+
 class _Key:
-    """A call's key: the function and its arguments' values, hashed once. A tuple of them
-    would hash its items anew at each lookup, and a cable plan's 110,000 records hash by a
-    Python method each: three lookups a call cost more than the hash that keyed it."""
+    """A call's key: the function and its arguments' values (each the block's one object for
+    that value, so two keys compare by identity), its hash worked out once."""
 
     __slots__ = ("_hash", "_parts")
 
-    def __init__(self, fn: Callable[..., object], args: tuple[object, ...]) -> None:
-        values = [_value(arg) for arg in args]
-        self._parts = (fn.__module__, fn.__qualname__, *(part for part, _ in values))
-        self._hash = hash((fn.__module__, fn.__qualname__, *(h for _, h in values)))
+    def __init__(self, fn: Callable[..., object], values: tuple[_Value, ...]) -> None:
+        self._parts = (fn.__module__, fn.__qualname__, *values)
+        self._hash = hash((fn.__module__, fn.__qualname__, *(v._hash for v in values)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -81,17 +113,25 @@ class _Key:
         return isinstance(other, _Key) and self._parts == other._parts
 
 
-def _value(arg: object) -> tuple[Hashable, int]:
-    """An argument's value and its hash: itself, with its type, where it hashes, else its
-    pickle's digest."""
-    # An object hashed by identity (a plain class) would only ever match itself: pickled too.
-    if type(arg).__hash__ not in (None, object.__hash__):
+def _value(block: _Block, arg: object) -> _Value:
+    known = block.seen.get(id(arg))
+    if known is not None and known[0] is arg:
+        return known[1]
+    # An object hashed by identity (a plain class) would only ever match itself: pickled too;
+    # but None, whose class hashes it so, is one object (a keyfile's absent gateway).
+    if arg is None or type(arg).__hash__ not in (None, object.__hash__):
         try:
-            return (type(arg), arg), hash(arg)
+            made = _Value((type(arg), arg), hash(arg))
         except TypeError:  # a tuple or a frozen record holding a dict
             pass
+        else:
+            value = block.values.setdefault(made, made)
+            block.seen[id(arg)] = (arg, value)
+            return value
     # Each argument pickled on its own: objects shared between two arguments on one side
     # only (a host name in BASE's pair plan and in HEAD's own map) would make one pickle of
-    # them all differ. The digest is kept: the pair plan's arguments are megabytes.
+    # them all differ. The digest is kept: the pair plan's arguments are megabytes. Not
+    # remembered by object: a dict may change between two calls.
     digest = sha256(pickle.dumps(arg, pickle.HIGHEST_PROTOCOL)).digest()
-    return digest, hash(digest)
+    made = _Value(digest, hash(digest))
+    return block.values.setdefault(made, made)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -50,6 +50,38 @@ def test_an_argument_that_does_not_hash_is_compared_by_its_pickle() -> None:
     assert calls == [{"a": 1}, {"a": 2}]
 
 
+class _Counted(tuple[int, ...]):
+    """A tuple that counts its hashes and comparisons (a cable plan's, in small)."""
+
+    hashed: ClassVar[list[int]] = []
+    compared: ClassVar[list[int]] = []
+
+    def __hash__(self) -> int:
+        self.hashed.append(1)
+        return super().__hash__()
+
+    def __eq__(self, other: object) -> bool:
+        self.compared.append(1)
+        return super().__eq__(other)
+
+
+def test_an_argument_is_hashed_once_a_side_and_compared_once_however_many_take_it() -> None:
+    @memo.by_value
+    def first(cables: tuple[int, ...]) -> int:
+        return len(cables)
+
+    @memo.by_value
+    def second(cables: tuple[int, ...]) -> int:
+        return sum(cables)
+
+    with memo.shared():
+        base, head = _Counted((1, 2)), _Counted((1, 2))
+        assert (first(base), second(base), first(head), second(head)) == (2, 3, 2, 3)
+        assert second(head) == 3
+    assert len(_Counted.hashed) == 2  # once each side
+    assert len(_Counted.compared) == 1  # HEAD's found equal to BASE's once, then BASE's
+
+
 def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
 
@@ -58,8 +90,8 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A storage MAC changed (a NIC swapped): the fabric is the same, so the eight rails'
-    pair plans and topology.net are made for BASE only, and of the keyfiles HEAD renders only that NIC's;
-    HEAD's files are byte for byte a compile of its own."""
+    pair plans and topology.net are made for BASE only, and of the keyfiles HEAD renders
+    only that NIC's; HEAD's files are byte for byte a compile of its own."""
     shutil.copytree(RAILS / "cluster", tmp_path / "cluster")
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", ".")
