@@ -206,6 +206,7 @@ def fabric_test(railed: Rails | None, fabric: PairFabric) -> tuple[tuple[Server,
 
 
 def _pair_test(railed: Rails | None, found: list[Server], tree: Tree) -> FabricTest:
+    """The pair test of `found` on `tree`: one fat tree, or each rail's on its own."""
     if railed is None:
         return plan_rounds(found, tree)
     # Rail k talks to rail k (NCCL's traffic stays on its rail: within a unit on the rail's
