@@ -52,7 +52,9 @@ def run(tool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        # A guard against a hang, not a speed check: `promtool test rules` of the whole rule
+        # set took over 120 s in a CI run whose machine had half its CPU stolen.
+        timeout=600,
         check=False,
     )
 
