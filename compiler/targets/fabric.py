@@ -26,12 +26,15 @@ from compiler.plan import Cable, Plan
 from compiler.targets.render import Lines, template, to_csv
 
 
-def _installed(plan: Plan) -> list[Cable]:
-    """Every installed InfiniBand cable."""
-    return [c for c in plan.cables if c.network in plan.ib_networks and c.lifecycle == "installed"]
+def _installed(plan: Plan) -> tuple[Cable, ...]:
+    """Every installed InfiniBand cable: one tuple for both files a render writes from them,
+    so a diff keys it once a side."""
+    return tuple(
+        c for c in plan.cables if c.network in plan.ib_networks and c.lifecycle == "installed"
+    )
 
 
-def topology(plan: Plan) -> str:
+def topology(plan: Plan, installed: tuple[Cable, ...]) -> str:
     # Each HCA is a CA node of its own (an eight-rail server is eight), named in the plan's
     # cable ends by host and device; a host of one HCA keeps its bare name.
     return _topology(
@@ -46,7 +49,7 @@ def topology(plan: Plan) -> str:
             for h in plan.hosts
             for port in h.ib_ports
         ),
-        tuple(_installed(plan)),
+        installed,
     )
 
 
@@ -156,7 +159,7 @@ def bill_of_materials(cables: Sequence[Cable], panels: Mapping[str, Cages | None
     return to_csv(["medium", "rate", "length_m", "count"], rows)
 
 
-def slurm_topology(plan: Plan) -> str:
+def slurm_topology(plan: Plan, installed: tuple[Cable, ...]) -> str:
     # A rail-optimised unit is one switch to Slurm: its servers share every rail leaf (a
     # server under eight leaves is not a tree), and a job within it crosses no spine.
     rails = plan.rails
@@ -166,7 +169,7 @@ def slurm_topology(plan: Plan) -> str:
         frozenset(s.name for s in plan.switches if s.role == SwitchRole.SPINE),
         frozenset(s.name for s in plan.switches if s.role == SwitchRole.CORE),
         tuple(sorted(unit.items())),
-        tuple(_installed(plan)),
+        installed,
     )
 
 
@@ -244,8 +247,9 @@ def cable_files(
 
 
 def render(plan: Plan) -> dict[str, str]:
+    installed = _installed(plan)
     return {
-        "fabric/topology.net": topology(plan),
+        "fabric/topology.net": topology(plan, installed),
         **dict(cable_files(plan.cables, _panels(plan))),
-        "fabric/slurm-topology.conf": slurm_topology(plan),
+        "fabric/slurm-topology.conf": slurm_topology(plan, installed),
     }
