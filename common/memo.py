@@ -9,9 +9,10 @@ compile, every test that does not open one) it simply computes.
 Only pure functions of plain values are marked: the result is handed to both sides, so it
 must be immutable (tuples, NamedTuples, text) and depend on nothing but the arguments. An
 argument's value is the argument itself, with its type, where it hashes (text, bytes, tuples
-of NamedTuples: hashed and compared in C, hundredths of a second for 110,000 cables), else its
-pickle (dicts; equal bytes unpickle to equal values, and two equal values that pickle apart,
-an object shared inside one side's only, miss). Hashed values match as Python compares them
+of NamedTuples: hashed and compared in C, hundredths of a second for 110,000 cables); for a
+tuple or a record holding dicts or lists (a planned host), the same with those made tuples of
+their items; else its pickle (equal bytes unpickle to equal values, and two equal values that
+pickle apart, an object shared inside one side's only, miss). Hashed values match as Python compares them
 (1 == 1.0 inside a tuple): the marked functions take the plan's typed records, whose fields
 are of one type on both sides.
 """
@@ -24,6 +25,8 @@ from contextlib import contextmanager
 from functools import wraps
 from hashlib import sha256
 from typing import Any, ParamSpec, TypeVar
+
+from pydantic import BaseModel
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,6 +46,9 @@ class _Block:
         # id -> (the object, kept alive so its id is not reused; its value): only objects
         # that hash, which the marked functions' callers never change.
         self.seen: dict[int, tuple[object, _Value]] = {}
+        # id -> (the object, its frozen value): a record many hosts share (their software)
+        # made hashable once.
+        self.frozen: dict[int, tuple[object, object]] = {}
 
 
 _block: _Block | None = None  # None: no comparison open, nothing kept
@@ -119,12 +125,13 @@ def _value(block: _Block, arg: object) -> _Value:
         return known[1]
     # An object hashed by identity (a plain class) would only ever match itself: pickled too;
     # but None, whose class hashes it so, is one object (a keyfile's absent gateway).
+    made: _Value | None = None
     if arg is None or type(arg).__hash__ not in (None, object.__hash__):
         try:
             made = _Value((type(arg), arg), hash(arg))
-        except TypeError:  # a tuple or a frozen record holding a dict
-            pass
-        else:
+        except TypeError:  # a tuple or a frozen record holding a dict: frozen
+            made = _frozen_value(block, arg) if isinstance(arg, tuple | BaseModel) else None
+        if made is not None:
             value = block.values.setdefault(made, made)
             block.seen[id(arg)] = (arg, value)
             return value
@@ -135,3 +142,46 @@ def _value(block: _Block, arg: object) -> _Value:
     digest = sha256(pickle.dumps(arg, pickle.HIGHEST_PROTOCOL)).digest()
     made = _Value(digest, hash(digest))
     return block.values.setdefault(made, made)
+
+
+def _frozen_value(block: _Block, arg: object) -> _Value | None:
+    """A tuple or a record holding a dict (a planned host: its versions) as a value: its dicts
+    made tuples in Python, a fifth of what pickling it costs. None for what still does not
+    hash (a set)."""
+    try:
+        made = _frozen(block, arg)
+    except TypeError:
+        return None
+    assert isinstance(made, _Value), "only what does not hash is frozen"
+    return made
+
+
+def _frozen(block: _Block, value: object) -> object:
+    """`value` itself where it hashes, else its value made once (kept by object: a host's
+    software, shared by hundreds, is made once a side, and once per value, so two hosts
+    compare it by identity): a dict or a list as the tuple of its items in order (two equal
+    dicts built in another order miss, never match wrongly), a tuple or a record as its
+    fields', each with its type. Raises TypeError for what it cannot make hashable."""
+    if isinstance(value, tuple | BaseModel):
+        known = block.frozen.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+    try:
+        hash(value)
+        return value  # most of a host's fields: hashed in C
+    except TypeError:
+        pass
+    if isinstance(value, dict):
+        fields: tuple[object, ...] = tuple((k, _frozen(block, v)) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        fields = tuple(_frozen(block, v) for v in value)
+    elif isinstance(value, BaseModel):
+        fields = tuple(_frozen(block, v) for v in value.__dict__.values())
+    else:
+        raise TypeError(f"{type(value).__name__} is not made hashable here")
+    made = (type(value), fields)
+    found = _Value(made, hash(made))
+    found = block.values.setdefault(found, found)
+    if isinstance(value, tuple | BaseModel):  # a dict may change between two calls
+        block.frozen[id(value)] = (value, found)
+    return found

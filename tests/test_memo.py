@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import pytest
 
@@ -48,6 +48,42 @@ def test_an_argument_that_does_not_hash_is_compared_by_its_pickle() -> None:
         assert size({"a": 1}) == size(dict(a=1)) == 1
         assert size({"a": 2}) == 2
     assert calls == [{"a": 1}, {"a": 2}]
+
+
+class _Node(NamedTuple):
+    """A planned host in small: a record holding a dict (its versions) and a shared part."""
+
+    name: str
+    versions: dict[str, str]
+    software: tuple[tuple[str, dict[str, str]], ...]
+
+
+def test_a_record_holding_a_dict_is_keyed_by_its_value_without_pickling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+
+    @memo.by_value
+    def render(node: _Node) -> str:
+        calls.append(node.name)
+        return f"{node.name} {node.versions['ofed']}"
+
+    def refused(*_: object, **__: object) -> bytes:
+        raise AssertionError("a record that freezes is not pickled")
+
+    monkeypatch.setattr(memo.pickle, "dumps", refused)
+    software = (("slurmd", {"slurm": "slurm"}),)
+    with memo.shared():
+        base = _Node("gpu001", {"ofed": "24.10"}, software)
+        # HEAD's own objects, equal in value: BASE's result.
+        assert render(_Node("gpu001", {"ofed": "24.10"}, (("slurmd", {"slurm": "slurm"}),))) == (
+            render(base)
+        )
+        assert render(_Node("gpu001", {"ofed": "24.07"}, software)) == "gpu001 24.07"
+        # A set inside does not freeze: pickled, as before (the refusal says so).
+        with pytest.raises(AssertionError, match="not pickled"):
+            render(_Node("gpu002", {"ofed": "24.10"}, (("x", {"s": {1}}),)))  # type: ignore[dict-item]
+    assert calls == ["gpu001", "gpu001"]
 
 
 class _Counted(tuple[int, ...]):
@@ -121,6 +157,15 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
         topologies.append(name)
         return fabric_template(name, **values)
 
+    kickstarts: list[str] = []
+    kickstart_template = targets.kickstart.template
+
+    def installed(name: str, **values: Any) -> str:
+        if name == "kickstart.ks.j2":
+            kickstarts.append(values["host"].name)
+        return kickstart_template(name, **values)
+
+    monkeypatch.setattr("compiler.targets.kickstart.template", installed)
     monkeypatch.setattr("compiler.targets.fabric.template", drawn)
     monkeypatch.setattr("compiler.targets.acceptance.plan_rounds", counted)
     monkeypatch.setattr("compiler.targets.acceptance._round_script", written)
@@ -133,6 +178,9 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
     assert len(planned) == 16  # a compile outside a diff plans its own
     assert len(scripted) == 2 * rounds
     assert len(topologies) == 2
+    # Each host's kickstart written once for both sides, but the changed host's: HEAD's own.
+    hosts = len(kickstarts) // 2
+    assert sorted(kickstarts[: hosts + 1]) == sorted([*kickstarts[hosts + 1 :], "gpu001"])
     base, head = compared.base.compiled, compared.head.compiled
     assert base is not None and head is not None and head.files == alone.files
     changed = {p for p, data in head.files.items() if base.files.get(p) != data}

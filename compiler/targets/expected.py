@@ -101,6 +101,18 @@ def host_contract(
     )
 
 
+@memo.by_value  # a diff's two sides share each host's record unless the host changed
+def _host_text(
+    h: PlannedHost,
+    rollouts: tuple[Rollout, ...],
+    direct: GpuDirect | None,
+    controls: SlurmController | None,
+    ib_down: bool,
+    ethernet: tuple[EthernetLink, ...],
+) -> str:
+    return host_contract(h, rollouts, direct, controls, ib_down, ethernet).to_json()
+
+
 FabricFacts = tuple[
     str,  # the fabric's rate
     str,  # its width
@@ -243,6 +255,7 @@ def gpudirect_contracts(plan: Plan) -> dict[str, GpuDirect]:
     }
     # A model's affinity, made once for all its servers (records are frozen: shared safely).
     affinities: dict[str, tuple[Affinity, ...]] = {}
+    made_for: dict[tuple[str, str], GpuDirect] = {}
     out = {}
     for h in hosts:
         affinity = affinities.get(h.model)
@@ -254,7 +267,11 @@ def gpudirect_contracts(plan: Plan) -> dict[str, GpuDirect]:
                 for g in a.gpus
             )
             affinity = affinities[h.model] = tuple(sorted(made, key=lambda e: e.gpu))
-        out[h.name] = GpuDirect(nccl=settings[h.role.value], affinity=affinity)
+        # One record per role and model, shared: a diff keys it once a side, not per host.
+        key = (h.role.value, h.model)
+        if key not in made_for:
+            made_for[key] = GpuDirect(nccl=settings[h.role.value], affinity=affinity)
+        out[h.name] = made_for[key]
     return out
 
 
@@ -281,14 +298,14 @@ def render(plan: Plan) -> dict[str, str]:
     on_spare = {c.b.device for c in plan.cables if c.lifecycle == "spare"}
     ethernet = ethernet_links(plan)
     files = {
-        f"expected/hosts/{h.name}.json": host_contract(
+        f"expected/hosts/{h.name}.json": _host_text(
             h,
             rollouts,
             direct.get(h.name),
             controls if h.name == asks else None,
             h.name in on_spare,
             ethernet.get(h.name, ()),
-        ).to_json()
+        )
         for h in plan.hosts
     }
     files["expected/fabric.json"] = _fabric_text(fabric_facts(plan))

@@ -39,6 +39,8 @@ and from what the host's role runs (services.yaml). Grammar: RHEL 8 as pykicksta
 
 from __future__ import annotations
 
+from common import memo
+from compiler.model import Provisioning, Site
 from compiler.plan import Host, Interface, Plan, network
 from compiler.targets.render import Lines, template
 from compiler.targets.shared import BUNDLE_PATH, boot_nic, http_url
@@ -91,6 +93,7 @@ def render(plan: Plan) -> dict[str, str]:
     repos = [(r.name, http_url(plan, r.path)) for r in prov.repos]
     apply_bundle = Lines(template("apply-bundle.py.j2"))  # the same script in every kickstart: once
     files = {}
+    root_hash = plan.secrets.get("root_password_hash", PLACEHOLDER_ROOT_HASH)
     for host in plan.hosts:
         boot = boot_nic(plan, host)
         if boot is None:
@@ -99,26 +102,59 @@ def render(plan: Plan) -> dict[str, str]:
         bundle: str | None = http_url(plan, BUNDLE_PATH)
         if host.name == plan.site.services.provisioning:
             sources, bundle = bootstrap_sources(plan), None
-        install, host_repos, post_repos = sources
-        files[f"kickstart/{host.name}.ks"] = template(
-            "kickstart.ks.j2",
-            host=host,
-            hca=bool(host.ib_ports),
-            site=plan.site,
-            prov=prov,
-            install=install,
-            repos=host_repos,
-            post_repos=post_repos,
-            ntp=ntp,
-            network=_network(plan, host, boot),
-            root_hash=plan.secrets.get("root_password_hash", PLACEHOLDER_ROOT_HASH),
-            profile=prov.profiles[host.profile],
-            variables={key.upper(): value for key, value in host.versions.items()},
-            streams=host.software.module_streams,
-            packages=host.software.packages,
-            modules=host.software.kernel_modules,
-            units=host.software.units,
-            bundle=bundle,
-            apply_bundle=apply_bundle,
+        files[f"kickstart/{host.name}.ks"] = _kickstart(
+            host,
+            plan.site,
+            prov,
+            _frozen_sources(sources),
+            ntp,
+            _network(plan, host, boot),
+            root_hash,
+            bundle,
+            apply_bundle,
         )
     return files
+
+
+def _frozen_sources(sources: Sources) -> FrozenSources:
+    install, repos, post = sources
+    return install, tuple(repos), tuple(post)
+
+
+FrozenSources = tuple[str | None, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+
+
+@memo.by_value  # a diff's two sides share each host's kickstart unless the host changed
+def _kickstart(
+    host: Host,
+    site: Site,
+    prov: Provisioning,
+    sources: FrozenSources,
+    ntp: str,
+    network: str,
+    root_hash: str,
+    bundle: str | None,
+    apply_bundle: Lines,
+) -> str:
+    install, host_repos, post_repos = sources
+    return template(
+        "kickstart.ks.j2",
+        host=host,
+        hca=bool(host.ib_ports),
+        site=site,
+        prov=prov,
+        install=install,
+        repos=host_repos,
+        post_repos=post_repos,
+        ntp=ntp,
+        network=network,
+        root_hash=root_hash,
+        profile=prov.profiles[host.profile],
+        variables={key.upper(): value for key, value in host.versions.items()},
+        streams=host.software.module_streams,
+        packages=host.software.packages,
+        modules=host.software.kernel_modules,
+        units=host.software.units,
+        bundle=bundle,
+        apply_bundle=apply_bundle,
+    )

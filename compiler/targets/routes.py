@@ -16,6 +16,7 @@ which changes on every boot). Install mode 0600, root: NetworkManager ignores ot
 
 from __future__ import annotations
 
+from common import memo
 from compiler.plan import IPOIB_DATAGRAM_MAX_MTU, Host, IbPort, Interface, Plan
 from compiler.targets.render import template
 from contract import Route
@@ -47,27 +48,51 @@ def static_routes(host: Host, iface: Interface) -> list[Route]:
 
 
 def render(plan: Plan) -> dict[str, str]:
+    networks = {i.network for h in plan.hosts for i in h.interfaces}
+    zones = tuple(sorted((n, plan.firewall_zone(n)) for n in networks))
+    servers = [plan.host(d) for d in plan.site.services.dns]
+    # The DNS servers' addresses on each network they all are on (a default route's).
+    dns = tuple(
+        (n, tuple(plan.address(d.name, n) for d in servers))
+        for n in sorted(networks)
+        if all(d.interface(n) is not None for d in servers)
+    )
     files: dict[str, str] = {}
     for host in plan.hosts:
-        for iface in host.interfaces:
-            routes = static_routes(host, iface)
-            default = next((r for r in routes if r.dst == "default"), None)
-            infiniband = iface.network in plan.ib_networks
-            hwaddr = ipoib_hwaddr(_port_of(host, iface).guid) if infiniband else iface.mac
-            files[f"routes/{host.name}/{iface.name}.nmconnection"] = _keyfile(
-                host.name,
-                iface,
-                infiniband,
-                hwaddr,
-                plan.firewall_zone(iface.network),
-                default.gateway if default else None,
-                tuple(r for r in routes if r is not default),
-                tuple(plan.address(d, iface.network) for d in plan.site.services.dns)
-                if default
-                else (),
-                plan.site.domain,
-            )
+        files.update(_host_keyfiles(host, plan.ib_networks, zones, dns, plan.site.domain))
     return files
+
+
+@memo.by_value  # a diff's two sides share each host's keyfiles unless the host changed
+def _host_keyfiles(
+    host: Host,
+    ib_networks: frozenset[str],
+    zones: tuple[tuple[str, str], ...],
+    dns: tuple[tuple[str, tuple[str, ...]], ...],
+    domain: str,
+) -> tuple[tuple[str, str], ...]:
+    """A host's keyfiles (path, text): `zones` and `dns` are each network's (the site's DNS
+    servers' addresses on it), made once for every host."""
+    zone, servers = dict(zones), dict(dns)
+    files = []
+    for iface in host.interfaces:
+        routes = static_routes(host, iface)
+        default = next((r for r in routes if r.dst == "default"), None)
+        infiniband = iface.network in ib_networks
+        hwaddr = ipoib_hwaddr(_port_of(host, iface).guid) if infiniband else iface.mac
+        keyfile = _keyfile(
+            host.name,
+            iface,
+            infiniband,
+            hwaddr,
+            zone[iface.network],
+            default.gateway if default else None,
+            tuple(r for r in routes if r is not default),
+            servers[iface.network] if default else (),
+            domain,
+        )
+        files.append((f"routes/{host.name}/{iface.name}.nmconnection", keyfile))
+    return tuple(files)
 
 
 def _keyfile(
@@ -81,8 +106,7 @@ def _keyfile(
     dns: tuple[str, ...],
     domain: str,
 ) -> str:
-    """One keyfile, of plain values only. Not shared between a diff's two sides: keying nine
-    values cost about what rendering the keyfile does (measured in-process at 4,096 x 8)."""
+    """One keyfile, of plain values only."""
     return template(
         "nmconnection.j2",
         host=host,
