@@ -12,9 +12,9 @@ argument's value is the argument itself, with its type, where it hashes (text, b
 of NamedTuples: hashed and compared in C, hundredths of a second for 110,000 cables); for a
 tuple or a record holding dicts or lists (a planned host), the same with those made tuples of
 their items; else its pickle (equal bytes unpickle to equal values, and two equal values that
-pickle apart, an object shared inside one side's only, miss). Hashed values match as Python compares them
-(1 == 1.0 inside a tuple): the marked functions take the plan's typed records, whose fields
-are of one type on both sides.
+pickle apart, an object shared inside one side's only, miss). Hashed values match as Python
+compares them (1 == 1.0 inside a tuple): the marked functions take the plan's typed records,
+whose fields are of one type on both sides.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from functools import wraps
 from hashlib import sha256
 from typing import Any, ParamSpec, TypeVar
-
-from pydantic import BaseModel
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -130,7 +128,7 @@ def _value(block: _Block, arg: object) -> _Value:
         try:
             made = _Value((type(arg), arg), hash(arg))
         except TypeError:  # a tuple or a frozen record holding a dict: frozen
-            made = _frozen_value(block, arg) if isinstance(arg, tuple | BaseModel) else None
+            made = _frozen_value(block, arg) if _is_record(arg) else None
         if made is not None:
             value = block.values.setdefault(made, made)
             block.seen[id(arg)] = (arg, value)
@@ -162,7 +160,8 @@ def _frozen(block: _Block, value: object) -> object:
     compare it by identity): a dict or a list as the tuple of its items in order (two equal
     dicts built in another order miss, never match wrongly), a tuple or a record as its
     fields', each with its type. Raises TypeError for what it cannot make hashable."""
-    if isinstance(value, tuple | BaseModel):
+    record = _is_record(value)
+    if record:
         known = block.frozen.get(id(value))
         if known is not None and known[0] is value:
             return known[1]
@@ -175,13 +174,19 @@ def _frozen(block: _Block, value: object) -> object:
         fields: tuple[object, ...] = tuple((k, _frozen(block, v)) for k, v in value.items())
     elif isinstance(value, list | tuple):
         fields = tuple(_frozen(block, v) for v in value)
-    elif isinstance(value, BaseModel):
+    elif record:  # a pydantic model: its fields
         fields = tuple(_frozen(block, v) for v in value.__dict__.values())
     else:
         raise TypeError(f"{type(value).__name__} is not made hashable here")
     made = (type(value), fields)
     found = _Value(made, hash(made))
     found = block.values.setdefault(found, found)
-    if isinstance(value, tuple | BaseModel):  # a dict may change between two calls
+    if record:  # a dict may change between two calls
         block.frozen[id(value)] = (value, found)
     return found
+
+
+def _is_record(value: object) -> bool:
+    """A tuple (a NamedTuple) or a pydantic model, told by its fields: importing pydantic
+    here would load it for `--help`, which loads no model."""
+    return isinstance(value, tuple) or hasattr(type(value), "model_fields")

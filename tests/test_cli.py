@@ -244,6 +244,25 @@ def test_help_speaks_to_operators(capsys: pytest.CaptureFixture[str]) -> None:
     assert "parse arguments" not in text, "not the module's docstring"
 
 
+def test_help_loads_no_model_library() -> None:
+    """`--help` is a cold start an operator waits for: pydantic alone is 0.2 s of it, and a
+    module every command imports (the diff's memo) once pulled it in."""
+    code = "\n".join(
+        [
+            "import sys",
+            "from clusterforge.cli import main",
+            "try:",
+            "    main(['--help'])",
+            "except SystemExit:",
+            "    print(sorted(m for m in sys.modules if m.startswith('pydantic')))",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
