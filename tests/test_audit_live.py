@@ -351,8 +351,8 @@ def test_a_probe_that_hangs_on_a_reached_host_is_that_probes_outcome(
     entry = faults.run.host("mon01")
     failures = [(f["probe"], f["message"]) for f in entry["failures"]]
     first, *rest = failures
-    # The probe's window is what the host's 10 s left after logging in: 10 s, or 9 on a
-    # machine slow to log in.
+    # The probe's window is what the host's 10 s left after logging in: 10 s, less on a
+    # machine slow to log in (9 in a CI run with half its CPU stolen).
     took = re.match(r"timed out after (\d+)s: the host answered", first[1])
     assert took and 1 <= int(took[1]) <= 10, first[1]
     assert rest and all(

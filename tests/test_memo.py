@@ -157,6 +157,14 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
         topologies.append(name)
         return fabric_template(name, **values)
 
+    keyfiles: list[str] = []
+    keyfile_template = targets.routes.template
+
+    def configured(name: str, **values: Any) -> str:
+        keyfiles.append(f"{values['host']}/{values['iface'].name}")
+        return keyfile_template(name, **values)
+
+    monkeypatch.setattr("compiler.targets.routes.template", configured)
     kickstarts: list[str] = []
     kickstart_template = targets.kickstart.template
 
@@ -170,6 +178,7 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
     monkeypatch.setattr("compiler.targets.acceptance.plan_rounds", counted)
     monkeypatch.setattr("compiler.targets.acceptance._round_script", written)
     compared = gitsource.diff_revisions(tmp_path, "HEAD~1", "HEAD")
+    in_diff = list(keyfiles)
     assert len(planned) == 8  # one per rail, for both sides
     assert topologies == ["topology.net.j2"]  # a MAC is no fabric fact: one for both sides
     rounds = len(scripted)  # and each round's script written once
@@ -186,4 +195,8 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
     changed = {p for p, data in head.files.items() if base.files.get(p) != data}
     # The MAC did reach HEAD's files (the NIC's keyfile matches it), and only HEAD's.
     assert "routes/gpu001/ens2f0.nmconnection" in changed
+    # Every keyfile written once for both sides, but the changed host's: HEAD's own.
+    made = sum(p.startswith("routes/") for p in base.files)
+    gpu001 = sum(p.startswith("routes/gpu001/") for p in base.files)
+    assert len(in_diff) == made + gpu001 and in_diff.count("gpu001/ens2f0") == 2
     assert b"02:ee:ee:ee:ee:01" not in base.files["expected/hosts/gpu001.json"]

@@ -71,7 +71,8 @@ def _network(plan: Plan, host: Host, boot: Interface) -> str:
     return " ".join(["network", *args, "--onboot=yes"])
 
 
-Sources = tuple[str | None, list[tuple[str, str]], list[tuple[str, str]]]
+# Tuples, not lists: a diff keys each host's kickstart by them.
+Sources = tuple[str | None, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
 
 
 def bootstrap_sources(plan: Plan) -> Sources:
@@ -80,9 +81,11 @@ def bootstrap_sources(plan: Plan) -> Sources:
     system's repos, `baseos` first), in the order of `repos`."""
     boot = plan.provisioning.bootstrap
     install = None if boot.install == "cdrom" else boot.install
-    repos = [(r.name, boot.repos[r.name]) for r in plan.provisioning.repos if r.name in boot.repos]
+    repos = tuple(
+        (r.name, boot.repos[r.name]) for r in plan.provisioning.repos if r.name in boot.repos
+    )
     base = boot.repos.get("baseos", install)
-    return install, repos, ([("baseos", base)] if base else []) + repos
+    return install, repos, ((("baseos", base),) if base else ()) + repos
 
 
 def render(plan: Plan) -> dict[str, str]:
@@ -90,7 +93,7 @@ def render(plan: Plan) -> dict[str, str]:
     pxe = prov.pxe_network
     ntp = ",".join(plan.address(h, pxe) for h in plan.site.services.ntp)
     mirror = http_url(plan, prov.install_path)
-    repos = [(r.name, http_url(plan, r.path)) for r in prov.repos]
+    repos = tuple((r.name, http_url(plan, r.path)) for r in prov.repos)
     apply_bundle = Lines(template("apply-bundle.py.j2"))  # the same script in every kickstart: once
     files = {}
     root_hash = plan.secrets.get("root_password_hash", PLACEHOLDER_ROOT_HASH)
@@ -98,7 +101,7 @@ def render(plan: Plan) -> dict[str, str]:
         boot = boot_nic(plan, host)
         if boot is None:
             continue
-        sources: Sources = (mirror, repos, [("baseos", mirror), *repos])
+        sources: Sources = (mirror, repos, (("baseos", mirror), *repos))
         bundle: str | None = http_url(plan, BUNDLE_PATH)
         if host.name == plan.site.services.provisioning:
             sources, bundle = bootstrap_sources(plan), None
@@ -106,7 +109,7 @@ def render(plan: Plan) -> dict[str, str]:
             host,
             plan.site,
             prov,
-            _frozen_sources(sources),
+            sources,
             ntp,
             _network(plan, host, boot),
             root_hash,
@@ -116,20 +119,12 @@ def render(plan: Plan) -> dict[str, str]:
     return files
 
 
-def _frozen_sources(sources: Sources) -> FrozenSources:
-    install, repos, post = sources
-    return install, tuple(repos), tuple(post)
-
-
-FrozenSources = tuple[str | None, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
-
-
 @memo.by_value  # a diff's two sides share each host's kickstart unless the host changed
 def _kickstart(
     host: Host,
     site: Site,
     prov: Provisioning,
-    sources: FrozenSources,
+    sources: Sources,
     ntp: str,
     network: str,
     root_hash: str,

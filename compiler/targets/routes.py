@@ -51,12 +51,14 @@ def render(plan: Plan) -> dict[str, str]:
     networks = {i.network for h in plan.hosts for i in h.interfaces}
     zones = tuple(sorted((n, plan.firewall_zone(n)) for n in networks))
     servers = [plan.host(d) for d in plan.site.services.dns]
-    # The DNS servers' addresses on each network they all are on (a default route's).
-    dns = tuple(
-        (n, tuple(plan.address(d.name, n) for d in servers))
-        for n in sorted(networks)
-        if all(d.interface(n) is not None for d in servers)
-    )
+    # The site's DNS servers' addresses on each network all of them are on: what a keyfile
+    # with the default route names as its resolvers.
+    resolvers = []
+    for n in sorted(networks):
+        found = tuple(i.address for d in servers if (i := d.interface(n)) is not None)
+        if len(found) == len(servers):
+            resolvers.append((n, found))
+    dns = tuple(resolvers)  # one object for every host: a diff keys it once a side
     files: dict[str, str] = {}
     for host in plan.hosts:
         files.update(_host_keyfiles(host, plan.ib_networks, zones, dns, plan.site.domain))
