@@ -147,11 +147,13 @@ def _frozen_value(block: _Block, arg: object) -> _Value | None:
     made tuples in Python, a fifth of what pickling it costs. None for what still does not
     hash (a set)."""
     try:
-        made = _frozen(block, arg)
+        return _made(block, arg, True)  # `_value` has just seen it fail to hash
     except TypeError:
         return None
-    assert isinstance(made, _Value), "only what does not hash is frozen"
-    return made
+
+
+# Most of a host's fields, kept as they are without a hash tried first.
+_ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 def _frozen(block: _Block, value: object) -> object:
@@ -160,6 +162,8 @@ def _frozen(block: _Block, value: object) -> object:
     compare it by identity): a dict or a list as the tuple of its items in order (two equal
     dicts built in another order miss, never match wrongly), a tuple or a record as its
     fields', each with its type. Raises TypeError for what it cannot make hashable."""
+    if type(value) in _ATOMS:
+        return value
     record = _is_record(value)
     if record:
         known = block.frozen.get(id(value))
@@ -167,9 +171,13 @@ def _frozen(block: _Block, value: object) -> object:
             return known[1]
     try:
         hash(value)
-        return value  # most of a host's fields: hashed in C
+        return value  # hashed in C
     except TypeError:
-        pass
+        return _made(block, value, record)
+
+
+def _made(block: _Block, value: object, record: bool) -> _Value:
+    """`value`, which does not hash, made hashable and kept once per value."""
     if isinstance(value, dict):
         fields: tuple[object, ...] = tuple((k, _frozen(block, v)) for k, v in value.items())
     elif isinstance(value, list | tuple):
