@@ -198,11 +198,14 @@ def _network_order(guid: str | None) -> int:
 
 
 @memo.by_value  # a diff's two sides share it unless the fabric changed: a third of a compile
-def fabric_test(railed: Rails | None, fabric: PairFabric) -> tuple[tuple[Server, ...], FabricTest]:
-    """The compute nodes and their pair test: ftree's paths, through the cores of a
-    three-tier fabric too."""
+def fabric_test(
+    railed: Rails | None, fabric: PairFabric
+) -> tuple[tuple[Server, ...], FabricTest, frozenset[str]]:
+    """The compute nodes, their pair test (ftree's paths, through the cores of a three-tier
+    fabric too) and the cables its pairs cross."""
     found, tree = _servers(fabric)
-    return tuple(found), _pair_test(railed, found, tree)
+    test = _pair_test(railed, found, tree)
+    return tuple(found), test, frozenset(c for ps in test.rounds for p in ps for c in p.cables)
 
 
 def _pair_test(railed: Rails | None, found: list[Server], tree: Tree) -> FabricTest:
@@ -276,9 +279,19 @@ def nccl_steps(plan: Plan, found: Sequence[Server]) -> list[tuple[str, list[str]
     return out
 
 
+_IDLE_CORE_LINK = (
+    "a spine-core link no host route crosses under ftree: its spine and core route fewer "
+    "servers than they have links"
+)
+_IDLE_UPLINK = (
+    "an uplink no host route crosses under ftree: its spine's index is above every leaf's "
+    "server count"
+)
+
+
 def render(plan: Plan) -> dict[str, str]:
     acc = plan.acceptance
-    found, test = fabric_test(plan.rails, PairFabric.of(plan))
+    found, test, crossed = fabric_test(plan.rails, PairFabric.of(plan))
     link = link_gbps(plan.fabric) / 8
     pair_mark = _mark(link, acc.ib_write_bw.fraction, acc.ib_write_bw.min_gb_s)
     hosts = {h.name: h for h in plan.hosts}
@@ -330,25 +343,16 @@ def render(plan: Plan) -> dict[str, str]:
         for h in gpu_hosts(plan)
     ]
     # Cables no pair can cross, each with why, so `accept` does not wait for them.
-    crossed = {c for pairs in test.rounds for p in pairs for c in p.cables}
     role_of = {h.name: h.role for h in plan.hosts}
-    role = {s.name: s.role for s in plan.switches}
-    to_core = {c.id for c in plan.cables if role.get(c.b.device) == SwitchRole.CORE}
-    why = {
-        c: "a spine-core link no host route crosses under ftree: its spine and core route "
-        "fewer servers than they have links" if c in to_core else
-        "an uplink no host route crosses under ftree: its spine's index is above every "
-        "leaf's server count" for c in test.idle
-    }  # fmt: skip
+    cores = {s.name for s in plan.switches if s.role == SwitchRole.CORE}
+    idle = set(test.idle)
+    why = {}
     for c in plan.cables:
-        if (
-            c.lifecycle != "installed"
-            or c.network not in plan.ib_networks
-            or c.id in crossed
-            or c.id in why
-        ):
+        if c.id in idle:
+            why[c.id] = _IDLE_CORE_LINK if c.b.device in cores else _IDLE_UPLINK
+        elif c.lifecycle != "installed" or c.network not in plan.ib_networks or c.id in crossed:
             continue
-        if role_of.get(c.b.device, Role.GPU) != Role.GPU:
+        elif role_of.get(c.b.device, Role.GPU) != Role.GPU:
             why[c.id] = f"{c.b.device} is no compute node: pairs run between GPU servers"
         else:
             why[c.id] = "no pair of the plan crosses it"
