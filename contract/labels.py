@@ -100,10 +100,20 @@ def pull_order(cables: Iterable[Cable]) -> list[Cable]:
     return sorted(cables, key=lambda c: (work_order(c.a), c.id))
 
 
+class RailLeaf(NamedTuple):
+    """A rail-optimised fabric's leaf: its name, its scalable unit's and its rail (from 0)."""
+
+    name: str
+    unit: str
+    rail: int
+
+
 class Cabling(NamedTuple):
     """What the label sheets and pull sheets are made of: the site, the stock its labels
-    are printed on by default, and every cable of the plan."""
+    are printed on by default, every cable of the plan and, on a rail-optimised fabric, its
+    rail leaves in unit and rail order (a technician cables a unit rail by rail)."""
 
     site: str
     stock: LabelStock
     cables: tuple[Cable, ...]
+    rail_leaves: tuple[RailLeaf, ...] = ()

@@ -396,7 +396,36 @@ def labels_pdf(pages: Sequence[Page], title: str) -> bytes:
 
 
 PULL_HEADER = ("ID", "From", "To", "Medium", "Length", "Rate", "Status", "Pulled", "Labelled")
-PULL_WIDTHS = (54, 118, 118, 38, 36, 36, 44, 44, 52)  # points, for a 540 pt wide table
+# How the room a table has beyond its widest cells is shared out: most to the write-in
+# columns (Pulled, Labelled) and the ends, which a technician reads and writes beside.
+PULL_WIDTHS = (54, 118, 118, 38, 36, 36, 44, 44, 52)
+PULL_PAD = 4.0  # points each side of a cell's text
+PULL_SIZES = (8.0, 7.5, 7.0, 6.5, 6.0)  # the table's font, the largest at which every cell fits
+
+
+def pull_columns(rows: Sequence[Sequence[str]], width: float) -> tuple[list[float], float]:
+    """The pull table's column widths and font size: each column at least as wide as its
+    widest cell (the ID bold, as it is drawn), at the largest size that fits `width`, the
+    room left shared out as PULL_WIDTHS share it. A rail fabric's IDs (SG02-SPINE07-33) and
+    ends (n00 U09 sg02-spine07:P31/2) are wider than a rack leaf's; a fixed column let them
+    run into the next one."""
+    for size in PULL_SIZES:
+        natural = [
+            max(
+                stringWidth(str(cell), BOLD if i == 0 or col == 0 else REGULAR, size)
+                for i, cell in enumerate(column)
+            )
+            + 2 * PULL_PAD
+            for col, column in enumerate(zip(PULL_HEADER, *rows, strict=False))
+        ]
+        if sum(natural) <= width:
+            break
+    # At the smallest size a table too wide still gets its columns' shares: it overflows
+    # the margin rather than the cells running into each other.
+    spare = max(width - sum(natural), 0.0)
+    return [
+        n + spare * w / sum(PULL_WIDTHS) for n, w in zip(natural, PULL_WIDTHS, strict=True)
+    ], size
 
 
 class _Picture(Flowable):  # type: ignore[misc]  # reportlab is untyped
@@ -419,9 +448,11 @@ def pull_pdf(
     site: str,
     pagesize: tuple[float, float],
     front: Figure | None = None,
+    subject: str | None = None,
 ) -> bytes:
     """The cable schedule, one table per rack of the switch end, each rack on a new page;
-    `front`, when given, is drawn on a first page of its own (the technician's rack view)."""
+    `front`, when given, is drawn on a first page of its own (the technician's rack view);
+    `subject` heads each table in place of its rack (a rail leaf's sheet)."""
     buf = io.BytesIO()
     margin = 0.5 * INCH
     doc = SimpleDocTemplate(
@@ -436,7 +467,6 @@ def pull_pdf(
         author="clusterforge",
         creator="clusterforge labels",
     )
-    stretch = doc.width / sum(PULL_WIDTHS)
     title_style = getSampleStyleSheet()["Heading2"]
     story: list[object] = []
     if front is not None:
@@ -444,30 +474,34 @@ def pull_pdf(
         room = doc.height - 2 * title_style.leading - 12
         story += [heading, Spacer(0, 6), _Picture(front, doc.width, room), PageBreak()]
     ordered = pull_order(cables)
-    for rack, group in itertools.groupby(ordered, key=lambda c: c.a.rack):
-        rows = [
-            (
-                c.id,
-                end_text(c.a),
-                end_text(c.b),
-                c.medium,
-                length_text(c),
-                c.rate,
-                "PLANNED" if not c.installed else "SPARE" if c.spare else "installed",
-                "",
-                "",
-            )
-            for c in group
-        ]
-        table = Table(
-            [PULL_HEADER, *rows], colWidths=[w * stretch for w in PULL_WIDTHS], repeatRows=1
+    every = [
+        (
+            c.id,
+            end_text(c.a),
+            end_text(c.b),
+            c.medium,
+            length_text(c),
+            c.rate,
+            "PLANNED" if not c.installed else "SPARE" if c.spare else "installed",
+            "",
+            "",
         )
+        for c in ordered
+    ]
+    widths, size = pull_columns(every, doc.width)  # one layout for every rack's table
+    start = 0
+    for rack, group in itertools.groupby(ordered, key=lambda c: c.a.rack):
+        count = sum(1 for _ in group)
+        rows, start = every[start : start + count], start + count
+        table = Table([PULL_HEADER, *rows], colWidths=widths, repeatRows=1)
         table.setStyle(
             TableStyle(
                 [
-                    ("FONT", (0, 0), (-1, 0), BOLD, 8),
-                    ("FONT", (0, 1), (-1, -1), REGULAR, 8),
-                    ("FONT", (0, 1), (0, -1), BOLD, 8),
+                    ("FONT", (0, 0), (-1, 0), BOLD, size),
+                    ("FONT", (0, 1), (-1, -1), REGULAR, size),
+                    ("FONT", (0, 1), (0, -1), BOLD, size),
+                    ("LEFTPADDING", (0, 0), (-1, -1), PULL_PAD),
+                    ("RIGHTPADDING", (0, 0), (-1, -1), PULL_PAD),
                     ("GRID", (0, 0), (-1, -1), 0.4, colors.grey),
                     ("BACKGROUND", (0, 0), (-1, 0), colors.lightgrey),
                     ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.whitesmoke]),
@@ -475,7 +509,7 @@ def pull_pdf(
                 ]
             )
         )
-        heading = f"{site} | rack {rack} | cable pull sheet | {len(rows)} cables"
+        heading = f"{site} | {subject or 'rack ' + rack} | cable pull sheet | {len(rows)} cables"
         story += [Paragraph(escape(heading), title_style), Spacer(0, 4), table, PageBreak()]
 
     def footer(canvas: Canvas, doc: SimpleDocTemplate) -> None:
@@ -498,17 +532,28 @@ def sheets(
     racks: Sequence[str] = (),
     only: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
+    rails: Sequence[int] = (),
+    units: Sequence[str] = (),
 ) -> dict[str, bytes]:
-    """The PDFs to print, by file name; raises SelectionError for a rack or ID not planned.
+    """The PDFs to print, by file name; raises SelectionError for a rack, ID, rail or unit
+    not planned.
 
     Everything: `<rack>.pdf` (the labels on that rack's ends) and `<rack>-pull.pdf` (cables
     whose switch end is in it) per rack, plus `all.pdf` and `pull.pdf`. With `racks`, only
     those racks' files, identical to the full run's, and `<rack>-far.pdf`: the labels of its
     cables' ends in racks not asked for. With `only` (cable IDs), `reprint.pdf`:
     just those cables' labels (within `racks`, if given) packed onto as few sheets as fit.
+    With `rails` or `units` (a rail-optimised fabric), per rail leaf of those rails in those
+    units (every one where either is not given): `<leaf>.pdf`, both labels of every cable
+    whose switch end is the leaf (its servers' rail cables and its uplinks), and
+    `<leaf>-pull.pdf`, their pull sheet.
     """
     chosen = STOCKS[stock or cabling.stock]
     site = cabling.site
+    if rails or units:
+        if racks or only:
+            raise SelectionError("a rail or unit selects a leaf's sheets: not with a rack or IDs")
+        return _rail_sheets(cabling, facts, chosen, rails, units)
     known = [r.name for r in facts.racks]
     problems = [
         f"no rack {r!r}{_suggest(r, known)}; the racks are {compact(known)}"
@@ -556,4 +601,43 @@ def sheets(
     if not racks:
         files["all.pdf"] = pdf(chosen_labels, "all racks")
         files["pull.pdf"] = pull_pdf(cables, site, chosen.page, row_figure(facts))
+    return dict(sorted(files.items()))
+
+
+def _rail_sheets(
+    cabling: Cabling, facts: Scene, chosen: Stock, rails: Sequence[int], units: Sequence[str]
+) -> dict[str, bytes]:
+    """`sheets` for the rail leaves of `rails` in `units`: a leaf's labels and pull sheet."""
+    leaves = cabling.rail_leaves
+    if not leaves:
+        raise SelectionError("this site has no rails (its leaves are rack leaves): use --rack")
+    numbers = sorted({leaf.rail for leaf in leaves})
+    names = list(dict.fromkeys(leaf.unit for leaf in leaves))
+    problems = [
+        f"no rail {r}; the rails are {numbers[0]} to {numbers[-1]}"
+        for r in sorted(set(rails) - set(numbers))
+    ]
+    problems += [
+        f"no unit {u!r}{_suggest(u, names)}; the units are {', '.join(names)}"
+        for u in sorted(set(units) - set(names))
+    ]
+    if problems:
+        raise SelectionError("; ".join(problems))
+    spots = {r.name: r for r in facts.racks}
+    files = {}
+    for leaf in leaves:
+        if (rails and leaf.rail not in rails) or (units and leaf.unit not in units):
+            continue
+        cables = [c for c in cabling.cables if c.a.device == leaf.name]
+        if not cables:
+            continue  # a leaf racked before its unit's servers: nothing to pull yet
+        title = f"rail {leaf.rail} of {leaf.unit}, leaf {leaf.name}"
+        pages = layout(labels(cables), chosen, cabling.site)
+        files[f"{leaf.name}.pdf"] = labels_pdf(
+            pages, f"{cabling.site} cable labels: {title} ({chosen.name})"
+        )
+        figure = rack_figure(facts, spots[cables[0].a.rack])
+        files[f"{leaf.name}-pull.pdf"] = pull_pdf(cables, cabling.site, chosen.page, figure, title)
+    if not files:
+        raise SelectionError("no cable has its switch end on the leaves asked for")
     return dict(sorted(files.items()))

@@ -313,7 +313,7 @@ def test_howto_add_a_scalable_unit(tmp_path: Path, capsys: pytest.CaptureFixture
     _git(tmp_path, "commit", "-q", "-m", "base")
     _git(tmp_path, "checkout", "-q", "-b", "change")
     text = _sections()["Add a scalable unit"]
-    check, copy, units = _blocks(text)
+    check, copy, units, labels = _blocks(text)
     [printed] = _run(tmp_path, check, capsys)
     promised = re.search(r"must print\s+\*\*(.+?)\*\*", text, re.S)
     assert promised and promised[1] in printed, printed
@@ -337,6 +337,13 @@ def test_howto_add_a_scalable_unit(tmp_path: Path, capsys: pytest.CaptureFixture
     [found] = [c for c in fabric["cables"] if c["id"] == cable[1]]
     assert (found["a"]["name"], found["a"]["port"]) == (cable[2], int(cable[3]))
     assert sum(p.new - p.old for p in report.parts) > 0
+    # Step 6: a leaf's two sheets for each of the unit's rails, as the page names them.
+    _run(tmp_path, labels, capsys)
+    named = re.search(r"writes \*\*(su2-leaf)0\.pdf to \1(\d)\.pdf\*\*", text)
+    assert named and named[2] == "7"
+    leaves = [f"su2-leaf{k}" for k in range(8)]
+    written = sorted(p.name for p in (tmp_path / "build" / "labels").iterdir())
+    assert written == sorted(f"{leaf}{end}" for leaf in leaves for end in (".pdf", "-pull.pdf"))
 
 
 # --- docs/adoption.md: the pin installs as written -------------------------------------------

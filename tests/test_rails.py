@@ -31,9 +31,12 @@ from compiler.pipeline import Compiled
 from compiler.plan import build, room
 from compiler.rails import RAIL_LID_TOP, Rails
 from compiler.targets.acceptance import servers
+from compiler.targets.labels import cabling
 from compiler.targets.render import to_yaml
 from compiler.targets.routes import ipoib_hwaddr
+from compiler.targets.scene import scene
 from contract.probes import nvidia_smi_topo
+from draw import labels as sheets
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
 from tests.test_accept import ftree_tables, path
@@ -352,6 +355,62 @@ def test_accept_names_the_one_slow_rail_5_cable(tmp_path: Path, cable: str) -> N
     assert all(p["pair"].endswith(" mlx5_5") and "below 36" in p["message"] for p in failing)
     names = [p["pair"] for p in report["pairs"]]
     assert len(names) == len(set(names)), "two pairs of the report under one name"
+
+
+def _pdf_tokens(pdf: bytes, tmp: Path, known: set[str]) -> Counter[str]:
+    """The words of `known` in a PDF as poppler reads it laid out: a cell that ran into the
+    next one reads as one word with it, and is not counted."""
+    path = tmp / "sheet.pdf"
+    path.write_bytes(pdf)
+    text = subprocess.run(
+        [require_tool("pdftotext"), "-layout", str(path), "-"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return Counter(word for word in text.split() if word in known)
+
+
+@pytest.mark.realtool
+def test_labels_print_a_rail_leafs_cables_and_its_pull_sheet(
+    example: Compiled, tmp_path: Path
+) -> None:
+    """A technician cables a unit rail by rail: rail 3 of su1 is its leaf's sheets, the
+    labels of both ends of its 32 servers' mlx5_3 cables and of its uplinks, and the pull
+    sheet of those cables, each ID a cell of its own."""
+    plan = example.plan
+    files = sheets.sheets(cabling(plan), scene(plan), rails=[3], units=["su1"])
+    assert sorted(files) == ["su1-leaf3-pull.pdf", "su1-leaf3.pdf"]
+    mine = [c for c in plan.cables if c.a.device == "su1-leaf3"]
+    assert plan.rails is not None
+    unit = {h.name for h in plan.hosts if h.rack in plan.rails.units[0].racks}
+    gpus = {h.name for h in plan.hosts if h.gpus and h.name in unit}
+    assert {c.b.device for c in mine if c.b.port == "mlx5_3/1"} == gpus and len(gpus) == 32
+    assert {c.b.device for c in mine if c.b.port.isdigit()} == {
+        s.name for s in plan.switches if s.role.value == "spine"
+    }
+    ids = {c.id for c in plan.cables}
+    assert _pdf_tokens(files["su1-leaf3.pdf"], tmp_path, ids) == {c.id: 2 for c in mine}
+    assert _pdf_tokens(files["su1-leaf3-pull.pdf"], tmp_path, ids) == {c.id: 1 for c in mine}
+    # A rail alone: its leaf in every unit.
+    assert sorted(sheets.sheets(cabling(plan), scene(plan), rails=[5])) == [
+        "su1-leaf5-pull.pdf", "su1-leaf5.pdf", "su2-leaf5-pull.pdf", "su2-leaf5.pdf"
+    ]  # fmt: skip
+
+
+def test_labels_refuse_a_rail_or_unit_the_site_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = ["labels", "--out", str(out)]
+    assert main(["-C", str(EXAMPLE), *argv, "--rail", "9", "--unit", "su3"]) == 2
+    assert main(["-C", str(EXAMPLE), *argv, "--rail", "0", "--rack", "n01"]) == 2
+    assert main(["-C", str(REPO), *argv, "--rail", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "no rail 9; the rails are 0 to 7; no unit 'su3' (did you mean 'su2'?)" in err
+    assert "a rail or unit selects a leaf's sheets: not with a rack or IDs" in err
+    assert "this site has no rails (its leaves are rack leaves): use --rack" in err
+    assert not out.exists()
 
 
 def test_gpudirect_checks_each_gpu_against_its_own_rail_hca(example: Compiled) -> None:

@@ -40,6 +40,23 @@ def add(command: Command) -> None:
         help="reprint just these cables (comma-separated IDs) into reprint.pdf",
     )
     lab.add_argument(
+        "--rail",
+        type=int,
+        action="append",
+        default=[],
+        metavar="K",
+        help="a rail-optimised fabric: each rail K leaf's labels and pull sheet, <leaf>.pdf "
+        "and <leaf>-pull.pdf (repeatable; rails count from 0)",
+    )
+    lab.add_argument(
+        "--unit",
+        action="append",
+        default=[],
+        metavar="SU",
+        help="the same for every rail leaf of scalable unit SU, or with --rail of its rail K "
+        "(repeatable)",
+    )
+    lab.add_argument(
         "--out", type=Path, metavar="DIR", help="where to write (default: build/labels)"
     )
     dr = command(
@@ -118,6 +135,8 @@ def _labels(args: argparse.Namespace) -> int:
         args.rack,
         only,
         Progress("label sheets, racks done"),
+        args.rail,
+        args.unit,
     )
     out = args.out or args.repo / "build" / "labels"
     # Each PDF replaced whole, so a printer spooling the old one never reads half.

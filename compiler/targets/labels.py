@@ -21,7 +21,7 @@ from __future__ import annotations
 from common import memo
 from compiler.plan import Cable, Plan
 from compiler.targets.render import to_csv
-from contract.labels import Cabling, tia_text
+from contract.labels import Cabling, RailLeaf, tia_text
 
 LABEL_COLUMNS = ("label_id", "end_a", "end_b", "text_a", "text_b", "barcode")
 
@@ -41,4 +41,9 @@ def _csv(cables: tuple[Cable, ...]) -> str:
 
 def cabling(plan: Plan) -> Cabling:
     """The records the printable sheets are laid out from (`draw.labels`)."""
-    return Cabling(plan.site.name, plan.site.labels.stock, plan.cables)
+    railed = plan.rails
+    leaves = () if railed is None else tuple(
+        RailLeaf(leaf, railed.units[unit].name, rail)
+        for leaf, (unit, rail) in sorted(railed.leaf.items(), key=lambda kv: kv[1])
+    )  # fmt: skip
+    return Cabling(plan.site.name, plan.site.labels.stock, plan.cables, leaves)
