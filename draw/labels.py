@@ -489,10 +489,9 @@ def pull_pdf(
         for c in ordered
     ]
     widths, size = pull_columns(every, doc.width)  # one layout for every rack's table
-    start = 0
-    for rack, group in itertools.groupby(ordered, key=lambda c: c.a.rack):
-        count = sum(1 for _ in group)
-        rows, start = every[start : start + count], start + count
+    by_rack = itertools.groupby(zip(ordered, every, strict=True), key=lambda pair: pair[0].a.rack)
+    for rack, group in by_rack:
+        rows = [row for _, row in group]
         table = Table([PULL_HEADER, *rows], colWidths=widths, repeatRows=1)
         table.setStyle(
             TableStyle(
