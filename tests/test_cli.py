@@ -263,6 +263,25 @@ def test_help_loads_no_model_library() -> None:
     assert done.stdout.splitlines()[-1] == "[]"
 
 
+def test_validate_loads_no_target() -> None:
+    """`validate` runs in pre-commit hooks and editors, a cold start each: the targets, Jinja
+    and the probes they pull in were a third of it (0.14 s), for a command that renders
+    nothing."""
+    code = "\n".join(
+        [
+            "import sys",
+            "from clusterforge.cli import main",
+            "assert main(['validate']) == 0",
+            "loaded = ('compiler.targets', 'compiler.deploy', 'jinja2', 'contract.probes')",
+            "print(sorted(m for m in sys.modules if m.startswith(loaded)))",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -21,10 +21,10 @@ import pytest
 
 from clusterforge.cli import main
 from compiler.load import load
-from compiler.pipeline import check
 from compiler.plan import Plan, build
 from compiler.targets import labels as target
 from compiler.targets.scene import scene
+from compiler.validation import check
 from contract import scene as scene_file
 from contract.scene import Device, End, Link, RackSpot, Scene
 from draw import labels

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import SourceError
-from compiler import generate, pipeline
+from compiler import generate, pipeline, validation
 from compiler.load import Source, load, parse
 from compiler.plan import oversized
 from tests.conftest import REPO
@@ -170,14 +170,14 @@ def test_room_says_how_many_racks_the_plan_still_takes() -> None:
     from compiler.plan import room
     from tests.conftest import REPO
 
-    reference = room(pipeline.check(load(REPO / "cluster")))
+    reference = room(validation.check(load(REPO / "cluster")))
     # mgmt: 10.60.0.0/16 split at /24 with stride 2 and offset 0 holds rack ids up to 127;
     # a 64-port spine with one link per leaf holds leaf racks 1-64, but the 64-port management
     # spines hold their top two ports for s01 and n01: racks 1-62, 25 of them in use.
     assert (reference.max_rack_id, reference.limited_by) == (127, "network 'mgmt'")
     assert (reference.max_leaf_rack_id, reference.free_leaf_ids) == (62, 37)
     assert reference.leaf_limited_by == "management-spine ports"
-    big = room(pipeline.check(generate.source(4096)))
+    big = room(validation.check(generate.source(4096)))
     assert (big.max_rack_id, big.limited_by) == (703, "static LIDs")
     assert (big.max_leaf_rack_id, big.free_leaf_ids) == (512, 256)
 

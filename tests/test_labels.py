@@ -24,10 +24,10 @@ from clusterforge.cli import main
 from common.errors import SourceError, TargetError
 from compiler.load import load
 from compiler.model import LabelStock
-from compiler.pipeline import check
 from compiler.plan import Plan, build
 from compiler.targets import labels as target
 from compiler.targets.scene import scene
+from compiler.validation import check
 from contract import labels as content
 from draw import labels as sheets
 from tests.conftest import REPO, require_tool

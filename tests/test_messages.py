@@ -11,7 +11,7 @@ import pytest
 
 from clusterforge.cli import main
 from common.errors import Diagnostic, SourceError
-from compiler import pipeline
+from compiler import pipeline, validation
 from compiler.load import load, parse_document
 from tests.conftest import REPO
 
@@ -29,7 +29,7 @@ def _edited(tmp: Path, name: str, find: str, replace: str) -> Path:
 
 def _problems(repo: Path) -> list[Diagnostic]:
     with pytest.raises(SourceError) as raised:
-        pipeline.check(load(repo / "cluster"))
+        validation.check(load(repo / "cluster"))
     return raised.value.diagnostics
 
 
@@ -68,7 +68,7 @@ def test_an_independent_problem_is_not_folded(tmp_path: Path) -> None:
         text.replace("serial: ", "serial: S420GP24A94948\n    x_serial: ", 1)
     )
     with pytest.raises(SourceError):
-        pipeline.check(load(repo / "cluster"))
+        validation.check(load(repo / "cluster"))
     shutil.copy(REPO / "cluster" / "racks" / "r05.yaml", repo / "cluster" / "racks" / "r05.yaml")
     # A MAC of r03's gpu011 given to r05's first node as well: its own problem, not the slot's.
     r05 = repo / "cluster" / "racks" / "r05.yaml"

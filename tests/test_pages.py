@@ -26,9 +26,9 @@ from ruamel.yaml import YAML
 from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet
 from compiler.load import load
-from compiler.pipeline import check
 from compiler.plan import build
 from compiler.targets.scene import scene
+from compiler.validation import check
 from contract.scene import Mark
 from draw import pages
 from draw.report import Renderer

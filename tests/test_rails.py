@@ -23,7 +23,7 @@ from clusterforge.cli import main
 from clusterforge.lab.fleet import Fleet, as_record
 from common.errors import SourceError
 from common.rules import Rule
-from compiler import generate_rails, pipeline
+from compiler import generate_rails, pipeline, validation
 from compiler.load import Source
 from compiler.model import ScalableUnit, validate
 from compiler.output import read_tree, write
@@ -66,7 +66,7 @@ def test_validate_counts_the_room_in_units(capsys: pytest.CaptureFixture[str]) -
     so are one unit's four (8 leaves x 8 links): a unit more needs more spines."""
     assert main(["-C", str(EXAMPLE), "validate"]) == 0
     assert "0 more scalable units (up to 2: spine ports)" in capsys.readouterr().out
-    one = pipeline.check(generate_rails.source(1))
+    one = validation.check(generate_rails.source(1))
     assert str(room(one)).endswith("0 more scalable units (up to 1: spine ports)")
 
 
@@ -298,7 +298,7 @@ def test_import_sets_each_hcas_guid_by_its_device(
 
 @pytest.mark.parametrize(("rails", "units"), [(1, 1), (2, 8), (4, 2), (8, 4)])
 def test_the_generator_makes_a_valid_site_of_any_shape_it_takes(rails: int, units: int) -> None:
-    cluster = pipeline.check(generate_rails.source(units, rails=rails))
+    cluster = validation.check(generate_rails.source(units, rails=rails))
     plan = build(cluster)
     gpus = [h for h in plan.hosts if h.role.value == "gpu"]
     # Each unit 32 positions; the last unit leaves the fabric's four service hosts a port.
@@ -576,7 +576,7 @@ def test_init_builds_the_rail_lid_plans_whole_reach() -> None:
     rule's 703 ids, valid because each rule bounds the rack ids it uses; every HCA's static
     LID unicast and its own, the service rack's off-rail ones too."""
     tree = generate_rails.generate_rails(128)
-    cluster = pipeline.check(generate_rails.source(128))
+    cluster = validation.check(generate_rails.source(128))
     assert max(rack.id for rack in cluster.racks) > 703
     assert "id: 700\n" in tree["racks/s01.yaml"]
     lids = [p.lid for h in build(cluster).hosts for p in h.ib_ports]
@@ -590,7 +590,7 @@ def test_init_picks_three_tiers_beyond_what_two_hold() -> None:
     Sixteen: spine groups of four units (32 leaves on 32 spines, a link each), the spines'
     32 up ports on the cores of their plane, 1:1 at every tier."""
     assert "units_per_pod" not in generate_rails.generate_rails(8)["fabric.yaml"]
-    cluster = pipeline.check(generate_rails.source(16))
+    cluster = validation.check(generate_rails.source(16))
     plan = build(cluster)
     roles = Counter(s.role.value for s in plan.switches)
     assert (roles["leaf"], roles["spine"], roles["core"]) == (128, 128, 64)
@@ -642,11 +642,11 @@ def test_three_tier_rules_on_a_rail_fabric() -> None:
     """Each tier is checked: the ratio reported over the stated limit, a pod with no
     spines, units_per_pod without a core port, or on a fat tree."""
     base = _small_three_tier()
-    pipeline.check(_parse(base))  # the small fabric itself is clean
+    validation.check(_parse(base))  # the small fabric itself is clean
 
     def errors(tree: dict[str, str]) -> str:
         with pytest.raises(SourceError) as caught:
-            pipeline.check(_parse(tree))
+            validation.check(_parse(tree))
         return "\n".join(map(str, caught.value.diagnostics))
 
     tight = dict(base)
@@ -682,7 +682,7 @@ def test_an_hca_guid_is_one_port_across_every_server() -> None:
         'mlx5_0: "0xa088c20300000210"', 'mlx5_0: "0xa088c20300000209"'
     )
     with pytest.raises(SourceError) as caught:
-        pipeline.check(_parse(tree))
+        validation.check(_parse(tree))
     found = [d for d in caught.value.diagnostics if d.rule == Rule.DUPLICATE_GUID]
     assert len(found) == 1 and "0xa088c20300000209" in str(found[0]), found
     assert "cluster/racks/r001.yaml:" in str(found[0])

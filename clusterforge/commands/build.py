@@ -244,11 +244,11 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from compiler import importer, pipeline, plan
+    from compiler import importer, plan, validation
     from compiler.load import load
 
     source = load(args.repo / "cluster")
-    cluster = pipeline.check(source)
+    cluster = validation.check(source)
     p = plan.build(cluster)
     try:
         if args.csv is not None:
@@ -284,10 +284,11 @@ def _import(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     batch()  # before the imports: they build most of what the collector would scan
-    from compiler import pipeline, plan
+    from compiler import plan
     from compiler.load import load
+    from compiler.validation import check  # not the pipeline: no target is imported
 
-    cluster = pipeline.check(load(args.repo / "cluster"))
+    cluster = check(load(args.repo / "cluster"))
     # Counted from the model and the checked cable rules (a host per node, a cable per
     # wire): a validation has no need of the plan, whose cable list alone costs as much.
     hosts = sum(len(rack.nodes) for rack in cluster.racks)

@@ -115,8 +115,8 @@ def _plan(repo: Path) -> Plan:
     """`repo/cluster` loaded, checked and planned; no target runs, so the pictures and a
     reprint neither need nor touch generated/. Raises SourceError for bad input."""
     from compiler.load import load
-    from compiler.pipeline import check
     from compiler.plan import build
+    from compiler.validation import check
 
     return build(check(load(repo / "cluster")))
 
