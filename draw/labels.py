@@ -407,7 +407,7 @@ def pull_columns(rows: Sequence[Sequence[str]], width: float) -> tuple[list[floa
     """The pull table's column widths and font size: each column at least as wide as its
     widest cell (the ID bold, as it is drawn), at the largest size that fits `width`, the
     room left shared out as PULL_WIDTHS share it. A rail fabric's IDs (SG02-SPINE07-33) and
-    ends (n00 U09 sg02-spine07:P31/2) are wider than a rack leaf's; a fixed column let them
+    ends (n01 U10 sg01-spine01:P17/1) are wider than a rack leaf's; a fixed column let them
     run into the next one."""
     for size in PULL_SIZES:
         natural = [
