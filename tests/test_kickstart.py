@@ -23,7 +23,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -121,10 +121,35 @@ def _binds(root: Path, user: str) -> list[str]:
 
 
 def _in_root(root: Path, binds: list[str]) -> list[str]:
-    """The command line that runs "$@" with `root`'s `binds` over this machine's."""
-    mounts = " && ".join(f'mount --bind "$1/{w}" "/{w}"' for w in binds)
+    """The command line that runs "$@" with `root`'s `binds` over this machine's. What goes
+    in /etc goes into a copy of this machine's /etc, bound over it whole: a file bound alone
+    is unmounted when another process renames a file over it (useradd and userdel replace
+    /etc/passwd so, and the lab tests run them beside these), and sshd then read this
+    machine's accounts and refused the audit user as invalid."""
+    etc = root.with_name(f"{root.name}.etc")
+    shutil.rmtree(etc, ignore_errors=True)
+    # A lock or backup file useradd drops while this copies is not needed: skipped.
+    shutil.copytree("/etc", etc, symlinks=True, copy_function=_copy_if_there)
+    for where in (w for w in binds if w.startswith("etc/")):
+        mine, theirs = root / where, etc / where.removeprefix("etc/")
+        if theirs.is_dir() and not theirs.is_symlink():
+            shutil.rmtree(theirs)
+        else:
+            theirs.unlink(missing_ok=True)
+        if mine.is_dir():
+            shutil.copytree(mine, theirs, symlinks=True)
+        else:
+            shutil.copy2(mine, theirs)
+    rest = [w for w in binds if not w.startswith("etc/")]
+    mounts = " && ".join(f'mount --bind "$1/{w}" "/{w}"' for w in rest)
     return ["unshare", "-m", "--propagation", "private", "sh", "-c",
-            f'{mounts} && shift && exec "$@"', "sh", str(root)]  # fmt: skip
+            f'mount --bind "{etc}" /etc && {mounts} && shift && exec "$@"', "sh",
+            str(root)]  # fmt: skip
+
+
+def _copy_if_there(src: str, dst: str) -> None:
+    with suppress(FileNotFoundError):
+        shutil.copy2(src, dst)
 
 
 def effective(root: Path, audit_user: str, user: str) -> dict[str, str]:
