@@ -409,15 +409,16 @@ def pull_columns(rows: Sequence[Sequence[str]], width: float) -> tuple[list[floa
     room left shared out as PULL_WIDTHS share it. A rail fabric's IDs (SG02-SPINE07-33) and
     ends (n01 U10 sg01-spine01:P17/1) are wider than a rack leaf's; a fixed column let them
     run into the next one."""
+    # A text's width grows with its size: each column's widest measured once, at 1 pt.
+    widest = [
+        max(
+            stringWidth(str(cell), BOLD if i == 0 or col == 0 else REGULAR, 1)
+            for i, cell in enumerate(column)
+        )
+        for col, column in enumerate(zip(PULL_HEADER, *rows, strict=False))
+    ]
     for size in PULL_SIZES:
-        natural = [
-            max(
-                stringWidth(str(cell), BOLD if i == 0 or col == 0 else REGULAR, size)
-                for i, cell in enumerate(column)
-            )
-            + 2 * PULL_PAD
-            for col, column in enumerate(zip(PULL_HEADER, *rows, strict=False))
-        ]
+        natural = [w * size + 2 * PULL_PAD for w in widest]
         if sum(natural) <= width:
             break
     # At the smallest size a table too wide still gets its columns' shares: it overflows
@@ -568,8 +569,7 @@ def sheets(
         raise SelectionError("no label has an end in the racks asked for")
 
     def pdf(items: Sequence[Label], title: str, sheet_per_rack: bool = True) -> bytes:
-        pages = layout(items, chosen, site, sheet_per_rack=sheet_per_rack)
-        return labels_pdf(pages, f"{site} cable labels: {title} ({chosen.name})")
+        return _labels_file(items, chosen, site, title, sheet_per_rack)
 
     if only:
         return {"reprint.pdf": pdf(chosen_labels, "reprint", sheet_per_rack=False)}
@@ -603,6 +603,14 @@ def sheets(
     return dict(sorted(files.items()))
 
 
+def _labels_file(
+    items: Sequence[Label], stock: Stock, site: str, title: str, sheet_per_rack: bool = True
+) -> bytes:
+    """A PDF of label sheets for `items`, titled for the printer's queue."""
+    pages = layout(items, stock, site, sheet_per_rack=sheet_per_rack)
+    return labels_pdf(pages, f"{site} cable labels: {title} ({stock.name})")
+
+
 def _rail_sheets(
     cabling: Cabling, facts: Scene, chosen: Stock, rails: Sequence[int], units: Sequence[str]
 ) -> dict[str, bytes]:
@@ -622,21 +630,24 @@ def _rail_sheets(
     ]
     if problems:
         raise SelectionError("; ".join(problems))
+    chosen_leaves = {
+        leaf.name: leaf
+        for leaf in leaves
+        if (not rails or leaf.rail in rails) and (not units or leaf.unit in units)
+    }
+    on: dict[str, list[Cable]] = {}  # leaf -> the cables whose switch end it is
+    for c in cabling.cables:
+        if c.a.device in chosen_leaves:
+            on.setdefault(c.a.device, []).append(c)
     spots = {r.name: r for r in facts.racks}
     files = {}
-    for leaf in leaves:
-        if (rails and leaf.rail not in rails) or (units and leaf.unit not in units):
-            continue
-        cables = [c for c in cabling.cables if c.a.device == leaf.name]
-        if not cables:
-            continue  # a leaf racked before its unit's servers: nothing to pull yet
-        title = f"rail {leaf.rail} of {leaf.unit}, leaf {leaf.name}"
-        pages = layout(labels(cables), chosen, cabling.site)
-        files[f"{leaf.name}.pdf"] = labels_pdf(
-            pages, f"{cabling.site} cable labels: {title} ({chosen.name})"
-        )
+    # A leaf racked before its unit's servers has nothing to pull yet: no files.
+    for name, cables in on.items():
+        leaf = chosen_leaves[name]
+        title = f"rail {leaf.rail} of {leaf.unit}, leaf {name}"
+        files[f"{name}.pdf"] = _labels_file(labels(cables), chosen, cabling.site, title)
         figure = rack_figure(facts, spots[cables[0].a.rack])
-        files[f"{leaf.name}-pull.pdf"] = pull_pdf(cables, cabling.site, chosen.page, figure, title)
+        files[f"{name}-pull.pdf"] = pull_pdf(cables, cabling.site, chosen.page, figure, title)
     if not files:
         raise SelectionError("no cable has its switch end on the leaves asked for")
     return dict(sorted(files.items()))
