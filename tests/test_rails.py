@@ -40,6 +40,7 @@ from draw import labels as sheets
 from tests.conftest import REPO, require_tool
 from tests.lab.acceptance_run import Run
 from tests.test_accept import ftree_tables, path
+from tests.test_labels import _text as pdf_text
 
 EXAMPLE = REPO / "examples" / "rails"
 NOW = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
@@ -360,15 +361,7 @@ def test_accept_names_the_one_slow_rail_5_cable(tmp_path: Path, cable: str) -> N
 def _pdf_tokens(pdf: bytes, tmp: Path, known: set[str]) -> Counter[str]:
     """The words of `known` in a PDF as poppler reads it laid out: a cell that ran into the
     next one reads as one word with it, and is not counted."""
-    path = tmp / "sheet.pdf"
-    path.write_bytes(pdf)
-    text = subprocess.run(
-        [require_tool("pdftotext"), "-layout", str(path), "-"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return Counter(word for word in text.split() if word in known)
+    return Counter(word for word in pdf_text(pdf, tmp).split() if word in known)
 
 
 @pytest.mark.realtool
