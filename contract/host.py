@@ -14,7 +14,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from contract.deploy import Deploy
-from contract.record import Absent, File, Record, Sparse
+from contract.record import Absent, File, Record, absent
 
 VERSION_KEYS = (
     "bios",
@@ -42,13 +42,13 @@ class Bmc(Record):
     mac: str | None = Field(description="null where the rack file gives none.")
 
 
-class ExpectedRoute(Sparse):
+class ExpectedRoute(Record):
     """A route as `ip -j route show` reports it, normalised to these three fields
     (`contract.routes.normal_routes`)."""
 
     dst: str = Field(description='The prefix, or "default" for the default route.')
     dev: str
-    gateway: str | Absent = Field(default=None, description="Absent on connected routes.")
+    gateway: str | Absent = absent("Absent on connected routes.")
 
 
 class IbPort(Record):
@@ -128,7 +128,7 @@ class Accept(Record):
     until: date
 
 
-class Host(File, Sparse):
+class Host(File):
     """One host's expected state."""
 
     host: str
@@ -152,25 +152,20 @@ class Host(File, Sparse):
         description="The default route first, then by prefix."
     )
     ib_ports: tuple[IbPort, ...]
-    ethernet: tuple[EthernetLink, ...] | Absent = Field(
-        default=None,
-        description="Each cabled Ethernet NIC of the host (not its BMC's, which LLDP on the "
+    ethernet: tuple[EthernetLink, ...] | Absent = absent(
+        "Each cabled Ethernet NIC of the host (not its BMC's, which LLDP on the "
         "host never sees), by name; absent on a host with none.",
     )
     gpus: Gpus | None = Field(description="null on a host without GPUs.")
-    gpudirect: GpuDirect | Absent = Field(
-        default=None,
-        description="On hosts with GPUs and an HCA: NCCL's settings and each GPU's HCA.",
+    gpudirect: GpuDirect | Absent = absent(
+        "On hosts with GPUs and an HCA: NCCL's settings and each GPU's HCA.",
     )
-    slurm: Slurm | Absent = Field(default=None, description="On hosts that run slurmd.")
-    slurm_controller: SlurmController | Absent = Field(
-        default=None,
-        description="On the first host by name that runs slurmctld: what sinfo answers for.",
+    slurm: Slurm | Absent = absent("On hosts that run slurmd.")
+    slurm_controller: SlurmController | Absent = absent(
+        "On the first host by name that runs slurmctld: what sinfo answers for.",
     )
-    accept: Mapping[str, Accept] | Absent = Field(
-        default=None,
-        description="Only on hosts a rollout covers: version key -> the window; pinned keys "
-        "take no rollout.",
+    accept: Mapping[str, Accept] | Absent = absent(
+        "Only on hosts a rollout covers: version key -> the window; pinned keys take no rollout.",
     )
     # Not in this file: generated/deploy/<host>.json, which the reader puts beside it.
     deploy: SkipJsonSchema[Deploy | None] = Field(default=None, exclude=True)

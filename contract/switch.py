@@ -15,7 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from contract.deploy import Deploy
 from contract.host import EthernetLink
-from contract.record import Absent, File, Record, Sparse
+from contract.record import Absent, File, Record, absent
 
 AUDITED_OS = ("cumulus", "eos")  # the switch OSes the audit logs into
 EOS = "eos"
@@ -33,7 +33,7 @@ class BgpPeer(Record):
     )
 
 
-class EthernetSwitch(File, Sparse):
+class EthernetSwitch(File):
     """One configured Ethernet switch's expected state."""
 
     host: str = Field(
@@ -54,15 +54,13 @@ class EthernetSwitch(File, Sparse):
     bgp: tuple[BgpPeer, ...] = Field(
         description="Every planned session, by port: each Established, with prefixes received."
     )
-    ethernet: tuple[EthernetLink, ...] | Absent = Field(
-        default=None,
-        description="Its installed cables to other switches (uplinks to its spines or from its "
+    ethernet: tuple[EthernetLink, ...] | Absent = absent(
+        "Its installed cables to other switches (uplinks to its spines or from its "
         "rack switches, management-port patches), by its port: what its lldpd must hear on each. "
         "A host's cable is checked from the host's end alone; absent on a switch with none.",
     )
-    running_config: tuple[str, ...] | Absent = Field(
-        default=None,
-        description="A routed Cumulus switch's FRR configuration as `vtysh -c 'show "
+    running_config: tuple[str, ...] | Absent = absent(
+        "A routed Cumulus switch's FRR configuration as `vtysh -c 'show "
         "running-config'` must print it for the generated frr.conf: its lines, each prefixed by "
         "its blocks' (`router bgp N > neighbor ...`), as contract/probes/vtysh_running_config.py "
         "normalises both; a line of one side only was changed live, not in the file.",

@@ -20,6 +20,7 @@ from audits import expected
 from audits.model import AuditError
 from audits.ssh import Target, targets
 from contract import SCHEMA, ContractError, Deploy, EthernetSwitch, Fabric, Host, schema
+from contract.record import Absent, Record, absent
 from tests.conftest import REPO
 
 TREES = [REPO / "generated", *sorted(REPO.glob("examples/*/generated"))]
@@ -68,6 +69,21 @@ def test_a_section_that_does_not_apply_is_absent_and_a_null_fact_is_written() ->
     assert not {"slurm", "gpudirect", "slurm_controller", "accept"} & written.keys()
     connected = next(r for r in written["routes"] if "gateway" not in r)
     assert connected["dst"] != "default"
+
+
+def test_a_field_defaulting_to_none_must_say_it_is_left_out() -> None:
+    # Left as a plain default, the section would be written as null, not left out.
+    with pytest.raises(TypeError, match=r"Loose\.note defaults to None: make it an absent"):
+
+        class Loose(Record):
+            note: str | None = None
+
+    class Kept(Record):
+        note: str | Absent = absent("A note.")
+        fact: str | None
+
+    assert Kept(fact=None).as_dict() == {"fact": None}
+    assert Kept(note="n", fact="f").as_dict() == {"fact": "f", "note": "n"}
 
 
 def test_the_committed_schemas_are_a_fresh_export() -> None:
