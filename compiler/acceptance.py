@@ -302,7 +302,7 @@ def plan_rounds(servers: Iterable[Server], tree: Tree) -> FabricTest:
     covered = {c for pairs in rounds for p in pairs for c in p.cables}
     rounds += _cover(sorted(routable - covered), over, covered)
     split, inseparable = _split(rounds, over)
-    rounds += _pack(split)
+    rounds += split
     tested = set(tree.up.values()) | set(tree.core_up.values())
     return FabricTest(tuple(rounds), tuple(sorted(tested - routable)), inseparable)
 
@@ -317,13 +317,12 @@ def _classes(crossing: Mapping[str, frozenset[int]]) -> list[list[str]]:
 
 def _split(
     rounds: Sequence[tuple[Pair, ...]], crossing: Callable[[str], Iterator[Pair]]
-) -> tuple[list[Pair], tuple[tuple[str, ...], ...]]:
-    """Pairs that split every set of cables the rounds cross only together, and the sets no
-    route splits. A pair only refines the sets (cables told apart stay apart), so each added
-    pair makes progress; the search runs only over the few sets there are."""
-    added: list[Pair] = []
+) -> tuple[list[tuple[Pair, ...]], tuple[tuple[str, ...], ...]]:
+    """Rounds of pairs that split every set of cables `rounds` cross only together, and the
+    sets no route splits. A pair only refines the sets (cables told apart stay apart), so
+    each added pair makes progress; the search runs only over the few sets there are."""
+    added = _Rounds()
     stuck: set[tuple[str, str]] = set()  # (a, b) no route tells apart
-    busy: set[str] = set()  # the hosts of the added pairs
     # Each cable some pair crosses -> the pairs that cross it, each pair by its number (a
     # set of numbers hashes many times faster than one of pairs).
     number: dict[Pair, int] = {}
@@ -349,14 +348,13 @@ def _split(
             break
         a, b = todo
         splitting = (p for c in (a, b) for p in crossing(c) if (a in p.cables) != (b in p.cables))
-        # The first of a few that uses no host another added pair does, so the added
-        # pairs share rounds rather than each taking one of its own.
-        found = _first_of_few(splitting, [busy])
+        # The first of a few that fits a round so far, so the added pairs share rounds
+        # rather than each taking one of its own.
+        found = _first_of_few(splitting, added.busy)
         if found is None:
             stuck.add((a, b))
             continue
-        added.append(found)
-        busy |= {found.client, found.server}
+        added.add(found)
         over = set(found.cables)
         # Its cables no pair crossed before (a host's cable, from a client no round used)
         # are crossed by it alone: a class of their own, to be split in turn.
@@ -375,7 +373,7 @@ def _split(
         if len(fresh) > 1:
             insort(classes, fresh)
             class_of.update(dict.fromkeys(fresh, fresh))
-    return added, tuple(tuple(cs) for cs in classes)
+    return added.rounds(), tuple(tuple(cs) for cs in classes)
 
 
 def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]]:
@@ -425,24 +423,20 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
         if cable in uplink:
             leaf, spine, _ = uplink[cable]
             plane = tree.plane[spine][1]
-            for client in hosts:
-                # From the cable's leaf to any server of its spine's plane; from elsewhere,
-                # to the servers below it.
-                mine = client.leaf == leaf
-                yield from ((client, s) for s in (by_plane[plane] if mine else below[cable]))
+            # From the cable's leaf to any server of its spine's plane; from elsewhere, to the
+            # servers below it.
+            yield from _diagonal(
+                [(c, by_plane[plane] if c.leaf == leaf else below[cable]) for c in hosts]
+            )
         elif cable in core:
             pod = tree.plane[core[cable][0]][0]
-            up, down = up_from(pod).get(cable, ()), below.get(cable, ())
+            up, down = up_from(pod).get(cable, []), below.get(cable, [])
             # From the spine's pod, up over it; from another pod, down over it. The climbing
             # routes first: what the rounds leave together is mostly a core link and the one
             # leaf uplink all its descending routes share, which the climbing ones from the
             # pod's other leaves split (at 2,048 x 8, the 270th route walked, not the 1,300th).
-            for client in hosts:
-                if tree.leaves[client.leaf][0] == pod:
-                    yield from ((client, s) for s in up)
-            for client in hosts:
-                if tree.leaves[client.leaf][0] != pod:
-                    yield from ((client, s) for s in down)
+            yield from _diagonal([(c, up) for c in hosts if tree.leaves[c.leaf][0] == pod])
+            yield from _diagonal([(c, down) for c in hosts if tree.leaves[c.leaf][0] != pod])
         elif cable in host:
             h = host[cable]
             for other in hosts:
@@ -459,6 +453,21 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
                 yield p
 
     return crossing
+
+
+def _diagonal(
+    targets: Sequence[tuple[Server, Sequence[Server]]],
+) -> Iterator[tuple[Server, Server]]:
+    """Every (client, server) of `targets` (each client with the servers it may write to),
+    diagonal by diagonal: the i-th client's j-th pair is its server i + j, so the first pairs
+    have each a client and a server of their own. Client by client, the first few routes over
+    a cable were all one host's, and the pairs that split the cables the rounds cross together
+    each took a round of their own (240 rounds of one pair at 2,048 one-HCA servers)."""
+    longest = max((len(servers) for _, servers in targets), default=0)
+    for j in range(longest):
+        for i, (client, servers) in enumerate(targets):
+            if j < len(servers):
+                yield client, servers[(i + j) % len(servers)]
 
 
 def _routable(hosts: list[Server], tree: Tree) -> set[str]:
@@ -562,23 +571,16 @@ def _cover(
     """A pair over each of `cables` no round covers, in rounds of their own: of the first few
     routes over a cable, the first that fits a round so far (no host twice), so the pairs
     share rounds rather than all starting from the first hosts."""
-    rounds: list[list[Pair]] = []
-    busy: list[set[str]] = []
+    rounds = _Rounds()
     for cable in cables:
         if cable in covered:
             continue  # an earlier pair of these crosses it too: it runs once
-        pair = _first_of_few(crossing(cable), busy)
+        pair = _first_of_few(crossing(cable), rounds.busy)
         if pair is None:
             continue
-        i = next((i for i, used in enumerate(busy) if not {pair.client, pair.server} & used), None)
-        if i is not None:
-            rounds[i].append(pair)
-            busy[i] |= {pair.client, pair.server}
-        else:
-            rounds.append([pair])
-            busy.append({pair.client, pair.server})
+        rounds.add(pair)
         covered = covered | set(pair.cables)
-    return [tuple(r) for r in rounds]
+    return rounds.rounds()
 
 
 def _first_of_few(pairs: Iterable[Pair], busy: list[set[str]], few: int = 32) -> Pair | None:
@@ -593,17 +595,22 @@ def _first_of_few(pairs: Iterable[Pair], busy: list[set[str]], few: int = 32) ->
     return first
 
 
-def _pack(pairs: list[Pair]) -> list[tuple[Pair, ...]]:
-    """Pairs into rounds, first fit, no host twice in a round."""
-    rounds: list[list[Pair]] = []
-    busy: list[set[str]] = []
-    for pair in pairs:
-        for chosen, used in zip(rounds, busy, strict=True):
-            if pair.client not in used and pair.server not in used:
-                chosen.append(pair)
-                used |= {pair.client, pair.server}
-                break
+@dataclass
+class _Rounds:
+    """Pairs into rounds as they come, first fit: no host twice in a round."""
+
+    pairs: list[list[Pair]] = field(default_factory=list)
+    busy: list[set[str]] = field(default_factory=list)  # each round's hosts
+
+    def add(self, pair: Pair) -> None:
+        ends = (pair.client, pair.server)
+        i = next((i for i, used in enumerate(self.busy) if used.isdisjoint(ends)), None)
+        if i is None:
+            self.pairs.append([pair])
+            self.busy.append(set(ends))
         else:
-            rounds.append([pair])
-            busy.append({pair.client, pair.server})
-    return [tuple(r) for r in rounds]
+            self.pairs[i].append(pair)
+            self.busy[i].update(ends)
+
+    def rounds(self) -> list[tuple[Pair, ...]]:
+        return [tuple(r) for r in self.pairs]

@@ -443,14 +443,14 @@ def test_plan_splits_cables_the_rounds_cross_only_together() -> None:
 
 
 def test_a_pair_added_to_split_a_set_has_its_new_cables_split_in_turn() -> None:
-    """Hypothesis found it: one uplink of two leaves, so only servers of ranks 2 and 6 are
+    """Hypothesis found it: one uplink of two leaves, so only servers of ranks 1 and 3 are
     reached. The pair added to split a server cable from the uplinks brings two cables no
-    pair crossed before (l00-host1, l01-host6), crossed by it alone; they are a set of their
-    own, and another pair (l00h1 -> l01h2) tells them apart."""
-    found = [Server("l00", i, f"l00h{i}", f"l00-host{i}") for i in range(3)]
-    found += [Server("l01", i, f"l01h{i}", f"l01-host{i}") for i in range(7)]
-    up = {("l00", "s0", 1): "l00-s0-1", ("l01", "s0", 1): "l01-s0-1"}
-    test = plan_rounds(found, Tree.two_tier(found, ["s0", "s1"], 2, up))
+    pair crossed before (l01-host2, l02-host3), crossed by it alone; they are a set of their
+    own, and another pair (l01h2 -> l02h1) tells them apart."""
+    found = [Server("l01", i, f"l01h{i}", f"l01-host{i}") for i in range(3)]
+    found += [Server("l02", i, f"l02h{i}", f"l02-host{i}") for i in range(4)]
+    up = {("l01", "s1", 0): "l01-s1-0", ("l02", "s1", 0): "l02-s1-0"}
+    test = plan_rounds(found, Tree.two_tier(found, ["s0", "s1"], 1, up))
     pairs = [p for r in test.rounds for p in r]
     crossing: dict[str, set[int]] = {}
     for i, p in enumerate(pairs):
@@ -461,8 +461,8 @@ def test_a_pair_added_to_split_a_set_has_its_new_cables_split_in_turn() -> None:
         for ps in {frozenset(v) for v in crossing.values()}
         if sum(crossing[c] == ps for c in crossing) > 1
     )
-    assert together == list(test.inseparable) == [("l00-s0-1", "l01-s0-1")]
-    assert {"l00-host1", "l01-host6"} <= set(crossing)
+    assert together == list(test.inseparable) == [("l01-s1-0", "l02-s1-0")]
+    assert {"l01-host2", "l02-host3"} <= set(crossing)
 
 
 def test_a_failure_the_run_cannot_pin_on_one_cable_names_the_set_and_the_retest(

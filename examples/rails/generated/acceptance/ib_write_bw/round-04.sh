@@ -6,20 +6,324 @@ out="$1/ib_write_bw/round-04"
 mkdir -p "$out"
 # Servers first; each waits for its one client.
 ssh gpu009 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu010 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu026 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu011 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu020 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu013 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu021 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu029 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu031 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10' &
 ssh gpu009 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu010 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu026 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu011 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu020 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu013 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu021 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu029 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu031 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10' &
 ssh gpu009 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu010 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu026 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu011 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu020 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu013 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu021 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu029 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu031 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10' &
 ssh gpu009 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu010 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu026 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu011 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu020 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu013 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu021 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu029 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu031 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10' &
 ssh gpu009 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu010 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu026 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu011 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu020 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu013 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu021 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu029 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu031 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10' &
 ssh gpu009 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu010 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu026 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu011 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu020 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu013 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu021 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu029 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu031 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10' &
 ssh gpu009 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu010 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu026 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu011 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu020 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu013 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu021 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu029 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu031 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10' &
 ssh gpu009 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu017 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu025 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu010 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu018 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu026 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu011 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu019 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu027 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu012 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu020 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu028 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu013 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu021 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu029 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu022 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu030 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu023 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu031 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
+ssh gpu024 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10' &
 sleep 2
 ssh gpu033 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu033-gpu009-mlx5_0.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu034-gpu017-mlx5_0.txt" 2>&1 &
+ssh gpu035 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu035-gpu025-mlx5_0.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu036-gpu010-mlx5_0.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu037-gpu018-mlx5_0.txt" 2>&1 &
+ssh gpu038 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu038-gpu026-mlx5_0.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu039-gpu011-mlx5_0.txt" 2>&1 &
+ssh gpu040 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu040-gpu019-mlx5_0.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu041-gpu027-mlx5_0.txt" 2>&1 &
+ssh gpu042 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu042-gpu012-mlx5_0.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu043-gpu020-mlx5_0.txt" 2>&1 &
+ssh gpu044 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu044-gpu028-mlx5_0.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu046-gpu013-mlx5_0.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu045-gpu021-mlx5_0.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu047-gpu029-mlx5_0.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu048-gpu022-mlx5_0.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu049-gpu030-mlx5_0.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu050-gpu023-mlx5_0.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu051-gpu031-mlx5_0.txt" 2>&1 &
+ssh gpu052 'ib_write_bw -d mlx5_0 -i 1 -p 18515 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu052-gpu024-mlx5_0.txt" 2>&1 &
 ssh gpu033 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu033-gpu009-mlx5_1.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu034-gpu017-mlx5_1.txt" 2>&1 &
+ssh gpu035 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu035-gpu025-mlx5_1.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu036-gpu010-mlx5_1.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu037-gpu018-mlx5_1.txt" 2>&1 &
+ssh gpu038 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu038-gpu026-mlx5_1.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu039-gpu011-mlx5_1.txt" 2>&1 &
+ssh gpu040 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu040-gpu019-mlx5_1.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu041-gpu027-mlx5_1.txt" 2>&1 &
+ssh gpu042 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu042-gpu012-mlx5_1.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu043-gpu020-mlx5_1.txt" 2>&1 &
+ssh gpu044 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu044-gpu028-mlx5_1.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu046-gpu013-mlx5_1.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu045-gpu021-mlx5_1.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu047-gpu029-mlx5_1.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu048-gpu022-mlx5_1.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu049-gpu030-mlx5_1.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu050-gpu023-mlx5_1.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu051-gpu031-mlx5_1.txt" 2>&1 &
+ssh gpu052 'ib_write_bw -d mlx5_1 -i 1 -p 18516 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu052-gpu024-mlx5_1.txt" 2>&1 &
 ssh gpu033 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu033-gpu009-mlx5_2.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu034-gpu017-mlx5_2.txt" 2>&1 &
+ssh gpu035 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu035-gpu025-mlx5_2.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu036-gpu010-mlx5_2.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu037-gpu018-mlx5_2.txt" 2>&1 &
+ssh gpu038 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu038-gpu026-mlx5_2.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu039-gpu011-mlx5_2.txt" 2>&1 &
+ssh gpu040 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu040-gpu019-mlx5_2.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu041-gpu027-mlx5_2.txt" 2>&1 &
+ssh gpu042 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu042-gpu012-mlx5_2.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu043-gpu020-mlx5_2.txt" 2>&1 &
+ssh gpu044 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu044-gpu028-mlx5_2.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu046-gpu013-mlx5_2.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu045-gpu021-mlx5_2.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu047-gpu029-mlx5_2.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu048-gpu022-mlx5_2.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu049-gpu030-mlx5_2.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu050-gpu023-mlx5_2.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu051-gpu031-mlx5_2.txt" 2>&1 &
+ssh gpu052 'ib_write_bw -d mlx5_2 -i 1 -p 18517 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu052-gpu024-mlx5_2.txt" 2>&1 &
 ssh gpu033 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu033-gpu009-mlx5_3.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu034-gpu017-mlx5_3.txt" 2>&1 &
+ssh gpu035 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu035-gpu025-mlx5_3.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu036-gpu010-mlx5_3.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu037-gpu018-mlx5_3.txt" 2>&1 &
+ssh gpu038 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu038-gpu026-mlx5_3.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu039-gpu011-mlx5_3.txt" 2>&1 &
+ssh gpu040 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu040-gpu019-mlx5_3.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu041-gpu027-mlx5_3.txt" 2>&1 &
+ssh gpu042 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu042-gpu012-mlx5_3.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu043-gpu020-mlx5_3.txt" 2>&1 &
+ssh gpu044 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu044-gpu028-mlx5_3.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu046-gpu013-mlx5_3.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu045-gpu021-mlx5_3.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu047-gpu029-mlx5_3.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu048-gpu022-mlx5_3.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu049-gpu030-mlx5_3.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu050-gpu023-mlx5_3.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu051-gpu031-mlx5_3.txt" 2>&1 &
+ssh gpu052 'ib_write_bw -d mlx5_3 -i 1 -p 18518 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu052-gpu024-mlx5_3.txt" 2>&1 &
 ssh gpu033 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu033-gpu009-mlx5_4.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu034-gpu017-mlx5_4.txt" 2>&1 &
+ssh gpu035 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu035-gpu025-mlx5_4.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu036-gpu010-mlx5_4.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu037-gpu018-mlx5_4.txt" 2>&1 &
+ssh gpu038 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu038-gpu026-mlx5_4.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu039-gpu011-mlx5_4.txt" 2>&1 &
+ssh gpu040 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu040-gpu019-mlx5_4.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu041-gpu027-mlx5_4.txt" 2>&1 &
+ssh gpu042 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu042-gpu012-mlx5_4.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu043-gpu020-mlx5_4.txt" 2>&1 &
+ssh gpu044 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu044-gpu028-mlx5_4.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu046-gpu013-mlx5_4.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu045-gpu021-mlx5_4.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu047-gpu029-mlx5_4.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu048-gpu022-mlx5_4.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu049-gpu030-mlx5_4.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu050-gpu023-mlx5_4.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu051-gpu031-mlx5_4.txt" 2>&1 &
+ssh gpu052 'ib_write_bw -d mlx5_4 -i 1 -p 18519 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu052-gpu024-mlx5_4.txt" 2>&1 &
 ssh gpu033 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu033-gpu009-mlx5_5.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu034-gpu017-mlx5_5.txt" 2>&1 &
+ssh gpu035 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu035-gpu025-mlx5_5.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu036-gpu010-mlx5_5.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu037-gpu018-mlx5_5.txt" 2>&1 &
+ssh gpu038 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu038-gpu026-mlx5_5.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu039-gpu011-mlx5_5.txt" 2>&1 &
+ssh gpu040 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu040-gpu019-mlx5_5.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu041-gpu027-mlx5_5.txt" 2>&1 &
+ssh gpu042 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu042-gpu012-mlx5_5.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu043-gpu020-mlx5_5.txt" 2>&1 &
+ssh gpu044 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu044-gpu028-mlx5_5.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu046-gpu013-mlx5_5.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu045-gpu021-mlx5_5.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu047-gpu029-mlx5_5.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu048-gpu022-mlx5_5.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu049-gpu030-mlx5_5.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu050-gpu023-mlx5_5.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu051-gpu031-mlx5_5.txt" 2>&1 &
+ssh gpu052 'ib_write_bw -d mlx5_5 -i 1 -p 18520 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu052-gpu024-mlx5_5.txt" 2>&1 &
 ssh gpu033 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu033-gpu009-mlx5_6.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu034-gpu017-mlx5_6.txt" 2>&1 &
+ssh gpu035 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu035-gpu025-mlx5_6.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu036-gpu010-mlx5_6.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu037-gpu018-mlx5_6.txt" 2>&1 &
+ssh gpu038 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu038-gpu026-mlx5_6.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu039-gpu011-mlx5_6.txt" 2>&1 &
+ssh gpu040 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu040-gpu019-mlx5_6.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu041-gpu027-mlx5_6.txt" 2>&1 &
+ssh gpu042 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu042-gpu012-mlx5_6.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu043-gpu020-mlx5_6.txt" 2>&1 &
+ssh gpu044 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu044-gpu028-mlx5_6.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu046-gpu013-mlx5_6.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu045-gpu021-mlx5_6.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu047-gpu029-mlx5_6.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu048-gpu022-mlx5_6.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu049-gpu030-mlx5_6.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu050-gpu023-mlx5_6.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu051-gpu031-mlx5_6.txt" 2>&1 &
+ssh gpu052 'ib_write_bw -d mlx5_6 -i 1 -p 18521 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu052-gpu024-mlx5_6.txt" 2>&1 &
 ssh gpu033 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.3.11' > "$out/gpu033-gpu009-mlx5_7.txt" 2>&1 &
+ssh gpu034 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.5.11' > "$out/gpu034-gpu017-mlx5_7.txt" 2>&1 &
+ssh gpu035 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.7.11' > "$out/gpu035-gpu025-mlx5_7.txt" 2>&1 &
+ssh gpu036 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.3.12' > "$out/gpu036-gpu010-mlx5_7.txt" 2>&1 &
+ssh gpu037 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.5.12' > "$out/gpu037-gpu018-mlx5_7.txt" 2>&1 &
+ssh gpu038 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.7.12' > "$out/gpu038-gpu026-mlx5_7.txt" 2>&1 &
+ssh gpu039 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.3.13' > "$out/gpu039-gpu011-mlx5_7.txt" 2>&1 &
+ssh gpu040 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.5.13' > "$out/gpu040-gpu019-mlx5_7.txt" 2>&1 &
+ssh gpu041 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.7.13' > "$out/gpu041-gpu027-mlx5_7.txt" 2>&1 &
+ssh gpu042 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.3.14' > "$out/gpu042-gpu012-mlx5_7.txt" 2>&1 &
+ssh gpu043 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.5.14' > "$out/gpu043-gpu020-mlx5_7.txt" 2>&1 &
+ssh gpu044 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.7.14' > "$out/gpu044-gpu028-mlx5_7.txt" 2>&1 &
+ssh gpu046 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.4.11' > "$out/gpu046-gpu013-mlx5_7.txt" 2>&1 &
+ssh gpu045 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.6.11' > "$out/gpu045-gpu021-mlx5_7.txt" 2>&1 &
+ssh gpu047 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.8.11' > "$out/gpu047-gpu029-mlx5_7.txt" 2>&1 &
+ssh gpu048 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.6.12' > "$out/gpu048-gpu022-mlx5_7.txt" 2>&1 &
+ssh gpu049 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.8.12' > "$out/gpu049-gpu030-mlx5_7.txt" 2>&1 &
+ssh gpu050 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.6.13' > "$out/gpu050-gpu023-mlx5_7.txt" 2>&1 &
+ssh gpu051 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.8.13' > "$out/gpu051-gpu031-mlx5_7.txt" 2>&1 &
+ssh gpu052 'ib_write_bw -d mlx5_7 -i 1 -p 18522 -F --report_gbits -D 10 10.96.6.14' > "$out/gpu052-gpu024-mlx5_7.txt" 2>&1 &
 wait
