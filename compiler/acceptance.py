@@ -53,7 +53,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import islice, pairwise
+from itertools import count, islice, pairwise
 from typing import NamedTuple, cast
 
 
@@ -377,10 +377,13 @@ def _split(
 
 
 def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]]:
-    """cable -> every route over it, clients in host order, each's servers in host order.
-    Only the servers whose path from the cable's leaf or pod (or down from its spine) leads
-    over it can be the far end of such a route, so only those are tried."""
+    """cable -> every route over it, diagonal by diagonal (`_diagonal`): first those that
+    climb over it, then those that come down over it. Only the servers whose path from the
+    cable's leaf or pod (or down from its spine) leads over it can be the far end of such a
+    route, so only those are tried."""
     by_plane: dict[int, list[Server]] = defaultdict(list)
+    on_leaf: dict[str, list[Server]] = defaultdict(list)
+    in_pod: dict[int, list[Server]] = defaultdict(list)
     # Down from the server's own spine (its leaf's uplink; from another pod, the spine's
     # link to the core too), every client pod's path is one: cable -> servers below it.
     below: dict[str, list[Server]] = defaultdict(list)
@@ -393,6 +396,8 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
         plane = tree.target(h)[0]
         by_plane[plane].append(h)
         home = tree.leaves[h.leaf][0]
+        on_leaf[h.leaf].append(h)
+        in_pod[home].append(h)
         found = tree.descent(h, home)
         assert found is not None, "a server is reached from its own pod"
         (down,) = found[1]
@@ -425,9 +430,8 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
             plane = tree.plane[spine][1]
             # From the cable's leaf to any server of its spine's plane; from elsewhere, to the
             # servers below it.
-            yield from _diagonal(
-                [(c, by_plane[plane] if c.leaf == leaf else below[cable]) for c in hosts]
-            )
+            yield from _diagonal(on_leaf.get(leaf, []), lambda c: by_plane[plane])
+            yield from _diagonal(hosts, lambda c: below[cable] if c.leaf != leaf else ())
         elif cable in core:
             pod = tree.plane[core[cable][0]][0]
             up, down = up_from(pod).get(cable, []), below.get(cable, [])
@@ -435,8 +439,8 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
             # routes first: what the rounds leave together is mostly a core link and the one
             # leaf uplink all its descending routes share, which the climbing ones from the
             # pod's other leaves split (at 2,048 x 8, the 270th route walked, not the 1,300th).
-            yield from _diagonal([(c, up) for c in hosts if tree.leaves[c.leaf][0] == pod])
-            yield from _diagonal([(c, down) for c in hosts if tree.leaves[c.leaf][0] != pod])
+            yield from _diagonal(in_pod.get(pod, []), lambda c: up)
+            yield from _diagonal(hosts, lambda c: down if tree.leaves[c.leaf][0] != pod else ())
         elif cable in host:
             h = host[cable]
             for other in hosts:
@@ -456,18 +460,23 @@ def _crossing(hosts: list[Server], tree: Tree) -> Callable[[str], Iterator[Pair]
 
 
 def _diagonal(
-    targets: Sequence[tuple[Server, Sequence[Server]]],
+    clients: Sequence[Server], servers_of: Callable[[Server], Sequence[Server]]
 ) -> Iterator[tuple[Server, Server]]:
-    """Every (client, server) of `targets` (each client with the servers it may write to),
-    diagonal by diagonal: the i-th client's j-th pair is its server i + j, so the first pairs
-    have each a client and a server of their own. Client by client, the first few routes over
-    a cable were all one host's, and the pairs that split the cables the rounds cross together
-    each took a round of their own (240 rounds of one pair at 2,048 one-HCA servers)."""
-    longest = max((len(servers) for _, servers in targets), default=0)
-    for j in range(longest):
-        for i, (client, servers) in enumerate(targets):
+    """Every (client, server) of `clients` with the servers each may write to, diagonal by
+    diagonal: the i-th client's j-th pair is its server i + j, so the first pairs have each a
+    client and a server of their own. Client by client, the first few routes over a cable
+    were all one host's, and the pairs that split the cables the rounds cross together each
+    took a round of their own (240 rounds of one pair at 2,048 one-HCA servers). Lazy: the
+    caller mostly takes the first few."""
+    for j in count():
+        more = False
+        for i, client in enumerate(clients):
+            servers = servers_of(client)
             if j < len(servers):
+                more = True
                 yield client, servers[(i + j) % len(servers)]
+        if not more:
+            return
 
 
 def _routable(hosts: list[Server], tree: Tree) -> set[str]:
