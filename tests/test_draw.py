@@ -291,6 +291,13 @@ def test_nothing_but_the_cli_imports_draw() -> None:
 # --- the compiled scene ---------------------------------------------------------------------
 
 
+def test_a_rail_sites_scene_reads_back_with_each_links_rail() -> None:
+    text = (REPO / "examples" / "rails" / "generated" / scene_file.PATH).read_text(encoding="utf-8")
+    facts = Scene.from_json(text)
+    assert facts.to_json() == text
+    assert {link.rail for link in facts.links if link.infiniband} == set(range(8))
+
+
 def test_the_compiled_scene_is_the_plans_one_record_a_line(plan: Plan) -> None:
     text = (REPO / "generated" / scene_file.PATH).read_text(encoding="utf-8")
     facts = Scene.from_json(text)
