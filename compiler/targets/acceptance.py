@@ -459,7 +459,7 @@ def _round_script(
         'mkdir -p "$out"',
         "# Servers first; each waits for its one client.",
     ]
-    quoted = {run: shlex.quote(run) for run in runs}
+    quoted = {run: shlex.quote(run) for run in set(runs)}  # a few commands, many rows
     for r, run in zip(rows, runs, strict=True):
         lines.append(f"ssh {r['server']} {quoted[run]} &")
     lines.append("sleep 2")
