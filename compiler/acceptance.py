@@ -598,8 +598,8 @@ def _first_of_few(pairs: Iterable[Pair], busy: list[set[str]], few: int = 32) ->
     only as many as it takes are."""
     first = None
     for p in islice(pairs, few):
-        if any(used.isdisjoint((p.client, p.server)) for used in busy):
-            return p
+        if not busy or any(used.isdisjoint((p.client, p.server)) for used in busy):
+            return p  # with no round yet, the first opens one
         first = first or p
     return first
 
