@@ -230,10 +230,10 @@ def test_pairs_run_rail_to_rail_and_cross_every_rail_cable(example: Compiled) ->
 
 
 def test_the_pairs_that_split_cables_share_rounds(example: Compiled) -> None:
-    # Four units a rail: two rounds of leaf pairs, then the pairs added to tell apart the
-    # cables those cross together. Those took 31 rounds of one pair a rail when each rail's
-    # were all one client's (the first host, whose routes came first); spread over clients,
-    # they fit in two.
+    # Two units: a round of leaf pairs and one of the pair over the uplink it left, then the
+    # pairs added to tell apart the cables those cross together. Those took 31 rounds of one
+    # pair a rail when each rail's were all one client's (the first host, whose routes came
+    # first); spread over clients, they fit in two.
     rounds = json.loads(example.files["acceptance/plan.json"])["ib_write_bw"]["rounds"]
     assert len(rounds) <= 4
     added = [p for r in rounds[2:] for p in r["pairs"] if p["hca"] == "mlx5_3"]
