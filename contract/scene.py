@@ -199,7 +199,7 @@ def _link(link: Link) -> str:
     encoder calls back into Python for none of it, where `_fields` took three calls a link,
     most of the scene's time (a 4,096 x 8 site has 110,000 links). A link on no rail has no
     `rail` key, so a site without rails writes the lines it did before rails were drawn; a
-    field left out here fails the scene's strict read (`from_json`)."""
+    field of Link left out here fails `tests/test_draw.py`."""
     value: dict[str, object] = {
         "a": {"device": link.a.device, "port": link.a.port},
         "b": {"device": link.b.device, "port": link.b.port},

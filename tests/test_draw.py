@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
 import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -227,6 +229,7 @@ def test_tiers_follow_the_cables_up_to_a_core() -> None:
 
 _HASH_SCRIPT = """
 import contextlib, hashlib, io, sys
+from dataclasses import fields
 from pathlib import Path
 from clusterforge.cli import main
 out = Path(sys.argv[2])
@@ -296,6 +299,10 @@ def test_a_rail_sites_scene_reads_back_with_each_links_rail() -> None:
     facts = Scene.from_json(text)
     assert facts.to_json() == text
     assert {link.rail for link in facts.links if link.infiniband} == set(range(8))
+    # A link's line is written field by field (scene._link): every field of Link is in it.
+    railed = next(link for link in facts.links if link.rail is not None)
+    written = json.loads(facts.to_json())["links"][facts.links.index(railed)]
+    assert written.keys() == {f.name for f in fields(Link)}
 
 
 def test_the_compiled_scene_is_the_plans_one_record_a_line(plan: Plan) -> None:
