@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import netaddr
 
+from common import memo
 from compiler import ethernet, roce
 from compiler.ethernet import MGMT_PORT, MGMT_PORT_GBPS, Ethernet
 from compiler.model import (
@@ -554,18 +555,19 @@ def build(cluster: Cluster) -> Plan:
     )
     subnets: dict[str, tuple[tuple[str, str], ...]] = {}
     gateways: dict[tuple[str, str], str] = {}
+    used = {rack.name: _used(cluster, rack) for rack in racks}
     for name, net in sorted(cluster.networks.items()):
         rows = []
         for rack in racks:
             subnet = rack_subnet(net, rack)
-            if subnet is None or not any(_uses(cluster, rack, name)):
+            if subnet is None or name not in used[rack.name]:
                 continue
             rows.append((rack.name, str(subnet)))
             if net.gateway:
                 gateways[(name, rack.name)] = ip_str(subnet.first + net.gateway)
         subnets[name] = tuple(rows)
     defaults = sorted(name for name, net in cluster.networks.items() if net.default_route)
-    planned = tuple(sorted(cables(cluster), key=lambda c: c.id))
+    planned = cables(cluster)
     configured = ethernet.build(cluster, switches, planned, subnets, gateways)
     # A switch has no versions of ours to expand: the checks keep `{key}` out of its services.
     switch_software = {
@@ -599,11 +601,11 @@ def build(cluster: Cluster) -> Plan:
     )
 
 
-def _uses(cluster: Cluster, rack: Rack, network: str) -> list[bool]:
-    """Whether any host or switch of the rack has an address on `network`."""
-    used = [any(n == network for _, n in nic_networks(cluster, node)) for node in rack.nodes]
-    if cluster.networks[network].switch_base is not None:
-        used += [True for _ in rack.switches]
+def _used(cluster: Cluster, rack: Rack) -> set[str]:
+    """The networks any host or switch of the rack has an address on."""
+    used = {n for node in rack.nodes for _, n in nic_networks(cluster, node)}
+    if rack.switches:
+        used |= {n for n, net in cluster.networks.items() if net.switch_base is not None}
     return used
 
 
@@ -1030,49 +1032,93 @@ class Tiers(NamedTuple):
         return (rack_id - 1) // self.racks_per_pod + 1, (rack_id - 1) % self.racks_per_pod
 
 
-def cables(cluster: Cluster) -> list[Cable]:
-    """The cable plan: rules plus overrides, with IDs, both ends, medium and length."""
-    site = cluster.site
-    place: dict[str, tuple[Rack, int]] = {}  # device -> (rack, U)
+class _RackAt(NamedTuple):
+    """What a cable's length and its ends' labels take from a rack."""
+
+    name: str
+    height_u: int
+    col: int
+    row: str
+    nodes: tuple[tuple[str, int, str], ...]  # (name, U, model)
+    switches: tuple[tuple[str, int, str, str], ...]  # (name, U, model, role)
+
+
+def cables(cluster: Cluster) -> tuple[Cable, ...]:
+    """The cable plan, by ID: rules plus overrides, with IDs, both ends, medium and length."""
+    railed = rails(cluster)
+    racks = tuple(
+        _RackAt(
+            rack.name,
+            rack.height_u,
+            rack.col,
+            rack.row,
+            tuple((n.name, n.u, n.model) for n in rack.nodes),
+            tuple((s.name, s.u, s.model, s.role.value) for s in rack.switches),
+        )
+        for rack in cluster.racks
+    )
+    return _cables(
+        wires(cluster),
+        racks,
+        cluster.site,
+        cluster.hardware,
+        ib_networks(cluster),
+        cluster.fabric,
+        frozenset(railed.leaf) if railed else frozenset(),
+    )
+
+
+# A diff's two sides share the plan unless a cable's rule, a device's place or a model
+# changed: a pull request that changes a MAC, a pin or a serial cables nothing anew, and
+# made anew the plan was an eighth of HEAD's compile at 4,096 x 8. The racks are handed in
+# as plain values (not the model, whose MACs and serials are no cable's business).
+@memo.by_value
+def _cables(
+    planned: tuple[Wire, ...],
+    racks: tuple[_RackAt, ...],
+    site: Site,
+    hardware: Hardware,
+    ib: frozenset[str],
+    fabric: Fabric,
+    rail_leaves: frozenset[str],
+) -> tuple[Cable, ...]:
+    place: dict[str, tuple[_RackAt, int]] = {}  # device -> (rack, U)
     speed: dict[tuple[str, str], int] = {}  # (device, port or NIC) -> Gbps; switches under ""
     role: dict[str, str] = {}
     cages: dict[str, Cages | None] = {}  # switch -> its model's front panel
-    for rack in cluster.racks:
-        for node in rack.nodes:
-            place[node.name] = (rack, node.u)
-            for nic in cluster.hardware.servers[node.model].nics:
-                speed[(node.name, (nic.device and f"{nic.device}/{nic.port or 1}") or nic.name)] = (
-                    nic.speed_gbps
-                )
-        for sw in rack.switches:
-            place[sw.name] = (rack, sw.u)
-            model = cluster.hardware.switches[sw.model]
-            speed[(sw.name, "")] = model.speed_gbps
-            speed[(sw.name, MGMT_PORT)] = MGMT_PORT_GBPS
-            if model.uplinks:
-                for p in range(model.uplinks.first_port, model.ports + 1):
-                    speed[(sw.name, str(p))] = model.uplinks.speed_gbps
-            role[sw.name] = sw.role.value
-            cages[sw.name] = cluster.hardware.switches[sw.model].cages
-    # device -> its ends' location up to the port (H1.A01-U42:), made once, not per end
-    where = {device: f"{site.room}.{grid(rack)}-U{u:02d}:" for device, (rack, u) in place.items()}
-    ib = {n for n, net in cluster.networks.items() if net.medium == Medium.INFINIBAND}
-    overrides = overrides_of(cluster)
-    ib_rate = f"{cluster.fabric.width}{cluster.fabric.rate}"
     # A host cable at its HCA's own link, where the model gives it one.
     own = {
-        name: [(f"{n.device}/{n.port or 1}", "".join(hca_link(cluster.fabric, n))) for n in m.nics
+        name: [(f"{n.device}/{n.port or 1}", "".join(hca_link(fabric, n))) for n in m.nics
                if n.device and (n.width or n.rate)]
-        for name, m in cluster.hardware.servers.items()
+        for name, m in hardware.servers.items()
     }  # fmt: skip
-    hca_rate = {
-        (node.name, end): rate
-        for rack in cluster.racks
-        for node in rack.nodes
-        for end, rate in own.get(node.model, ())
+    hca_rate: dict[tuple[str, str], str] = {}
+    for rack in racks:
+        for name, u, model_name in rack.nodes:
+            place[name] = (rack, u)
+            for nic in hardware.servers[model_name].nics:
+                speed[(name, (nic.device and f"{nic.device}/{nic.port or 1}") or nic.name)] = (
+                    nic.speed_gbps
+                )
+            for hca_port, rate in own.get(model_name, ()):
+                hca_rate[(name, hca_port)] = rate
+        for name, u, model_name, switch_role in rack.switches:
+            place[name] = (rack, u)
+            model = hardware.switches[model_name]
+            speed[(name, "")] = model.speed_gbps
+            speed[(name, MGMT_PORT)] = MGMT_PORT_GBPS
+            if model.uplinks:
+                for p in range(model.uplinks.first_port, model.ports + 1):
+                    speed[(name, str(p))] = model.uplinks.speed_gbps
+            role[name] = switch_role
+            cages[name] = model.cages
+    # device -> its ends' location up to the port (H1.A01-U42:), made once, not per end
+    where = {
+        device: f"{site.room}.{rack.row}{rack.col:02d}-U{u:02d}:"
+        for device, (rack, u) in place.items()
     }
-    railed = rails(cluster)
-    rail_leaves = railed.leaf if railed else {}
+    overrides = {(o.device, o.port): o for o in fabric.cables}
+    ib_rate = f"{fabric.width}{fabric.rate}"
 
     def end(device: str, port: str) -> CableEnd:
         rack, u = place[device]
@@ -1083,7 +1129,7 @@ def cables(cluster: Cluster) -> list[Cable]:
         return CableEnd(device, port, rack.name, u, where[device] + label, face)
 
     out = []
-    for wire in wires(cluster):
+    for wire in planned:
         port, far, override = patched(wire, overrides)
         a, b = end(wire.switch, str(port)), end(wire.device, far)
         (ra, _), (rb, _) = place[a.device], place[b.device]
@@ -1132,7 +1178,7 @@ def cables(cluster: Cluster) -> list[Cable]:
                 spare=override.spare if override else False,
             )
         )
-    return out
+    return tuple(sorted(out, key=lambda c: c.id))
 
 
 def _assembly(cages: Mapping[str, Cages | None], end: CableEnd) -> str:
