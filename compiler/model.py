@@ -21,8 +21,10 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
+    ValidationError,
 )
 
+from common import memo
 from common.errors import closest, quote
 from compiler.kinds import (
     GPUDIRECT_PATHS,
@@ -929,7 +931,18 @@ class Cluster(Strict_):
 
 def validate(data: dict[str, Any]) -> Cluster:
     """Build the model from loaded data; raises pydantic.ValidationError."""
-    return Cluster.model_validate(data)
+    try:
+        racks = tuple(_rack(rack) for rack in data.get("racks", ()))
+    except (ValidationError, TypeError):  # the whole model's validation says where
+        return Cluster.model_validate(data)
+    return Cluster.model_validate({**data, "racks": racks})  # the racks kept as they are
+
+
+# Each rack on its own: a diff's two sides then hold the same Rack for each unchanged rack
+# file, and every marked function of its nodes (compiler/plan.py `_links`) knows it at once.
+@memo.by_value
+def _rack(data: Any) -> Rack:
+    return Rack.model_validate(data)
 
 
 def _unwrap(tp: Any) -> Any:

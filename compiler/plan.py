@@ -176,7 +176,11 @@ def interface_prefix(network: Network) -> int:
 
 def nic_networks(cluster: Cluster, node: Node) -> list[tuple[str, str]]:
     """(NIC name, network name) of every port the node has, BMC included as NIC "bmc"."""
-    model = cluster.hardware.servers.get(node.model)
+    return model_networks(cluster.hardware.servers.get(node.model))
+
+
+def model_networks(model: ServerModel | None) -> list[tuple[str, str]]:
+    """(NIC name, network name) of every port of a server model, BMC included as "bmc"."""
     if model is None:
         return []
     return [(nic.name, nic.network) for nic in model.nics] + [("bmc", model.bmc)]
@@ -635,11 +639,22 @@ def links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
     """The node's interfaces, routes and BMC port; None when an address does not fit (the
     checks report that). Routes: each interface's connected subnet, its network's default
     route and `routes:` through the network's gateway."""
+    return _links(_networks(cluster), cluster.hardware.servers.get(node.model), rack, node)
+
+
+# A diff's two sides share each node's links unless the node, its rack, its model or a
+# network changed: HEAD then hands the plan's hosts (and every record made of them) the same
+# objects as BASE, which the later marked functions know at once.
+@memo.by_value
+def _links(
+    networks: tuple[tuple[str, Network], ...], model: ServerModel | None, rack: Rack, node: Node
+) -> Links | None:
     ifaces: list[Interface] = []
     routes: list[Route] = []
     bmc: Interface | None = None
-    for nic_name, net_name in nic_networks(cluster, node):
-        net = cluster.networks[net_name]
+    by_name = dict(networks)
+    for nic_name, net_name in model_networks(model):
+        net = by_name[net_name]
         address = node_address(net, rack, node, net_name)
         subnet = rack_subnet(net, rack)
         if address is None or subnet is None:
@@ -884,6 +899,12 @@ def _last_cluster(make: Callable[[Cluster], _Made]) -> Callable[[Cluster], _Made
         return last[0][1]
 
     return kept
+
+
+@_last_cluster
+def _networks(cluster: Cluster) -> tuple[tuple[str, Network], ...]:
+    """The networks as one value a side (`_links` keys on it for every node)."""
+    return tuple(cluster.networks.items())
 
 
 @_last_cluster
