@@ -25,6 +25,7 @@ from compiler.ethernet import MGMT_PORT, MGMT_PORT_GBPS, Ethernet
 from compiler.model import (
     MAX_RACK_ID,
     Acceptance,
+    Baseline,
     BootMode,
     CableOverride,
     Cages,
@@ -539,16 +540,34 @@ def build(cluster: Cluster) -> Plan:
     railed = rails(cluster)  # None for a fat tree of rack leaves
     software: dict[tuple[Hashable, ...], Software] = {}  # one per set of services and versions
     planned_links = node_links(cluster)
-    hosts = tuple(
-        sorted(
-            (
-                _host(cluster, railed, rack, node, planned_links[(r, n)], ring_of, software)
-                for r, rack in enumerate(cluster.racks)
-                for n, node in enumerate(rack.nodes)
-            ),
-            key=lambda h: h.name,
-        )
+    context = _HostContext(
+        _networks(cluster),
+        cluster.hardware,
+        cluster.fabric,
+        cluster.firmware.baselines,
+        cluster.provisioning.role_profiles,
+        cluster.slurm,
     )
+    made = []
+    for r, rack in enumerate(cluster.racks):
+        for n, node in enumerate(rack.nodes):
+            services, expected = _baseline(cluster, railed, rack, node)
+            key = (services, *expected)
+            if key not in software:  # hosts of one role at one baseline share it: made once
+                software[key] = _software(cluster, services, dict(expected))
+            made.append(
+                _host(
+                    context,
+                    railed,
+                    rack,
+                    node,
+                    planned_links[(r, n)],
+                    ring_of[node.name],
+                    software[key],
+                    expected,
+                )
+            )
+    hosts = tuple(sorted(made, key=lambda h: h.name))
     top = {
         role: sorted(sw.name for r in racks for sw in r.switches if sw.role == role)
         for role in (SwitchRole.SPINE, SwitchRole.CORE)
@@ -707,34 +726,59 @@ def egress(routes: tuple[Route, ...], block: str) -> tuple[Route, ...]:
     return (*([covering] if covering else []), *sorted(inside, key=Route.order))
 
 
+class _HostContext(NamedTuple):
+    """What a host's record takes from the model beside its rack and node: one value a side,
+    which `_host`'s key holds (not the whole model, whose racks hold every other node)."""
+
+    networks: tuple[tuple[str, Network], ...]
+    hardware: Hardware
+    fabric: Fabric
+    baselines: Mapping[str, Baseline]  # firmware.yaml's, by model: each host's mask
+    profiles: Mapping[str, str]  # provisioning.yaml's role_profiles
+    slurm: Slurm
+
+
+def _baseline(
+    cluster: Cluster, railed: Rails | None, rack: Rack, node: Node
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The services the node's role runs and the versions it is expected at (its model's
+    baseline, its pins; no OFED without an HCA port to drive), sorted."""
+    model = cluster.hardware.servers[node.model]
+    expected = versions(cluster.firmware, node.model)
+    expected.update({key: pin.version for key, pin in node.pins.items()})
+    if next(port_lids(railed, rack, node, model), None) is None:
+        # MLNX_OFED is the HCA's driver: a host without one installs none, and has no version.
+        expected.pop("ofed", None)
+    return cluster.services.roles.get(node.role, ()), tuple(sorted(expected.items()))
+
+
+# A diff's two sides share each host's record unless its node, rack, links, software or the
+# model around it changed: HEAD's hosts are then BASE's objects, which every later marked
+# function (each host's contract, kickstart, keyfiles) knows at once instead of reading
+# them field by field.
+@memo.by_value
 def _host(
-    cluster: Cluster,
+    context: _HostContext,
     railed: Rails | None,
     rack: Rack,
     node: Node,
     planned: Links | None,
-    ring_of: dict[str, str],
-    software: dict[tuple[Hashable, ...], Software],
+    ring: str,
+    software: Software,
+    expected: tuple[tuple[str, str], ...],
 ) -> Host:
-    model = cluster.hardware.servers[node.model]
+    model = context.hardware.servers[node.model]
     ib_ports: list[IbPort] = []
     assert planned is not None, "checks guarantee every address"
     ifaces, routes, bmc = planned
-    services = cluster.services.roles.get(node.role, ())
-    defaults = [i.network for i in ifaces if cluster.networks[i.network].default_route]
+    networks = dict(context.networks)
+    defaults = [i.network for i in ifaces if networks[i.network].default_route]
     for nic, device, guid, lid in port_lids(railed, rack, node, model):
-        width, rate = hca_link(cluster.fabric, nic)
+        width, rate = hca_link(context.fabric, nic)
         ib_ports.append(
             IbPort(device, nic.port or 1, guid, int(ib.link_gbps(width, rate)), width, rate, lid)
         )
-    expected = versions(cluster.firmware, node.model)
-    expected.update({key: pin.version for key, pin in node.pins.items()})
-    if not ib_ports:
-        # MLNX_OFED is the HCA's driver: a host without one installs none, and has no version.
-        expected.pop("ofed", None)
-    key = (services, *sorted(expected.items()))
-    if key not in software:  # hosts of one role at one baseline share it: worked out once
-        software[key] = _software(cluster, services, expected)
+    services = tuple(name for name, _ in software.services)
     return Host(
         name=node.name,
         role=node.role,
@@ -744,18 +788,18 @@ def _host(
         height_u=model.height_u,
         model=node.model,
         serial=node.serial,
-        ring=ring_of[node.name],
-        profile=cluster.provisioning.role_profiles[node.role.value],
+        ring=ring,
+        profile=context.profiles[node.role.value],
         services=services,
-        software=software[key],
+        software=software,
         interfaces=tuple(ifaces),
         bmc=bmc,
         management=(defaults or [ifaces[0].network])[0],
         routes=tuple(sorted(routes, key=Route.order)),
         ib_ports=tuple(ib_ports),
-        versions=dict(sorted(expected.items())),
+        versions=dict(expected),
         pinned={key: pin.reason for key, pin in sorted(node.pins.items())},
-        mask=dict(sorted(cluster.firmware.baselines[node.model].mask.items())),
+        mask=dict(sorted(context.baselines[node.model].mask.items())),
         # The audit's GPU facts; Slurm's (type, detection, affinity) are in `slurm`.
         gpus={k: v for k, v in model.gpus if k not in _SLURM_GPU_KEYS} if model.gpus else None,
         boot=model.boot,
@@ -763,7 +807,7 @@ def _host(
         scratch_disk=node.scratch_disk or model.scratch_disk,
         reinstall=node.reinstall,
         hca_of={nic.name: nic.device for nic in model.nics if nic.device},
-        slurm=slurm_node(cluster, node) if SLURMD in services else None,
+        slurm=slurm_node(model, context.slurm, node) if SLURMD in services else None,
     )
 
 
@@ -806,10 +850,9 @@ SLURMCTLD = "slurm-controller"  # and of its controller
 _SLURM_GPU_KEYS = ("gres_type", "gres_detect", "cpu_affinity")
 
 
-def slurm_node(cluster: Cluster, node: Node) -> SlurmNode:
+def slurm_node(model: ServerModel, slurm: Slurm, node: Node) -> SlurmNode:
     """What Slurm is told of `node`: CPU topology and memory from its model, GPUs and the
     cores of each socket's GPUs from the model's cpu_affinity."""
-    model = cluster.hardware.servers[node.model]
     gpus = model.gpus
     per = model.cores_per_socket
     memory = model.memory_gib * 1024
@@ -818,7 +861,7 @@ def slurm_node(cluster: Cluster, node: Node) -> SlurmNode:
         cores_per_socket=per,
         threads_per_core=model.threads_per_core,
         memory_mib=memory,
-        real_memory_mib=max(memory - cluster.slurm.memory_headroom_gib * 1024, 1),
+        real_memory_mib=max(memory - slurm.memory_headroom_gib * 1024, 1),
         gres_type=(gpus.gres_type or "gpu") if gpus else None,
         gpus=gpus.count if gpus else 0,
         gres_detect=gpus.gres_detect if gpus else "files",
@@ -829,7 +872,7 @@ def slurm_node(cluster: Cluster, node: Node) -> SlurmNode:
         )
         if gpus
         else (),
-        weight=cluster.slurm.spare_weight if node.role == Role.SPARE else cluster.slurm.weight,
+        weight=slurm.spare_weight if node.role == Role.SPARE else slurm.weight,
         spare=node.role == Role.SPARE,
     )
 
