@@ -15,11 +15,14 @@ their items; else its pickle (equal bytes unpickle to equal values, and two equa
 pickle apart, an object shared inside one side's only, miss). Hashed values match as Python
 compares them (1 == 1.0 inside a tuple): the marked functions take the plan's typed records,
 whose fields are of one type on both sides.
+
+`last` is the same idea within one compile: the answer kept for the last object asked.
 """
 
 from __future__ import annotations
 
 import pickle
+import weakref
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -28,6 +31,24 @@ from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+
+
+def last(make: Callable[[T], R]) -> Callable[[T], R]:
+    """`make`, its answer kept for the last object asked and only while that object lives:
+    for a frozen model or plan (the answer cannot go stale) that several stages ask the same
+    question of, each of which made the answer anew (the checks, the plan and the size
+    warning a cluster's wires; /etc/hosts, DNS and DHCP a plan's names). Every compile, not
+    only a comparison's."""
+    kept: list[tuple[weakref.ref[Any], R]] = []
+
+    @wraps(make)
+    def answer(of: T) -> R:
+        if not kept or kept[0][0]() is not of:
+            kept[:] = [(weakref.ref(of), make(of))]
+        return kept[0][1]
+
+    return answer
 
 
 class _Block:

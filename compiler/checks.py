@@ -592,26 +592,37 @@ def positions(c: Cluster, rep: Report) -> None:
 
 
 def ports(c: Cluster, rep: Report) -> None:
-    switch = {sw.name: sw for rack in c.racks for sw in rack.switches}
-    all_wires = [w for w in wires(c) if w.switch in switch]
+    # switch -> (whether a spine, its model's ports; None for a model the references check
+    # reports): looked up once for each of a large fabric's hundred thousand wires.
+    switch: dict[str, tuple[bool, int | None]] = {}
+    for rack in c.racks:
+        for sw in rack.switches:
+            model = c.hardware.switches.get(sw.model)
+            switch[sw.name] = (sw.role == SwitchRole.SPINE, model.ports if model else None)
     overrides = overrides_of(c)
     used: list[tuple[object, Path_]] = []
     named: set[tuple[str, int]] = set()  # the ends the overrides may name: a rule's ports
     beyond: dict[tuple[str, Path_], list[tuple[str, int, int]]] = defaultdict(list)
-    for w in all_wires:
+    for w in wires(c):
+        below = switch.get(w.switch)
+        if below is None:
+            continue
+        upper = switch.get(w.device)  # a link up a tier: the upper end is a port too
         named.add((w.switch, w.switch_port))
-        if w.device in switch and w.device_port.isdigit():
+        if upper and w.device_port.isdigit():
             named.add((w.device, int(w.device_port)))
-        port, far, _ = patched(w, overrides)
-        model = c.hardware.switches.get(switch[w.switch].model)
-        if model and not 1 <= port <= model.ports:
+        port, far = w.switch_port, w.device_port
+        if overrides:
+            port, far, _ = patched(w, overrides)
+        spine, count = below
+        if count and not 1 <= port <= count:
             rep.add(
                 w.path,
                 Rule.PORT_OUT_OF_RANGE,
-                f"{w.device!r} needs port {port} of {w.switch!r}, which has {model.ports} ports",
+                f"{w.device!r} needs port {port} of {w.switch!r}, which has {count} ports",
             )
         used.append(((w.switch, port), w.path))
-        if switch[w.switch].role == SwitchRole.SPINE and w.device not in switch:
+        if spine and upper is None:
             # Hosts belong on leaves (ftree); and a cable ID names the one switch of its role
             # in a rack (R01-IB05), which a rack of spines does not have.
             rep.add(
@@ -619,11 +630,11 @@ def ports(c: Cluster, rep: Report) -> None:
                 Rule.LINK_TO_SPINE,
                 f"{w.device!r} is cabled to spine {w.switch!r}; hosts connect to a leaf",
             )
-        if w.device in switch and far.isdigit():  # a link up a tier: the upper end is a port too
+        if upper and far.isdigit():
             used.append(((w.device, int(far)), w.path))
-            spine = c.hardware.switches.get(switch[w.device].model)
-            if spine and not 1 <= int(far) <= spine.ports:
-                beyond[(w.switch, w.path)].append((w.device, int(far), spine.ports))
+            above = upper[1]
+            if above and not 1 <= int(far) <= above:
+                beyond[(w.switch, w.path)].append((w.device, int(far), above))
     for (lower, at), uppers in sorted(beyond.items(), key=lambda kv: kv[0][0]):
         # Every uplink of one switch lands by the same rule: one cause, the links under it.
         first, far_port, ports = uppers[0]
@@ -710,11 +721,12 @@ def fabric(c: Cluster, rep: Report) -> None:
     up: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # switch -> upper -> n
     down: dict[str, float] = defaultdict(float)  # switch -> Gb/s to the tier below
     rate = link_gbps(c.fabric)
+    upper_tier = (SwitchRole.SPINE, SwitchRole.CORE)
     for w in all_wires:
-        _, _, o = patched(w, overrides)
+        o = patched(w, overrides)[2] if overrides else None
         if o is not None and (not o.installed or o.spare):
             continue
-        if role.get(w.device) in (SwitchRole.SPINE, SwitchRole.CORE):
+        if role.get(w.device) in upper_tier:
             up[w.switch][w.device] += 1
             down[w.device] += rate
         else:

@@ -59,9 +59,12 @@ class _Folders:
     def sources(self, pattern: str) -> list[str]:
         if "*" not in pattern:
             return [pattern] if pattern in self.files else []
-        folder = pattern.rpartition("/")[0]
-        pool = self.by_folder.get(folder, []) if "*" not in folder else sorted(self.files)
-        return [f for f in pool if _matches(pattern, f)]
+        folder, _, name = pattern.rpartition("/")
+        if _WILD.search(folder):
+            return [f for f in sorted(self.files) if _matches(pattern, f)]
+        # The folder's own files: only their names are left to match.
+        start = len(folder) + 1 if folder else 0
+        return [f for f in self.by_folder.get(folder, []) if fnmatchcase(f[start:], name)]
 
 
 def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[str, Deploy]:

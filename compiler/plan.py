@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 import re
 import socket
-import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import netaddr
 
@@ -938,30 +937,13 @@ class Wire(NamedTuple):
     path: tuple[str | int, ...]  # where in cluster/ the rule that made it comes from
 
 
-_Made = TypeVar("_Made")
-
-
-def _last_cluster(make: Callable[[Cluster], _Made]) -> Callable[[Cluster], _Made]:
-    """`make`, its answer kept for the last cluster asked (a frozen model: the answer cannot
-    go stale), and only while that cluster lives: the checks, the plan's cable list and its
-    size warning all ask for the same cluster's, and each made it anew."""
-    last: list[tuple[weakref.ref[Cluster], _Made]] = []
-
-    def kept(cluster: Cluster) -> _Made:
-        if not last or last[0][0]() is not cluster:
-            last[:] = [(weakref.ref(cluster), make(cluster))]
-        return last[0][1]
-
-    return kept
-
-
-@_last_cluster
+@memo.last
 def _networks(cluster: Cluster) -> tuple[tuple[str, Network], ...]:
     """The networks as one value a side (`_links` keys on it for every node)."""
     return tuple(cluster.networks.items())
 
 
-@_last_cluster
+@memo.last
 def node_links(cluster: Cluster) -> dict[tuple[int, int], Links | None]:
     """`links` of every node by (rack, node) index: the routes check and the plan read them."""
     return {
@@ -971,7 +953,7 @@ def node_links(cluster: Cluster) -> dict[tuple[int, int], Links | None]:
     }
 
 
-@_last_cluster
+@memo.last
 def wires(cluster: Cluster) -> tuple[Wire, ...]:
     """Every cable the rules call for, switch end first; unconnectable ports are left out."""
     out: list[Wire] = []

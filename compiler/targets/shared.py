@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from common import memo
 from compiler.ethernet import EthernetSwitch
 from compiler.model import Medium
 from compiler.plan import Host, Interface, Plan, SwitchPlan, ip_int
@@ -24,7 +25,8 @@ from compiler.targets.render import template
 # --- names ----------------------------------------------------------------------------------
 
 
-def names(plan: Plan) -> list[tuple[str, str, str]]:
+@memo.last  # /etc/hosts, DNS and DHCP each ask
+def names(plan: Plan) -> tuple[tuple[str, str, str], ...]:
     """(address, short name, network) of every host interface, BMC and switch management
     port, in address order; shared with DNS and DHCP."""
     rows = []
@@ -33,7 +35,7 @@ def names(plan: Plan) -> list[tuple[str, str, str]]:
             suffix = "" if iface.network == host.management else f"-{iface.network}"
             rows.append((iface.address, f"{host.name}{suffix}", iface.network))
     rows += [(sw.address, sw.name, sw.network) for sw in plan.switches if sw.address and sw.network]
-    return sorted(rows, key=lambda row: (ip_int(row[0]), row[1]))
+    return tuple(sorted(rows, key=lambda row: (ip_int(row[0]), row[1])))
 
 
 # --- provisioning ---------------------------------------------------------------------------
