@@ -12,7 +12,7 @@ import re
 from datetime import date
 from functools import cache
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin
 
 import netaddr
 from pydantic import (
@@ -514,6 +514,17 @@ class Rack(Strict_):
     height_u: int = Field(42, ge=1, le=60)
     nodes: tuple[Node, ...] = ()
     switches: tuple[Switch, ...] = ()
+
+
+class RackRef(Protocol):
+    """A rack as the rules numbering its hosts read it (subnets, static LIDs, rail leaf
+    ports): its name and id, not its nodes. A Rack is one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def id(self) -> int: ...
 
 
 # --- fabric.yaml ----------------------------------------------------------------------------

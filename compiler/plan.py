@@ -40,6 +40,7 @@ from compiler.model import (
     Partition,
     Provisioning,
     Rack,
+    RackRef,
     Role,
     ServerModel,
     Service,
@@ -100,12 +101,12 @@ def hca_link(fabric: Fabric, nic: Nic) -> tuple[str, str]:
     return nic.width or fabric.width, nic.rate or fabric.rate
 
 
-def host_lid(rack: Rack, node: Node) -> int:
+def host_lid(rack: RackRef, node: Node) -> int:
     return HOST_LID_BASE + rack.id * HOST_LID_SLOTS + node.slot
 
 
 def port_lids(
-    railed: Rails | None, rack: Rack, node: Node, model: ServerModel
+    railed: Rails | None, rack: RackRef, node: Node, model: ServerModel
 ) -> Iterator[tuple[Nic, str, str, int]]:
     """(nic, device, port GUID, static LID) of each HCA of `node` with a GUID (a port
     without one has no static LID): by unit and rail on a rail fabric, else by rack."""
@@ -117,7 +118,7 @@ def port_lids(
             yield nic, nic.device, guid, lid
 
 
-def rack_subnet(network: Network, rack: Rack) -> netaddr.IPNetwork | None:
+def rack_subnet(network: Network, rack: RackRef) -> netaddr.IPNetwork | None:
     """The rack's subnet of `network`, or None when the rule points outside the network."""
     return _subnet(network.cidr, network.rack_prefix, network.stride * rack.id + network.offset)
 
@@ -156,7 +157,7 @@ def _subnet(cidr: str, prefix: int, index: int) -> netaddr.IPNetwork | None:
     return netaddr.IPNetwork((block.first + index * size, prefix), version=4)
 
 
-def host_address(network: Network, rack: Rack, host_part: int) -> int | None:
+def host_address(network: Network, rack: RackRef, host_part: int) -> int | None:
     """Address `host_part` of the rack's subnet (as an integer: `ip_str` writes it), or None
     when it does not fit."""
     subnet = rack_subnet(network, rack)
@@ -165,7 +166,7 @@ def host_address(network: Network, rack: Rack, host_part: int) -> int | None:
     return int(subnet.first) + host_part
 
 
-def node_address(network: Network, rack: Rack, node: Node, name: str) -> int | None:
+def node_address(network: Network, rack: RackRef, node: Node, name: str) -> int | None:
     """The node's address on network `name` (an integer): its override, else host_base + slot."""
     if name in node.addresses:
         return ip_int(node.addresses[name])
@@ -558,7 +559,7 @@ def build(cluster: Cluster) -> Plan:
                 _host(
                     context,
                     railed,
-                    rack,
+                    RackId(rack.name, rack.id),
                     node,
                     planned_links[(r, n)],
                     ring_of[node.name],
@@ -655,19 +656,28 @@ def versions(firmware: Firmware, model: str) -> dict[str, str]:
 Links = tuple[tuple[Interface, ...], tuple[Route, ...], Interface]  # interfaces, routes, BMC
 
 
+class RackId(NamedTuple):
+    """A rack's name and id (`RackRef`): what a diff's marked functions of one node key on,
+    so a change to one node of a rack leaves its neighbours' results shared."""
+
+    name: str
+    id: int
+
+
 def links(cluster: Cluster, rack: Rack, node: Node) -> Links | None:
     """The node's interfaces, routes and BMC port; None when an address does not fit (the
     checks report that). Routes: each interface's connected subnet, its network's default
     route and `routes:` through the network's gateway."""
-    return _links(_networks(cluster), cluster.hardware.servers.get(node.model), rack, node)
+    model = cluster.hardware.servers.get(node.model)
+    return _links(_networks(cluster), model, RackId(rack.name, rack.id), node)
 
 
-# A diff's two sides share each node's links unless the node, its rack, its model or a
-# network changed: HEAD then hands the plan's hosts (and every record made of them) the same
+# A diff's two sides share each node's links unless the node, its rack's id, its model or
+# a network changed: HEAD then hands the plan's hosts (and every record made of them) the same
 # objects as BASE, which the later marked functions know at once.
 @memo.by_value
 def _links(
-    networks: tuple[tuple[str, Network], ...], model: ServerModel | None, rack: Rack, node: Node
+    networks: tuple[tuple[str, Network], ...], model: ServerModel | None, rack: RackRef, node: Node
 ) -> Links | None:
     ifaces: list[Interface] = []
     routes: list[Route] = []
@@ -751,15 +761,15 @@ def _baseline(
     return cluster.services.roles.get(node.role, ()), tuple(sorted(expected.items()))
 
 
-# A diff's two sides share each host's record unless its node, rack, links, software or the
-# model around it changed: HEAD's hosts are then BASE's objects, which every later marked
-# function (each host's contract, kickstart, keyfiles) knows at once instead of reading
-# them field by field.
+# A diff's two sides share each host's record unless its node, its rack's name or id, its
+# links, its software or the model around it changed: HEAD's hosts are then BASE's objects,
+# which every later marked function (each host's contract, kickstart, keyfiles) knows at
+# once instead of reading them field by field.
 @memo.by_value
 def _host(
     context: _HostContext,
     railed: Rails | None,
-    rack: Rack,
+    rack: RackRef,
     node: Node,
     planned: Links | None,
     ring: str,

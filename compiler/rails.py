@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from common.rules import Rule
-from compiler.model import Cluster, Nic, Node, Rack, ScalableUnit, ServerModel, SwitchRole
+from compiler.model import Cluster, Nic, Node, RackRef, ScalableUnit, ServerModel, SwitchRole
 
 if TYPE_CHECKING:
     from compiler.checks import Report
@@ -80,14 +80,14 @@ class Rails(NamedTuple):
     def leaf_lid(self, leaf: str) -> int:
         return RAIL_LEAF_LID_BASE + 1 + self.place(leaf)
 
-    def port(self, rack: Rack, node: Node) -> int | None:
+    def port(self, rack: RackRef, node: Node) -> int | None:
         """The server's port on each of its unit's leaves; None outside every unit."""
         if rack.name not in self.unit_of_rack:
             return None
         place = self.unit_of_rack[rack.name][1]
         return place * self.units[self.unit_of_rack[rack.name][0]].servers_per_rack + node.slot
 
-    def wire(self, rack: Rack, node: Node, nic: Nic) -> tuple[str, int] | None:
+    def wire(self, rack: RackRef, node: Node, nic: Nic) -> tuple[str, int] | None:
         """(leaf, port) of an HCA on a rail; None for one not on a rail or outside the units."""
         port = self.port(rack, node)
         if nic.rail is None or port is None:
@@ -95,7 +95,7 @@ class Rails(NamedTuple):
         leaves = self.units[self.unit_of_rack[rack.name][0]].leaves
         return (leaves[nic.rail], port) if nic.rail < len(leaves) else None
 
-    def host_lid(self, rack: Rack, node: Node, nic: Nic) -> int:
+    def host_lid(self, rack: RackRef, node: Node, nic: Nic) -> int:
         """An HCA's static LID: by its unit, leaf port and rail; an HCA on no rail by its rack
         and slot, above the rails' block."""
         port = self.port(rack, node)

@@ -126,8 +126,9 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A storage MAC changed (a NIC swapped): the fabric is the same, so the eight rails'
-    pair plans and topology.net are made for BASE only; HEAD's files are byte for byte a
-    compile of its own."""
+    pair plans and topology.net are made for BASE only, and HEAD's plan holds BASE's racks,
+    hosts and cables but the changed ones; HEAD's files are byte for byte a compile of its
+    own."""
     shutil.copytree(RAILS / "cluster", tmp_path / "cluster")
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", ".")
@@ -200,3 +201,9 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
     gpu001 = sum(p.startswith("routes/gpu001/") for p in base.files)
     assert len(in_diff) == made + gpu001 and in_diff.count("gpu001/ens2f0") == 2
     assert b"02:ee:ee:ee:ee:01" not in base.files["expected/hosts/gpu001.json"]
+    # HEAD holds BASE's objects for what did not change, so every later key on them is known
+    # at once: each unchanged rack, each unchanged host's record, the whole cable plan.
+    assert [a is b for a, b in zip(base.plan.racks, head.plan.racks, strict=True)].count(False) == 1
+    assert head.plan.cables is base.plan.cables
+    theirs = {h.name: h for h in base.plan.hosts}
+    assert [h.name for h in head.plan.hosts if h is not theirs[h.name]] == ["gpu001"]
