@@ -942,11 +942,13 @@ class Cluster(Strict_):
 
 def validate(data: dict[str, Any]) -> Cluster:
     """Build the model from loaded data; raises pydantic.ValidationError."""
-    try:
-        racks = tuple(_rack(rack) for rack in data.get("racks", ()))
-    except (ValidationError, TypeError):  # the whole model's validation says where
-        return Cluster.model_validate(data)
-    return Cluster.model_validate({**data, "racks": racks})  # the racks kept as they are
+    if isinstance(data.get("racks"), tuple):
+        try:
+            racks = tuple(_rack(rack) for rack in data["racks"])
+        except ValidationError:  # the whole model's validation says where, in its terms
+            return Cluster.model_validate(data)
+        data = {**data, "racks": racks}  # kept as they are: instances are not validated again
+    return Cluster.model_validate(data)
 
 
 # Each rack on its own: a diff's two sides then hold the same Rack for each unchanged rack
