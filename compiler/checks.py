@@ -599,7 +599,7 @@ def ports(c: Cluster, rep: Report) -> None:
         for sw in rack.switches:
             model = c.hardware.switches.get(sw.model)
             switch[sw.name] = (sw.role == SwitchRole.SPINE, model.ports if model else None)
-    overrides = overrides_of(c)
+    overrides = overrides_of(c.fabric)
     used: list[tuple[object, Path_]] = []
     named: set[tuple[str, int]] = set()  # the ends the overrides may name: a rule's ports
     beyond: dict[tuple[str, Path_], list[tuple[str, int, int]]] = defaultdict(list)
@@ -715,7 +715,7 @@ def fabric(c: Cluster, rep: Report) -> None:
                 )
     # A cable planned but not installed, or a spare, is no path: a switch's ECMP set is what
     # is cabled and up.
-    overrides = overrides_of(c)
+    overrides = overrides_of(c.fabric)
     tiers = Tiers.of(c)
     role = {sw.name: sw.role for rack in c.racks for sw in rack.switches}
     up: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # switch -> upper -> n

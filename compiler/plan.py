@@ -1043,9 +1043,9 @@ def wires(cluster: Cluster) -> tuple[Wire, ...]:
 Overrides = Mapping[tuple[str, int], CableOverride]
 
 
-def overrides_of(cluster: Cluster) -> dict[tuple[str, int], CableOverride]:
+def overrides_of(fabric: Fabric) -> dict[tuple[str, int], CableOverride]:
     """fabric.yaml's cable overrides by the (switch, port) the rule gives the end they name."""
-    return {(o.device, o.port): o for o in cluster.fabric.cables}
+    return {(o.device, o.port): o for o in fabric.cables}
 
 
 def patched(wire: Wire, overrides: Overrides) -> tuple[int, str, CableOverride | None]:
@@ -1180,11 +1180,8 @@ def _cables(
             role[name] = switch_role
             cages[name] = model.cages
     # device -> its ends' location up to the port (H1.A01-U42:), made once, not per end
-    where = {
-        device: f"{site.room}.{rack.row}{rack.col:02d}-U{u:02d}:"
-        for device, (rack, u) in place.items()
-    }
-    overrides = {(o.device, o.port): o for o in fabric.cables}
+    where = {device: f"{site.room}.{grid(rack)}-U{u:02d}:" for device, (rack, u) in place.items()}
+    overrides = overrides_of(fabric)
     ib_rate = f"{fabric.width}{fabric.rate}"
 
     def end(device: str, port: str) -> CableEnd:
@@ -1266,7 +1263,7 @@ def port_face(cages: Cages | None, port: int) -> str:
     return f"P{cage + 1}/{half + 1}"
 
 
-def grid(rack: Rack) -> str:
+def grid(rack: Rack | _RackAt) -> str:
     """The rack's floor-grid name (TIA-606 style): row letter(s) and position, e.g. A01."""
     return f"{rack.row}{rack.col:02d}"
 

@@ -229,7 +229,6 @@ def test_tiers_follow_the_cables_up_to_a_core() -> None:
 
 _HASH_SCRIPT = """
 import contextlib, hashlib, io, sys
-from dataclasses import fields
 from pathlib import Path
 from clusterforge.cli import main
 out = Path(sys.argv[2])
