@@ -538,6 +538,8 @@ def _text(data: bytes | None) -> list[str] | None:
 
 def _file_diff(path: str, old: bytes | None, new: bytes | None) -> FileDiff:
     status = "added" if old is None else "removed" if new is None else "changed"
+    if old is not None and new is not None and _utf8(old) and _utf8(new):
+        old, new = _middle(old, new)  # whole lines off: what is left decodes too
     before, after = _text(old), _text(new)
     if before is None or after is None:
         return FileDiff(path, status, None, None)
@@ -559,6 +561,54 @@ def _file_diff(path: str, old: bytes | None, new: bytes | None) -> FileDiff:
             removed += i2 - i1
             added += j2 - j1
     return FileDiff(path, status, added, removed)
+
+
+def _middle(old: bytes, new: bytes) -> tuple[bytes, bytes]:
+    """Both files without the whole lines (to a line feed) they begin and end with alike,
+    found by comparing bytes in C: split into lines and compared line by line in Python, a
+    one-host change cost the 20 MB inventory.json of 4,096 eight-rail servers 0.2 s."""
+    shorter = min(len(old), len(new))
+    start = old.rfind(b"\n", 0, _alike(old, new, shorter)) + 1
+    same = _alike(old, new, shorter - start, back=True)  # short of what the start took
+    # Whole lines from the first line feed inside the alike end on (both sides have it).
+    cut = old.find(b"\n", len(old) - same)
+    end = len(old) - cut - 1 if same and cut >= 0 else 0
+    return old[start : len(old) - end], new[start : len(new) - end]
+
+
+_BLOCK = 1 << 16
+
+
+def _alike(a: bytes, b: bytes, limit: int, back: bool = False) -> int:
+    """How many bytes `a` and `b` begin (`back`: end) with alike, at most `limit`: block by
+    block, then halving the block that differs. A slice is a copy, so only short ones."""
+
+    def part(x: bytes, i: int, j: int) -> bytes:  # bytes i to j, from the end when back
+        return x[len(x) - j : len(x) - i] if back else x[i:j]
+
+    lo = 0
+    while lo < limit:
+        hi = min(lo + _BLOCK, limit)
+        if part(a, lo, hi) != part(b, lo, hi):
+            break
+        lo = hi
+    else:
+        return limit
+    while hi - lo > 1:  # alike before lo; a difference in [lo, hi)
+        mid = (lo + hi) // 2
+        if part(a, lo, mid) == part(b, lo, mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _artifacts(old: Mapping[str, bytes], new: Mapping[str, bytes]) -> tuple[Family, ...]:

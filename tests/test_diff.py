@@ -12,8 +12,10 @@ through the library, and some through the CLI (also in a shallow clone).
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -848,6 +850,49 @@ JSON_KEYS = {
     "parts",
     "rollouts",
 }
+
+
+def _lines_changed(old: bytes, new: bytes) -> tuple[int | None, int | None]:
+    """A file's lines added and removed the plain way: every line split and compared."""
+    try:
+        before, after = old.decode().splitlines(), new.decode().splitlines()
+    except UnicodeDecodeError:
+        return None, None
+    head = 0
+    while head < min(len(before), len(after)) and before[head] == after[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(before), len(after)) - head and before[-1 - tail] == after[-1 - tail]:
+        tail += 1
+    matcher = difflib.SequenceMatcher(
+        None, before[head : len(before) - tail], after[head : len(after) - tail]
+    )
+    changed = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    return sum(j2 - j1 for *_, j1, j2 in changed), sum(i2 - i1 for _, i1, i2, _, _ in changed)
+
+
+@pytest.mark.parametrize("block", [2, 1 << 16])
+def test_a_changed_files_lines_are_counted_as_line_by_line(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ends a file keeps are found in bytes (`_middle`): the counts are the line-by-line
+    ones for random edits of text with CR LF, bare CR, two-byte characters and bytes that
+    are not UTF-8, with blocks of two bytes (the halving on every step) and the real ones."""
+    monkeypatch.setattr(diff, "_BLOCK", block)
+    rng = random.Random(7)
+    pieces = ["a", "b", "é", "\n", "\n", "\r", "\r\n"]
+    for _ in range(3000):
+        old = [rng.choice(pieces) for _ in range(rng.randint(0, 14))]
+        new = list(old)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randint(0, len(new))
+            if rng.random() < 0.5 or not new:
+                new.insert(at, rng.choice(pieces))
+            else:
+                del new[min(at, len(new) - 1)]
+        a, b = "".join(old).encode(), "".join(new).encode() + b"\xff" * (rng.random() < 0.05)
+        found = diff._file_diff("f", a, b)
+        assert (found.lines_added, found.lines_removed) == _lines_changed(a, b), (a, b)
 
 
 def test_json_has_the_fixed_schema_and_is_deterministic(sides: dict[str, Side]) -> None:
