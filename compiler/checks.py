@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from common import memo
 from common.errors import Diagnostic, closest
 from common.registry import Registry
 from common.rules import Rule
@@ -28,6 +29,7 @@ from compiler.plan import (
     SLURMD,
     UNICAST_LID_TOP,
     Tiers,
+    cidr_span,
     egress,
     hca_link,
     ib_mtu,
@@ -41,6 +43,7 @@ from compiler.plan import (
     patched,
     port_lids,
     rack_ids,
+    rack_span,
     rack_subnet,
     route_network,
     wires,
@@ -290,8 +293,16 @@ def references(c: Cluster, rep: Report) -> None:
 
 
 def _is_ib(c: Cluster, model: str, nic_name: str) -> bool:
-    nics = c.hardware.servers[model].nics
-    return any(n.name == nic_name and n.device for n in nics)
+    return nic_name in _hcas(c)[model]
+
+
+@memo.last  # asked for every port of every node
+def _hcas(c: Cluster) -> dict[str, frozenset[str]]:
+    """Each server model's NICs that are HCAs, by name."""
+    return {
+        name: frozenset(n.name for n in model.nics if n.device)
+        for name, model in c.hardware.servers.items()
+    }
 
 
 def _baseline_keys(c: Cluster, model: str) -> tuple[str, ...]:
@@ -423,8 +434,8 @@ def addresses(c: Cluster, rep: Report) -> None:
             if net is None:
                 continue
             at: Path_ = (*p, "addresses", net_name) if net_name in node.addresses else (*p, "slot")
-            subnet = rack_subnet(net, rack)
-            if subnet is None:
+            span = rack_span(net, rack)
+            if span is None:
                 homeless[(r, net_name)].append(
                     ((*p, "name"), f"{node.name!r} would have no {net_name!r} address")
                 )
@@ -435,21 +446,22 @@ def addresses(c: Cluster, rep: Report) -> None:
                     at,
                     Rule.RACK_SUBNET_TOO_SMALL,
                     f"slot {node.slot} needs host part {net.host_base + node.slot}, beyond "
-                    f"{net_name!r} subnet {subnet} of rack {rack.name!r}",
+                    f"{net_name!r} subnet {rack_subnet(net, rack)} of rack {rack.name!r}",
                 )
                 continue
             text = ip_str(address)
             used.append((text, at))
-            block = network(net.cidr) if net.interface_prefix else subnet
-            if not block.first <= address <= block.last:
+            first, last = cidr_span(net.cidr)[:2] if net.interface_prefix else span
+            if not first <= address <= last:
+                block = network(net.cidr) if net.interface_prefix else rack_subnet(net, rack)
                 rep.add(
                     at,
                     Rule.ADDRESS_OUTSIDE_SUBNET,
                     f"{text} is outside {net_name!r} subnet {block} of rack {rack.name!r}",
                 )
                 continue
-            in_subnet = subnet.first <= address <= subnet.last
-            host_part = address - subnet.first if in_subnet else None
+            first, last = span
+            host_part = address - first if first <= address <= last else None
             if host_part is not None and any(lo <= host_part <= hi for lo, hi in net.reserved):
                 rep.add(
                     at,

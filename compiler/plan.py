@@ -157,13 +157,26 @@ def _subnet(cidr: str, prefix: int, index: int) -> netaddr.IPNetwork | None:
     return netaddr.IPNetwork((block.first + index * size, prefix), version=4)
 
 
+def rack_span(network: Network, rack: RackRef) -> tuple[int, int] | None:
+    """The rack's subnet of `network` as its first and last address (integers), or None:
+    what every node's address is placed in and checked against, without netaddr's
+    `first` and `last` (Python, per call: 200,000 calls in a 4,096 x 8 site's checks)."""
+    return _rack_span(network.cidr, network.rack_prefix, network.stride * rack.id + network.offset)
+
+
+@cache
+def _rack_span(cidr: str, prefix: int, index: int) -> tuple[int, int] | None:
+    subnet = _subnet(cidr, prefix, index)
+    return None if subnet is None else (subnet.first, subnet.last)
+
+
 def host_address(network: Network, rack: RackRef, host_part: int) -> int | None:
     """Address `host_part` of the rack's subnet (as an integer: `ip_str` writes it), or None
     when it does not fit."""
-    subnet = rack_subnet(network, rack)
-    if subnet is None or not 0 < host_part < (1 << (32 - subnet.prefixlen)) - 1:
+    span = rack_span(network, rack)
+    if span is None or not 0 < host_part < span[1] - span[0]:
         return None
-    return int(subnet.first) + host_part
+    return span[0] + host_part
 
 
 def node_address(network: Network, rack: RackRef, node: Node, name: str) -> int | None:
@@ -686,11 +699,11 @@ def _links(
     for nic_name, net_name in model_networks(model):
         net = by_name[net_name]
         address = node_address(net, rack, node, net_name)
-        subnet = rack_subnet(net, rack)
-        if address is None or subnet is None:
+        span = rack_span(net, rack)
+        if address is None or span is None:
             return None
         prefix = interface_prefix(net)
-        gateway = ip_str(subnet.first + net.gateway) if net.gateway else None
+        gateway = ip_str(span[0] + net.gateway) if net.gateway else None
         iface = Interface(
             nic_name, net_name, node.mac.get(nic_name), ip_str(address), prefix, gateway, net.mtu
         )
@@ -711,7 +724,7 @@ def route_network(route: Route) -> netaddr.IPNetwork:
 
 
 @cache  # a few hundred blocks and route destinations, asked for every host's interfaces
-def _span(cidr: str) -> tuple[int, int, int]:
+def cidr_span(cidr: str) -> tuple[int, int, int]:
     """(first, last, prefix length) of a block: containment as two integer comparisons, where
     netaddr's `in` and `first` (Python, per call) were a fifth of the routes check's profile."""
     block = network(cidr)
@@ -722,12 +735,12 @@ def _span(cidr: str) -> tuple[int, int, int]:
 def egress(routes: tuple[Route, ...], block: str) -> tuple[Route, ...]:
     """The routes that carry some address of `block` (longest-prefix match): the most specific
     route holding all of it, and every route inside it. Empty: some address has no route."""
-    first, last, prefix = _span(block)
+    first, last, prefix = cidr_span(block)
     covering: Route | None = None
     widest = -1  # the covering route's prefix length
     inside: list[Route] = []
     for route in routes:
-        low, high, length = _span("0.0.0.0/0" if route.dst == "default" else route.dst)
+        low, high, length = cidr_span("0.0.0.0/0" if route.dst == "default" else route.dst)
         if length > prefix and first <= low and high <= last:
             inside.append(route)
         elif low <= first and last <= high and length > widest:
