@@ -374,12 +374,14 @@ def render(plan: Plan) -> dict[str, str]:
         "burn_in": {"tool": "dcgmi diag", "level": acc.burn_in.level},
         "nodes": nodes,
     }  # fmt: skip
-    files["acceptance/plan.json"] = to_json(body).replace(f'"{_ROUNDS}"', rounds, 1)
+    # Found with its key: JSON escapes the quotes inside a text, so no text holds this.
+    text = to_json(body).replace(f'"rounds": "{_ROUNDS}"', f'"rounds": {rounds}', 1)
+    files["acceptance/plan.json"] = text
     files["acceptance/admission.sh"] = _admission(acc.burn_in.level)
     return files
 
 
-_ROUNDS = "<rounds>"  # plan.json's place for the rounds' text: no value of the plan has a <
+_ROUNDS = "<rounds>"  # plan.json's place for the rounds' text
 
 
 class _PairEnds(NamedTuple):
