@@ -68,9 +68,46 @@ class _Block:
         # id -> (the object, its frozen value): a record many hosts share (their software)
         # made hashable once.
         self.frozen: dict[int, tuple[object, object]] = {}
+        # The ids of the texts the results hold, and (function, id) -> `by_object`'s answer.
+        self.held: set[int] = set()
+        self.objects: dict[tuple[Callable[..., object], int], Any] = {}
 
 
 _block: _Block | None = None  # None: no comparison open, nothing kept
+
+
+def by_object(fn: Callable[[T], R]) -> Callable[[T], R]:
+    """`fn` computed once per object in a `shared()` block, for the objects the block holds
+    (a marked function's text, or a text in a plain tuple it returned; what this made of
+    one), found by identity alone: a host's kickstart text, one object for both sides of a
+    diff, is encoded and hashed once, where finding an equal value would hash it whole. Any
+    other object is simply computed: kept, every text of a compile would outlive it."""
+
+    @wraps(fn)
+    def answer(of: T) -> R:
+        block = _block
+        if block is None or id(of) not in block.held:
+            return fn(of)
+        key = (fn, id(of))
+        found = block.objects.get(key, _MISSING)
+        if found is _MISSING:
+            found = block.objects[key] = fn(of)
+            _hold(block, found)
+        result: R = found
+        return result
+
+    return answer
+
+
+def _hold(block: _Block, result: object) -> None:
+    """Note the ids of the text in `result` (itself, or in plain tuples): the block keeps the
+    result, so they stay theirs while it lives (`by_object`)."""
+    if type(result) in (str, bytes):
+        block.held.add(id(result))
+    elif type(result) is tuple:
+        for item in result:
+            if type(item) in (str, bytes, tuple):
+                _hold(block, item)
 
 
 @contextmanager
@@ -96,6 +133,7 @@ def by_value(fn: Callable[P, R]) -> Callable[P, R]:
         found = block.results.get(key, _MISSING)
         if found is _MISSING:
             found = block.results[key] = fn(*args, **kwargs)
+            _hold(block, found)
         result: R = found
         return result
 

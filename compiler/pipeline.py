@@ -12,6 +12,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
+from common import memo
 from common.errors import Diagnostic, Location, SourceError, quote
 from common.rules import Rule
 from compiler import deploy, output, roce, targets
@@ -67,7 +68,7 @@ def compile_source(
     disagree = roce_disagreements(source, plan, files)
     if disagree:
         raise SourceError(disagree)
-    digests = {path: sha256(data).hexdigest() for path, data in files.items()}
+    digests = {path: _digest(data) for path, data in files.items()}
     # The audit account's per-role files allow exactly the paths of the deploy map, which
     # places them too: named first, filled from the map, their digests put in after.
     named = dict.fromkeys(access.role_sources(plan), "")
@@ -81,6 +82,11 @@ def compile_source(
     files = dict(sorted(files.items()))
     files[MANIFEST] = manifest(files, source.digest(), digests)
     return Compiled(source, cluster, plan, files, deploys, notices, placeholders)
+
+
+@memo.by_object  # a file both sides of a diff share is one object (`targets._encoded`)
+def _digest(data: bytes) -> str:
+    return sha256(data).hexdigest()
 
 
 def roce_disagreements(source: Source, plan: Plan, files: Mapping[str, bytes]) -> list[Diagnostic]:

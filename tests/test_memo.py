@@ -36,6 +36,29 @@ def test_a_marked_function_computes_once_per_value_and_only_inside_a_comparison(
     assert len(calls) == 5  # the block's results went with it
 
 
+def test_a_text_a_marked_function_returned_is_encoded_once_and_no_other_text_is_kept() -> None:
+    """`by_object` answers once for a text the block holds (a marked function's, alone or in
+    a tuple), and computes every other text anew: kept, it would outlive the compile."""
+    encoded: list[str] = []
+
+    @memo.by_value
+    def render(n: int) -> tuple[tuple[str, str], ...]:
+        return ((f"f{n}", "x" * n),)
+
+    @memo.by_object
+    def encode(text: str) -> bytes:
+        encoded.append(text)
+        return text.encode()
+
+    with memo.shared():
+        ((_, text),) = render(3)
+        first, again = encode(text), encode(render(3)[0][1])
+        assert first is again and encoded == ["xxx"]  # one object, encoded once
+        loose = "".join(["y", "y"])  # no marked function's: computed each time
+        assert encode(loose) == encode(loose) == b"yy" and encoded.count("yy") == 2
+    assert encode(text) == b"xxx" and encoded.count("xxx") == 2  # outside: computed
+
+
 def test_an_argument_that_does_not_hash_is_compared_by_its_pickle() -> None:
     calls: list[dict[str, int]] = []
 

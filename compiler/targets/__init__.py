@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from common import memo
 from common.errors import TargetError
 from common.registry import Registry
 from compiler.plan import Plan
@@ -84,5 +85,10 @@ def render_all(plan: Plan, registry: Mapping[str, Target] = TARGETS) -> dict[str
         for path, text in target(plan).items():
             if path in files:
                 raise TargetError(f"targets {owner[path]!r} and {name!r} both write {path!r}")
-            files[path], owner[path] = text.encode(), name
+            files[path], owner[path] = _encoded(text), name
     return dict(sorted(files.items()))
+
+
+@memo.by_object  # a text a marked target gives both sides of a diff: its bytes made once
+def _encoded(text: str) -> bytes:
+    return text.encode()
