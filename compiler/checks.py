@@ -451,8 +451,8 @@ def addresses(c: Cluster, rep: Report) -> None:
                 continue
             text = ip_str(address)
             used.append((text, at))
-            first, last = cidr_span(net.cidr)[:2] if net.interface_prefix else span
-            if not first <= address <= last:
+            low, high = cidr_span(net.cidr)[:2] if net.interface_prefix else span
+            if not low <= address <= high:
                 block = network(net.cidr) if net.interface_prefix else rack_subnet(net, rack)
                 rep.add(
                     at,

@@ -545,7 +545,8 @@ def _file_diff(path: str, old: bytes | None, new: bytes | None) -> FileDiff:
         return FileDiff(path, status, None, None)
     # Lines both versions begin and end with are left out first, as diff(1) does: a one-host
     # change in a 40,000-line dhcpd.conf leaves difflib a few lines instead of the whole
-    # file, whose matching grows faster than the file does.
+    # file, whose matching grows faster than the file does. (`_middle` took the lines to a
+    # line feed; what is left here are lines split at another break, a lone CR.)
     shorter = min(len(before), len(after))
     head = 0
     while head < shorter and before[head] == after[head]:
