@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from audits.accept import blame, judge, read_inputs
 from clusterforge.cli import main
 from clusterforge.lab.ibsim import SimFabric
-from compiler import generate, pipeline
+from compiler import generate, pipeline, targets
 from compiler.acceptance import Server, Tree, plan_rounds
 from compiler.load import load
 from compiler.output import write
@@ -98,6 +99,22 @@ def test_reference_rounds_and_idle_uplinks(generated: Path) -> None:
     assert steps["nccl-016"]["min_bus_gb_s"] == 18.0
     sbatch = (generated / "acceptance" / "nccl" / "nccl-016.sbatch").read_text()
     assert "#SBATCH --nodelist=gpu[001-016]" in sbatch and "#SBATCH --switches=4" in sbatch
+
+
+def test_a_round_script_dials_each_server_as_one_shell_word() -> None:
+    # The client's command is quoted part by part; the shell must still read it as the
+    # run and the server's address whole, whatever the address holds.
+    rows = [
+        {"server": "b", "client": "a", "log": "ib_write_bw/round-01/a-b.txt"},
+        {"server": "d", "client": "c", "log": "ib_write_bw/round-01/c-d.txt"},
+    ]
+    runs = ["ib_write_bw -d mlx5_0 -i 1 -F", "ib_write_bw -d mlx5_0 -i 1 -F"]
+    dial = {"b": "10.0.0.2", "d": "it's d; $(true)"}
+    script = targets.acceptance._round_script("round-01", rows, runs, dial)
+    clients = [shlex.split(line) for line in script.splitlines() if line.startswith("ssh a ")]
+    clients += [shlex.split(line) for line in script.splitlines() if line.startswith("ssh c ")]
+    assert [words[2] for words in clients] == [f"{runs[0]} 10.0.0.2", f"{runs[1]} {dial['d']}"]
+    assert clients[1][3:] == [">", "$out/c-d.txt", "2>&1", "&"]
 
 
 @pytest.mark.realtool

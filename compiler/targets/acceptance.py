@@ -409,9 +409,9 @@ def pair_rounds(
     at 4,096 x 8 servers."""
     fraction, min_gb_s, duration = bw
     rail_of = dict(facts.rails)
-    # The HCA port each pair's end runs on (its cable's host end, mlx5_3/1), and its rail.
+    # Each host cable's end: its HCA port (mlx5_3/1), that port's device and its rail.
     ends = {
-        c.id: (c.b.port, rail_of.get(c.a.device))
+        c.id: (c.b.port, c.b.port.split("/")[0], rail_of.get(c.a.device))
         for c in facts.cables
         if c.network in facts.ib_networks
     }
@@ -422,39 +422,39 @@ def pair_rounds(
     dial = dict(facts.dial)
     rounds: list[dict[str, Any]] = []
     scripts: list[tuple[str, str]] = []
-    device = {port: port.split("/")[0] for port, _ in ends.values()}  # mlx5_3/1 -> mlx5_3
     commands: dict[tuple[str, int | None], str] = {}  # (port, rail) -> its ib_write_bw
     for number, pairs in enumerate(test_rounds, 1):
         name = f"round-{number:02d}"
         rows = []
         runs = []
         for p in pairs:
-            port, rail = ends[p.cables[0]]
-            sides = (
-                ib_port[(p.client, device[port])],
-                ib_port[(p.server, device[ends[p.cables[-1]][0]])],
+            port, device, rail = ends[p.cables[0]]
+            client = ib_port[(p.client, device)]
+            server = ib_port[(p.server, ends[p.cables[-1]][1])]
+            log = (
+                f"{p.client}-{p.server}-{device}" if rail is not None else f"{p.client}-{p.server}"
             )
             row: dict[str, Any] = {
                 "client": p.client,
                 "server": p.server,
-                "cables": list(p.cables),
+                "cables": p.cables,  # a tuple: written as the array it is
                 # Static LIDs: the log's local and remote LID prove which ports ran it.
-                "lids": [sides[0].lid, sides[1].lid],
-                "log": f"ib_write_bw/{name}/{p.client}-{p.server}.txt",
+                "lids": (client.lid, server.lid),
+                # A rail's pair names its HCA, in its log and for `accept`: the same two
+                # servers run a pair on every rail at once.
+                "log": f"ib_write_bw/{name}/{log}.txt",
             }
             # An end whose HCA is planned below the fabric's link (2x NDR) caps the pair.
-            own = min(min(sides[0].rate_gbps, sides[1].rate_gbps) / 8, link)
+            own = min(client.rate_gbps, server.rate_gbps) / 8
             if own < link:
                 row["ceiling_gb_s"], row["min_gb_s"] = own, _mark(own, fraction, min_gb_s)
             if rail is not None:
-                # A rail's pair names its HCA, in its log and for `accept`: the same two
-                # servers run a pair on every rail at once.
-                row["hca"] = device[port]
-                row["log"] = f"ib_write_bw/{name}/{p.client}-{p.server}-{device[port]}.txt"
+                row["hca"] = device
             rows.append(row)
-            if (port, rail) not in commands:
-                commands[(port, rail)] = _ib_write_bw(duration, port, rail)
-            runs.append(commands[(port, rail)])
+            run = commands.get((port, rail))
+            if run is None:
+                run = commands[(port, rail)] = _ib_write_bw(duration, port, rail)
+            runs.append(run)
         rounds.append({"round": name, "pairs": rows})
         script = _round_script(name, rows, runs, dial)
         scripts.append((f"acceptance/ib_write_bw/{name}.sh", script))
@@ -472,6 +472,9 @@ def _ib_write_bw(duration: int, port: str, rail: int | None) -> str:
     return f"ib_write_bw -d {device} -i {number}{tcp} -F --report_gbits -D {duration}"
 
 
+_QUOTE = "'\"'\"'"  # a single quote inside single quotes, as shlex.quote writes it
+
+
 def _round_script(
     name: str, rows: list[dict[str, Any]], runs: list[str], dial: dict[str, str]
 ) -> str:
@@ -487,13 +490,19 @@ def _round_script(
         "# Servers first; each waits for its one client.",
     ]
     quoted = {run: shlex.quote(run) for run in set(runs)}  # a few commands, many rows
-    for r, run in zip(rows, runs, strict=True):
-        lines.append(f"ssh {r['server']} {quoted[run]} &")
+    lines += [f"ssh {r['server']} {quoted[run]} &" for r, run in zip(rows, runs, strict=True)]
     lines.append("sleep 2")
-    for r, run in zip(rows, runs, strict=True):
-        log = f'"$out/{r["log"].rsplit("/", 1)[-1]}"'
-        command = shlex.quote(f"{run} {dial[r['server']]}")
-        lines.append(f"ssh {r['client']} {command} > {log} 2>&1 &")
+    # The client's command is the run and the server's address, quoted as one word: each
+    # run holds a space, so shlex.quote would put the whole in single quotes, each quote
+    # inside escaped; done here per part, since the parts repeat (a few runs, each server
+    # once a round per rail).
+    inner = {run: run.replace("'", _QUOTE) for run in quoted}
+    address = {server: dial[server].replace("'", _QUOTE) for server in {r["server"] for r in rows}}
+    lines += [
+        f"ssh {r['client']} '{inner[run]} {address[r['server']]}'"
+        f' > "$out/{r["log"].rsplit("/", 1)[-1]}" 2>&1 &'
+        for r, run in zip(rows, runs, strict=True)
+    ]
     lines.append("wait")
     return "\n".join(lines) + "\n"
 
