@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 from common import memo
 from common.hostlist import compact
@@ -212,25 +213,35 @@ def _slurm_topology(
 
 
 def split_ports(cables: Sequence[Cable], panels: Mapping[str, Cages | None]) -> str:
-    rows: list[list[str]] = []  # text, cage numbers too: a table of text is joined (to_csv)
+    # The switches whose cages carry several ports: connector, ports a cage, lanes a port.
+    caged = {
+        name: (p.connector, p.split, f"{p.lanes // p.split}x")
+        for name, p in panels.items()
+        if p is not None and p.split != 1
+    }
+    # (switch, port number, row), sorted by the first two: rows of text, cage numbers too (a
+    # table of text is joined, `to_csv`). A large rail fabric's spines have 160,000 of them.
+    rows: list[tuple[str, int, list[str]]] = []
     for c in cables:
         if not c.assembly:  # neither end on a cage of several ports
             continue
         for here, there in ((c.a, c.b), (c.b, c.a)):
-            panel = panels.get(here.device)
-            if panel is None or panel.split == 1:
+            found = caged.get(here.device)
+            if found is None:
                 continue
-            cage, half = divmod(int(here.port) - 1, panel.split)
+            connector, split, lanes = found
+            port = int(here.port)
+            cage, half = divmod(port - 1, split)
             rows.append(
-                [here.device, panel.connector, str(cage + 1), str(half + 1), here.port, here.face,
-                 f"{panel.lanes // panel.split}x", c.rate, there.device, there.face, c.id,
-                 c.assembly]
+                (here.device, port,
+                 [here.device, connector, str(cage + 1), str(half + 1), here.port, here.face,
+                  lanes, c.rate, there.device, there.face, c.id, c.assembly])
             )  # fmt: skip
-    rows.sort(key=lambda r: (r[0], int(r[4])))
+    rows.sort(key=itemgetter(0, 1))
     return to_csv(
         ["switch", "connector", "cage", "half", "port", "face", "lanes", "rate", "peer",
          "peer_port", "cable", "assembly"],
-        rows,
+        [row for _, _, row in rows],
     )  # fmt: skip
 
 
