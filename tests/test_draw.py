@@ -304,6 +304,22 @@ def test_a_rail_sites_scene_reads_back_with_each_links_rail() -> None:
     assert written.keys() == {f.name for f in fields(Link)}
 
 
+@pytest.mark.parametrize("rail", [None, 0, 7])
+def test_a_links_line_is_the_json_encoders_own(rail: int | None) -> None:
+    # Written field by field (scene._link), a line must stay what json.dumps writes for the
+    # link's fields, keys sorted: quotes, backslashes, control characters and non-ASCII text
+    # escaped as it escapes them, and no rail key for a link on no rail.
+    link = Link(
+        'R01-IB05 "a"', "ipo\\ib", rail is not None, End("leaf-01\u00e9", "1"),
+        End("gpu\u2028001", "mlx5_0/1"), "AOC 3 m, 4xHDR\t\U0001f600", rail == 0, rail,
+    )  # fmt: skip
+    fields_of = {f.name: getattr(link, f.name) for f in fields(Link)}
+    fields_of["a"], fields_of["b"] = vars(link.a), vars(link.b)
+    if rail is None:
+        del fields_of["rail"]
+    assert scene_file._link(link) == json.dumps(fields_of, sort_keys=True)
+
+
 def test_the_compiled_scene_is_the_plans_one_record_a_line(plan: Plan) -> None:
     text = (REPO / "generated" / scene_file.PATH).read_text(encoding="utf-8")
     facts = Scene.from_json(text)
