@@ -492,10 +492,10 @@ def _round_script(
     quoted = {run: shlex.quote(run) for run in set(runs)}  # a few commands, many rows
     lines += [f"ssh {r['server']} {quoted[run]} &" for r, run in zip(rows, runs, strict=True)]
     lines.append("sleep 2")
-    # The client's command is the run and the server's address, quoted as one word: each
-    # run holds a space, so shlex.quote would put the whole in single quotes, each quote
-    # inside escaped; done here per part, since the parts repeat (a few runs, each server
-    # once a round per rail).
+    # The client's command is the run and the server's address, quoted as one word. That
+    # word holds the space between them, so shlex.quote puts it whole in single quotes,
+    # each quote inside escaped: done here per part, since the parts repeat (a few runs,
+    # each server once a round per rail).
     inner = {run: run.replace("'", _QUOTE) for run in quoted}
     address = {server: dial[server].replace("'", _QUOTE) for server in {r["server"] for r in rows}}
     lines += [

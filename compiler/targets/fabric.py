@@ -220,7 +220,7 @@ def split_ports(cables: Sequence[Cable], panels: Mapping[str, Cages | None]) -> 
         if p is not None and p.split != 1
     }
     # (switch, port number, row), sorted by the first two: rows of text, cage numbers too (a
-    # table of text is joined, `to_csv`). A large rail fabric's spines have 160,000 of them.
+    # table of text is joined, `to_csv`): 163,836 rows at 4,096 eight-rail servers.
     rows: list[tuple[str, int, list[str]]] = []
     for c in cables:
         if not c.assembly:  # neither end on a cage of several ports
