@@ -74,7 +74,7 @@ def compile_source(
     named = dict.fromkeys(access.role_sources(plan), "")
     deploys = deploy.deploy_map(plan, digests | named, source)
     per_role = {p: t.encode() for p, t in access.role_files(plan, deploys).items()}
-    role_digests = {path: sha256(data).hexdigest() for path, data in per_role.items()}
+    role_digests = {path: _digest(data) for path, data in per_role.items()}
     files |= per_role
     digests |= role_digests
     deploys = deploy.with_digests(deploys, role_digests)
@@ -253,5 +253,5 @@ def manifest(
 ) -> bytes:
     """MANIFEST.json: every file's sha256 (those in `known` already hashed) and the source's."""
     known = known or {}
-    digests = {path: known.get(path) or sha256(data).hexdigest() for path, data in files.items()}
+    digests = {path: known.get(path) or _digest(data) for path, data in files.items()}
     return contract_manifest.render(digests, source_digest)

@@ -409,7 +409,9 @@ def pair_rounds(
     at 4,096 x 8 servers."""
     fraction, min_gb_s, duration = bw
     rail_of = dict(facts.rails)
-    # Each host cable's end: its HCA port (mlx5_3/1), that port's device and its rail.
+    # Each InfiniBand cable's b end (a host cable's is its HCA port, mlx5_3/1), that
+    # port's device and the rail of its a end, the leaf (None off rails): the rows read
+    # host cables only.
     ends = {
         c.id: (c.b.port, c.b.port.split("/")[0], rail_of.get(c.a.device))
         for c in facts.cables
