@@ -22,7 +22,7 @@ scene: HEAD's, plus what BASE had and HEAD removed, marked `removed`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from functools import cache, cached_property
@@ -150,16 +150,7 @@ class Scene:
 
     def to_json(self) -> str:
         """The scene file's text: the records, one a line, in the order the scene holds them."""
-        head = json.dumps({"schema": SCHEMA, "site": self.site, "room": self.room})
-        lists = [
-            f'"{key}": [\n' + ",\n".join(lines)
-            for key, lines in (
-                ("racks", map(_RECORDS.encode, self.racks)),
-                ("devices", map(_RECORDS.encode, self.devices)),
-                ("links", map(_link, self.links)),
-            )
-        ]
-        return head[:-1] + ",\n" + ",\n".join(f"{x}\n]" for x in lists) + "}\n"
+        return scene_text(self.site, self.room, self.racks, self.devices, map(_link, self.links))
 
     @classmethod
     def from_json(cls, text: str, name: str = PATH) -> Scene:
@@ -195,20 +186,59 @@ def _fields(record: RackSpot | Device) -> dict[str, object]:
 _RECORDS = json.JSONEncoder(sort_keys=True, default=_fields)
 
 
+def scene_text(
+    site: str,
+    room: str,
+    racks: Iterable[RackSpot],
+    devices: Iterable[Device],
+    links: Iterable[str],
+) -> str:
+    """A scene file's text from its records, the links as their lines (`link_line`): the
+    compiler writes its links' lines from the plan's cables, without a Link each."""
+    head = json.dumps({"schema": SCHEMA, "site": site, "room": room})
+    lists = [
+        f'"{key}": [\n' + ",\n".join(lines)
+        for key, lines in (
+            ("racks", map(_RECORDS.encode, racks)),
+            ("devices", map(_RECORDS.encode, devices)),
+            ("links", links),
+        )
+    ]
+    return head[:-1] + ",\n" + ",\n".join(f"{x}\n]" for x in lists) + "}\n"
+
+
 def _link(link: Link) -> str:
+    a, b = link.a, link.b
+    return link_line(
+        link.id, link.network, link.infiniband, a.device, a.port, b.device, b.port, link.text,
+        link.installed, link.rail,
+    )  # fmt: skip
+
+
+def link_line(
+    cable: str,
+    network: str,
+    infiniband: bool,
+    a_device: str,
+    a_port: str,
+    b_device: str,
+    b_port: str,
+    text: str,
+    installed: bool,
+    rail: int | None,
+) -> str:
     """A link's line, as `_RECORDS` writes it (keys sorted, `", "` and `": "` between, text
     in ASCII with escapes), made here field by field: through the encoder, a dict and a
     fresh C encoder a link were most of the scene's time (a 4,096 x 8 site has 110,000
     links). A link on no rail has no `rail` key, so a site without rails writes the lines it
     did before rails were drawn. `tests/test_draw.py` holds every line to the encoder's and
     fails on a field of Link left out."""
-    a, b = link.a, link.b
-    rail = "" if link.rail is None else f'"rail": {link.rail:d}, '
+    on = "" if rail is None else f'"rail": {rail:d}, '
     return (
-        f'{{"a": {{"device": {_text(a.device)}, "port": {_text(a.port)}}}, '
-        f'"b": {{"device": {_text(b.device)}, "port": {_text(b.port)}}}, "id": {_text(link.id)}, '
-        f'"infiniband": {_BOOL[link.infiniband]}, "installed": {_BOOL[link.installed]}, '
-        f'"network": {_text(link.network)}, {rail}"text": {_text(link.text)}}}'
+        f'{{"a": {{"device": {_text(a_device)}, "port": {_text(a_port)}}}, '
+        f'"b": {{"device": {_text(b_device)}, "port": {_text(b_port)}}}, "id": {_text(cable)}, '
+        f'"infiniband": {_BOOL[infiniband]}, "installed": {_BOOL[installed]}, '
+        f'"network": {_text(network)}, {on}"text": {_text(text)}}}'
     )
 
 
