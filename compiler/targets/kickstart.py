@@ -40,6 +40,8 @@ RHEL 8 as pykickstart knows it (`ksvalidator -v RHEL8`; FORMATS.md §5).
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from common import memo
 from compiler.model import Provisioning, Site
 from compiler.plan import Host, Interface, Plan, network
@@ -89,6 +91,17 @@ def bootstrap_sources(plan: Plan) -> Sources:
     return install, repos, ((("baseos", base),) if base else ()) + repos
 
 
+class Sections(NamedTuple):
+    """The parts of a kickstart most of its values are in, each its own template rendered
+    once for every host that gives it the same values: rendered for every host, they were
+    half the kickstarts' time."""
+
+    sources: Lines  # the installer's tree and repositories
+    repo_file: Lines  # the installed system's repositories, written by %post
+    storage: Lines  # the disks
+    software: Lines  # %post's kernel, MLNX_OFED and the role's software
+
+
 def render(plan: Plan) -> dict[str, str]:
     prov = plan.provisioning
     pxe = prov.pxe_network
@@ -98,50 +111,47 @@ def render(plan: Plan) -> dict[str, str]:
     apply_bundle = Lines(template("apply-bundle.py.j2"))  # the same script in every kickstart: once
     files = {}
     root_hash = plan.secrets.get("root_password_hash", PLACEHOLDER_ROOT_HASH)
-    # The disks' and the software's sections, each rendered once for the hosts that share
-    # them (most of a kickstart's values, a third of the time when every host rendered its own).
-    storage: dict[tuple[object, ...], Lines] = {}
-    software: dict[tuple[object, ...], Lines] = {}
+    rendered: dict[tuple[object, ...], Lines] = {}
+
+    def section(name: str, **context: Any) -> Lines:
+        """`templates/<name>` for these values (all it sees), rendered once; its last line
+        break taken off, as the main template writes it on a line of its own."""
+        key = (name, *context.items())
+        if key not in rendered:
+            rendered[key] = Lines(template(name, **context).removesuffix("\n"))
+        return rendered[key]
+
     for host in plan.hosts:
         boot = boot_nic(plan, host)
         if boot is None:
             continue
-        disks = (host.os_disks, host.scratch_disk, host.boot)
-        if disks not in storage:
-            storage[disks] = _section("kickstart-storage.j2", os_disks=disks[0],
-                                      scratch_disk=disks[1], boot=disks[2])  # fmt: skip
-        sw = host.software
-        runs = (bool(host.ib_ports), host.model, host.role.value, host.services,
-                sw.module_streams, sw.packages, sw.kernel_modules)  # fmt: skip
-        if runs not in software:
-            software[runs] = _section(
-                "kickstart-software.j2",
-                **dict(zip(("hca", "model", "role", "services", "streams", "packages", "modules"),
-                           runs, strict=True)),
-            )  # fmt: skip
         sources: Sources = (mirror, repos, (("baseos", mirror), *repos))
         bundle: str | None = http_url(plan, BUNDLE_PATH)
         if host.name == plan.site.services.provisioning:
             sources, bundle = bootstrap_sources(plan), None
+        install, host_repos, post_repos = sources
+        sw = host.software
+        sections = Sections(
+            section("kickstart-sources.j2", install=install, repos=host_repos),
+            section("kickstart-repo-file.j2", site=plan.site.name, post_repos=post_repos),
+            section("kickstart-storage.j2", os_disks=host.os_disks,
+                    scratch_disk=host.scratch_disk, boot=host.boot),
+            section("kickstart-software.j2", hca=bool(host.ib_ports), model=host.model,
+                    role=host.role.value, services=host.services, streams=sw.module_streams,
+                    packages=sw.packages, modules=sw.kernel_modules),
+        )  # fmt: skip
         files[f"kickstart/{host.name}.ks"] = _kickstart(
             host,
             plan.site,
             prov,
-            sources,
+            sections,
             ntp,
             _network(plan, host, boot),
             root_hash,
             bundle,
             apply_bundle,
-            storage[disks],
-            software[runs],
         )
     return files
-
-
-def _section(name: str, **context: object) -> Lines:
-    """A part of the kickstart, as lines the main template writes where its line stands."""
-    return Lines(template(name, **context).removesuffix("\n"))
 
 
 @memo.by_value  # a diff's two sides share each host's kickstart unless the host changed
@@ -149,24 +159,19 @@ def _kickstart(
     host: Host,
     site: Site,
     prov: Provisioning,
-    sources: Sources,
+    sections: Sections,
     ntp: str,
     network: str,
     root_hash: str,
     bundle: str | None,
     apply_bundle: Lines,
-    storage: Lines,
-    software: Lines,
 ) -> str:
-    install, host_repos, post_repos = sources
     return template(
         "kickstart.ks.j2",
         host=host,
         site=site,
         prov=prov,
-        install=install,
-        repos=host_repos,
-        post_repos=post_repos,
+        **sections._asdict(),
         ntp=ntp,
         network=network,
         root_hash=root_hash,
@@ -175,6 +180,4 @@ def _kickstart(
         units=host.software.units,
         bundle=bundle,
         apply_bundle=apply_bundle,
-        storage=storage,
-        software=software,
     )
