@@ -182,13 +182,13 @@ def test_a_diff_plans_the_pair_test_once_and_each_side_is_its_own_compile(
         return fabric_template(name, **values)
 
     keyfiles: list[str] = []
-    keyfile_template = targets.routes.template
+    keyfile = targets.routes._keyfile
 
-    def configured(name: str, **values: Any) -> str:
-        keyfiles.append(f"{values['host']}/{values['iface'].name}")
-        return keyfile_template(name, **values)
+    def configured(host: str, iface: Any, *rest: Any) -> str:
+        keyfiles.append(f"{host}/{iface.name}")
+        return keyfile(host, iface, *rest)
 
-    monkeypatch.setattr("compiler.targets.routes.template", configured)
+    monkeypatch.setattr("compiler.targets.routes._keyfile", configured)
     kickstarts: list[str] = []
     kickstart_template = targets.kickstart.template
 

@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from common.errors import SourceError
 from compiler import load
 from compiler.pipeline import compile_source
+from compiler.plan import build
+from compiler.targets import routes
 from compiler.targets.render import Lines, UnsafeValue, template, to_csv
+from compiler.validation import check
+from contract import Route
 from tests.conftest import REPO
 
 
@@ -58,6 +62,19 @@ def test_plain_text_and_lines_built_on_purpose_pass() -> None:
         template("blackbox.yml.j2", site=_site(_Shown("two\nlines")))
     # `Lines` is a target's own multi-line text, written as it is.
     assert "two\nlines" in template("blackbox.yml.j2", site=_site(Lines("two\nlines")))
+
+
+def test_a_keyfile_written_in_python_is_guarded_as_a_template() -> None:
+    """Keyfiles are written line by line in Python, not by a template: the same guard
+    stands between their values and their lines."""
+    plan = build(check(load.load(REPO / "cluster")))
+    host = next(h for h in plan.hosts if h.routes)
+    iface = host.interfaces[0]
+    hostile = "10.0.0.1\n[ipv4]\nmethod=disabled"
+    route = Route(dst="10.64.0.0/16", dev=iface.name, gateway=hostile)
+    with pytest.raises(UnsafeValue) as raised:
+        routes._keyfile(host.name, iface, False, iface.mac, "public", None, (route,), (), "x")
+    assert (raised.value.template, raised.value.value) == ("nmconnection", hostile)
 
 
 def test_the_guard_names_the_field_it_came_from() -> None:

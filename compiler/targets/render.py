@@ -59,6 +59,17 @@ def _finalize(value: Any) -> Any:
     return value
 
 
+def guarded(name: str, *values: object) -> None:
+    """The templates' guard (`_finalize`) for a file a target writes in Python: raises
+    UnsafeValue, naming the file's kind `name`, for the first value holding a line break or
+    a control character."""
+    try:
+        for value in values:
+            _finalize(value)
+    except _Unsafe as exc:
+        raise UnsafeValue(name, exc.value) from None
+
+
 @cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
