@@ -99,6 +99,7 @@ class Sections(NamedTuple):
     sources: Lines  # the installer's tree and repositories
     repo_file: Lines  # the installed system's repositories, written by %post
     storage: Lines  # the disks
+    variables: Lines  # the versions the host must run, as %post's shell variables
     software: Lines  # %post's kernel, MLNX_OFED and the role's software
 
 
@@ -136,6 +137,8 @@ def render(plan: Plan) -> dict[str, str]:
             section("kickstart-repo-file.j2", site=plan.site.name, post_repos=post_repos),
             section("kickstart-storage.j2", os_disks=host.os_disks,
                     scratch_disk=host.scratch_disk, boot=host.boot),
+            section("kickstart-versions.j2",
+                    variables=tuple((key.upper(), value) for key, value in host.versions.items())),
             section("kickstart-software.j2", hca=bool(host.ib_ports), model=host.model,
                     role=host.role.value, services=host.services, streams=sw.module_streams,
                     packages=sw.packages, modules=sw.kernel_modules),
@@ -176,7 +179,6 @@ def _kickstart(
         network=network,
         root_hash=root_hash,
         profile=prov.profiles[host.profile],
-        variables={key.upper(): value for key, value in host.versions.items()},
         units=host.software.units,
         bundle=bundle,
         apply_bundle=apply_bundle,
