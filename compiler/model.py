@@ -117,8 +117,13 @@ _MAC = re.compile(
 )
 
 
+_NORMAL_MAC = re.compile(r"(?:[0-9a-f]{2}:){5}[0-9a-f]{2}")
+
+
 def normal_mac(value: str) -> str:
     """a MAC address: aa:bb:cc:dd:ee:ff, AA-BB-..., aabb.ccdd.eeff or 12 hex digits"""
+    if _NORMAL_MAC.fullmatch(value):  # most are written so already: one test
+        return value
     if not _MAC.fullmatch(value.lower()):
         raise ValueError(f"{value!r} is not a MAC address (like 3c:ec:ef:43:33:87)")
     digits = re.sub(r"[^0-9a-f]", "", value.lower())
