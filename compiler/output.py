@@ -125,7 +125,7 @@ def _write(root: Path, files: dict[str, bytes]) -> Difference:
     return difference
 
 
-def _put(path: Path, data: bytes) -> None:
+def _put(path: str, data: bytes) -> None:
     """Write a new file: plain os calls, since a first compile writes thousands of files and
     Python's buffered open adds a stat, an isatty ioctl and a seek to each."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
@@ -150,15 +150,19 @@ def _write_whole(
     """A new tree, built beside `root` and swapped in (files with `modes` chmodded)."""
 
     def fill(staging: Path) -> None:
-        made: set[Path] = set()  # one mkdir per folder, not per file
+        # Paths as text: a Path made and split per file cost more than writing it (a first
+        # compile writes tens of thousands).
+        base = str(staging)
+        made: set[str] = set()  # one mkdir per folder, not per file
         for rel, data in files.items():
-            path = staging / rel
-            if path.parent not in made:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                made.add(path.parent)
+            path = f"{base}/{rel}"
+            folder = path.rpartition("/")[0]
+            if folder not in made:
+                os.makedirs(folder, exist_ok=True)
+                made.add(folder)
             _put(path, data)
             if modes and rel in modes:
-                path.chmod(modes[rel])
+                os.chmod(path, modes[rel])
 
     atomic.replace_folder(root, fill, 0o755)
 
