@@ -1,10 +1,10 @@
 """`generated/kickstart/<host>.ks`: an unattended Rocky Linux 8 install of every host that PXE
 boots, served by the provisioning host at `http://<its PXE address>/ks/<host>.ks`.
 
-One template for every host (its disks' section and %post's software steps in templates of
-their own, rendered once for the hosts that share them); what differs comes from the plan
-(addresses, disks, versions) and from what the host's role runs (services.yaml). Grammar:
-RHEL 8 as pykickstart knows it (`ksvalidator -v RHEL8`; FORMATS.md §5).
+One template for every host (its sources, disks, versions and %post's software steps in
+templates of their own, each rendered once for the hosts that share it); what differs comes
+from the plan (addresses, disks, versions) and from what the host's role runs (services.yaml).
+Grammar: RHEL 8 as pykickstart knows it (`ksvalidator -v RHEL8`; FORMATS.md §5).
   sources   the provisioning host's mirrors, for every host but the provisioning host itself:
             it serves them, so it installs from `provisioning.yaml: bootstrap` (the DVD or
             an upstream tree, upstream repos, its own resolvers) and gets its bundle after
