@@ -27,7 +27,7 @@ def scene(plan: Plan) -> Scene:
     racks, devices = _floor(plan)
     links = tuple(
         Link(cable, network, ib, End(a, a_port), End(b, b_port), text, installed, rail)
-        for cable, network, ib, a, a_port, b, b_port, text, installed, rail in _fields(
+        for cable, network, ib, a, a_port, b, b_port, text, installed, rail in _link_fields(
             plan.cables, plan.ib_networks, _rails(plan)
         )
     )
@@ -73,12 +73,12 @@ def _rails(plan: Plan) -> tuple[tuple[str, int], ...]:
 
 # A link's fields in Link's order, its ends flat: (id, network, infiniband, a's device and
 # port, b's device and port, text, installed, rail).
-_Fields = tuple[str, str, bool, str, str, str, str, str, bool, int | None]
+_LinkFields = tuple[str, str, bool, str, str, str, str, str, bool, int | None]
 
 
-def _fields(
+def _link_fields(
     cables: tuple[Cable, ...], ib_networks: frozenset[str], rails: tuple[tuple[str, int], ...]
-) -> Iterator[_Fields]:
+) -> Iterator[_LinkFields]:
     """Each cable as the pictures draw it. A rail leaf's cables, to its servers and up to the
     spines, carry its rail (`rails`: leaf -> rail): a rail-optimised fabric is coloured by
     rail."""
@@ -107,7 +107,7 @@ def _link_lines(
 ) -> tuple[str, ...]:
     """The links' lines of the scene file, straight from the cables: a Link and two Ends a
     cable, made only to be written, were half of the scene's time."""
-    return tuple(link_line(*f) for f in _fields(cables, ib_networks, rails))
+    return tuple(link_line(*f) for f in _link_fields(cables, ib_networks, rails))
 
 
 def render(plan: Plan) -> dict[str, str]:
