@@ -293,3 +293,22 @@ def test_asn_clashes_are_told_each_with_the_switch_it_shares_one_with(tmp_path: 
     # the service rack's storage switch (id 100) and the network rack's management one (101)
     [far] = found[("8", "(asn")].consequences
     assert far.message == "stor-s01: ASN 4200070100, as mgmt-n01's"
+
+
+def test_the_unprintable_characters_are_yaml_s() -> None:
+    """The reader's class of refused characters is every code point YAML 1.2 (5.1) does not
+    call printable, and no other: written as the ranges left out, it is checked here against
+    the spec's own list of those kept."""
+    from common.yaml import _UNPRINTABLE
+
+    def printable(c: int) -> bool:
+        return (
+            c in (0x09, 0x0A, 0x0D, 0x85)
+            or 0x20 <= c <= 0x7E
+            or 0xA0 <= c <= 0xD7FF
+            or 0xE000 <= c <= 0xFFFD
+            or 0x10000 <= c <= 0x10FFFF
+        )
+
+    wrong = [c for c in range(0x110000) if (_UNPRINTABLE.match(chr(c)) is None) != printable(c)]
+    assert wrong == []
