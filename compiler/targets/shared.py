@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from common import memo
 from compiler.ethernet import EthernetSwitch
-from compiler.model import Medium
+from compiler.model import Medium, SwitchOs
 from compiler.plan import Host, Interface, Plan, SwitchPlan, ip_int
 from compiler.targets.render import template
 
@@ -150,6 +150,15 @@ SPARE_REASON = "spare"
 
 
 def frr_conf(plan: Plan, sw: EthernetSwitch) -> str:
-    """A routed switch's frr.conf: eBGP unnumbered on its routed ports (the cumulus
+    """A routed Cumulus switch's frr.conf: eBGP unnumbered on its routed ports (the cumulus
     target writes it; the expected target reads its lines as what FRR must run)."""
-    return template("frr.conf.j2", site=plan.site, sw=sw)
+    return _frr_confs(plan)[sw.name]
+
+
+@memo.last  # both targets ask for every routed Cumulus switch's: rendered once a plan
+def _frr_confs(plan: Plan) -> dict[str, str]:
+    return {
+        sw.name: template("frr.conf.j2", site=plan.site, sw=sw)
+        for sw in plan.ethernet.switches
+        if sw.os == SwitchOs.CUMULUS and sw.asn is not None
+    }
