@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import netaddr
@@ -668,7 +669,12 @@ def _rings(cluster: Cluster) -> dict[str, str]:
 
 def versions(firmware: Firmware, model: str) -> dict[str, str]:
     """The baseline of `model`: the fleet's software plus the model's own firmware."""
-    return {**firmware.software, **firmware.baselines[model].versions()}
+    return {**firmware.software, **_own_versions(firmware.baselines[model])}
+
+
+@memo.last  # asked for every node, read off the baseline's fields each time
+def _own_versions(baseline: Baseline) -> Mapping[str, str]:
+    return MappingProxyType(baseline.versions())
 
 
 Links = tuple[tuple[Interface, ...], tuple[Route, ...], Interface]  # interfaces, routes, BMC

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from common import memo
 from common.rules import Rule
 from compiler.model import Cluster, Nic, Node, RackRef, ScalableUnit, ServerModel, SwitchRole
 
@@ -128,14 +129,15 @@ def rails(cluster: Cluster) -> Rails | None:
     )  # fmt: skip
 
 
-def hca_order(model: ServerModel) -> list[Nic]:
+@memo.last  # asked for each node's ports three times (checks, baseline, host), by model
+def hca_order(model: ServerModel) -> tuple[Nic, ...]:
     """The model's HCAs in GPU order: by the lowest GPU each is nearest to (`affinity`), then
     as listed; NCCL_IB_HCA lists them so, GPU k's rail k-th."""
     nearest = {a.hca: min(a.gpus) for a in model.affinity}
     hcas = [nic for nic in model.nics if nic.device]
     # Ties by position, not `hcas.index`: that compares pydantic models, a second a compile.
     rank = [nearest.get(nic.device or "", len(hcas)) for nic in hcas]
-    return [hcas[i] for i in sorted(range(len(hcas)), key=lambda i: (rank[i], i))]
+    return tuple(hcas[i] for i in sorted(range(len(hcas)), key=lambda i: (rank[i], i)))
 
 
 # --- checks ---------------------------------------------------------------------------------
