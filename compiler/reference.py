@@ -161,6 +161,8 @@ def _default(info: FieldInfo) -> str:
     if info.is_required():
         return ""
     value = info.default if info.default is not PydanticUndefined else info.default_factory
+    if value in (dict, list, tuple):  # an empty container made fresh for each record
+        value = value()
     if isinstance(value, Enum):
         return f"`{value.value}`"
     if isinstance(value, BaseModel):
