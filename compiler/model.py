@@ -41,6 +41,13 @@ from compiler.kinds import (
 from contract import Severity  # an alert's, as a finding's: the one scale
 
 
+def _empty() -> Any:
+    """An empty mapping as a field's default, made by a factory: pydantic deep-copies a `{}`
+    default for every record that leaves the key out (a node's four: 16,000 calls of
+    copy.deepcopy at 4,096 nodes, half of validating them)."""
+    return Field(default_factory=dict)
+
+
 class Strict_(BaseModel):
     """Base of every model: unknown keys are errors, no coercion, immutable."""
 
@@ -219,7 +226,7 @@ class Monitoring(Strict_):
     pending: Duration = "5m"  # how long a condition must hold before it alerts
     bmc_down_for: Duration = "5m"
     audit_stale_after: Duration = "13h"  # no drift audit report for this long: it stopped
-    receivers: dict[Name, Receiver] = {}
+    receivers: dict[Name, Receiver] = _empty()
     ipmi: IpmiLogin | None = None  # without it, ipmi_exporter tries the BMCs without a login
     snmp: SnmpLogin | None = None  # without it, snmp.yml's community stays a placeholder
     port_errors_window: Duration = "10m"  # a switch port's errors counted over this long
@@ -472,13 +479,6 @@ class Link(Strict_):
     port: int = Field(ge=1)
 
 
-def _empty() -> Any:
-    """An empty mapping as a field's default, made by a factory: pydantic deep-copies a `{}`
-    default for every record that leaves the key out (a node's four: 16,000 calls of
-    copy.deepcopy at 4,096 nodes, half of validating them)."""
-    return Field(default_factory=dict)
-
-
 class Node(Strict_):
     name: Name
     model: Name
@@ -629,7 +629,7 @@ class Baseline(Strict_):
     firmware: Version | None = None  # switches: the one firmware image
     # Version keys compared by their first N dot-separated parts only, where the probe prints
     # no more (ipmitool: a BMC's major.minor); every other key is compared in full.
-    mask: dict[str, Annotated[int, Field(ge=1)]] = {}
+    mask: dict[str, Annotated[int, Field(ge=1)]] = _empty()
 
     def versions(self) -> dict[str, str]:
         """The versions this baseline sets, by key (the mask is not one). Read off the fields:
@@ -714,7 +714,7 @@ class Bootstrap(Strict_):
     own cannot come from itself; it gets no PXE menu and no DHCP boot file."""
 
     install: InstallSource  # its installer's tree: `cdrom` (the DVD) or the upstream BaseOS URL
-    repos: dict[Name, Url] = {}  # the upstream of each of `repos`, by name, its install uses
+    repos: dict[Name, Url] = _empty()  # the upstream of each of `repos`, by name, its install uses
     nameservers: tuple[IPv4, ...] = ()  # its installer's resolvers: the site's DNS is not up yet
 
 
@@ -788,7 +788,7 @@ class Service(Strict_):
     # The groups the audit's probes name (as EPEL's packages name them: lldpd) as this
     # service's OS names them where it differs (Debian's lldpd: _lldpd): the account joins
     # these instead (`access/{role}/sysusers.conf`).
-    groups: dict[GroupName, GroupName] = {}
+    groups: dict[GroupName, GroupName] = _empty()
 
 
 class ServiceCatalog(Strict_):
@@ -800,7 +800,7 @@ class ServiceCatalog(Strict_):
     roles: dict[Annotated[Role, Lax], tuple[Name, ...]]
     # A configured switch runs its OS's services: its files have homes like a host's, `{role}`
     # in them standing for the OS (cumulus, eos), which no host role is named.
-    switch_os: dict[Annotated[SwitchOs, Lax], tuple[Name, ...]] = {}
+    switch_os: dict[Annotated[SwitchOs, Lax], tuple[Name, ...]] = _empty()
     review_only: tuple[Source, ...] = ()
     # Services whose content-checked files the audit keeps whole in its snapshots.
     snapshot: tuple[Name, ...] = ()
@@ -828,7 +828,7 @@ ModuleOption = Annotated[str, _pattern(r"[A-Za-z][A-Za-z0-9_]*", "a module param
 class Nccl(Strict_):
     """/etc/nccl.conf beyond what the plan derives; values are strings, as NCCL reads them."""
 
-    settings: dict[NcclName, str] = {}
+    settings: dict[NcclName, str] = _empty()
 
 
 class Threshold(Strict_):
@@ -865,7 +865,7 @@ class Acceptance(Strict_):
     """acceptance.yaml: GPUDirect/NCCL set-up and the pass marks of the acceptance run."""
 
     nccl: Nccl = Nccl()
-    module_options: dict[Name, dict[ModuleOption, str]] = {}  # /etc/modprobe.d, per module
+    module_options: dict[Name, dict[ModuleOption, str]] = _empty()  # /etc/modprobe.d, per module
     ib_write_bw: PairTest = PairTest()
     nccl_tests: NcclTests = NcclTests()
     burn_in: BurnIn = BurnIn()

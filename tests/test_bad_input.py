@@ -13,6 +13,7 @@ from ruamel.yaml import YAML
 from clusterforge.cli import main
 from common.errors import SourceError
 from common.rules import Rule
+from common.yaml import _UNPRINTABLE
 from compiler import pipeline
 from compiler.load import load
 from compiler.output import read_tree
@@ -299,7 +300,6 @@ def test_the_unprintable_characters_are_yaml_s() -> None:
     """The reader's class of refused characters is every code point YAML 1.2 (5.1) does not
     call printable, and no other: written as the ranges left out, it is checked here against
     the spec's own list of those kept."""
-    from common.yaml import _UNPRINTABLE
 
     def printable(c: int) -> bool:
         return (
